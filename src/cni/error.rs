@@ -1,0 +1,107 @@
+//! CNI errors as values: every failure carries a spec error code and a message a person can act
+//! on. Printed as `{"cniVersion","code","msg","details"}` on stdout by the protocol driver.
+//!
+//! Upstream returns 999 for nearly every plugin error; we use the spec's codes where one fits
+//! (7 for a bad config value, 11 for a lock wait that timed out, 50 from STATUS) and 999 only for
+//! failures of the host itself (netlink, filesystem).
+
+use std::fmt;
+
+/// Error codes from SPEC.md ("Error" section) plus Go's 8 and 999.
+pub mod code {
+    pub const INCOMPATIBLE_VERSION: u32 = 1;
+    pub const UNSUPPORTED_FIELD: u32 = 2;
+    pub const UNKNOWN_CONTAINER: u32 = 3;
+    pub const INVALID_ENV: u32 = 4;
+    pub const IO_FAILURE: u32 = 5;
+    pub const DECODE_FAILURE: u32 = 6;
+    pub const INVALID_CONFIG: u32 = 7;
+    pub const INVALID_NETNS: u32 = 8;
+    pub const TRY_AGAIN_LATER: u32 = 11;
+    pub const PLUGIN_NOT_AVAILABLE: u32 = 50;
+    pub const PLUGIN_LIMITED: u32 = 51;
+    pub const INTERNAL: u32 = 999;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub code: u32,
+    pub msg: String,
+    pub details: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(code: u32, msg: impl Into<String>) -> Self {
+        Error { code, msg: msg.into(), details: String::new() }
+    }
+    pub fn with_details(mut self, details: impl Into<String>) -> Self {
+        self.details = details.into();
+        self
+    }
+    /// A bad value in the network configuration (code 7).
+    pub fn config(msg: impl Into<String>) -> Self {
+        Self::new(code::INVALID_CONFIG, msg)
+    }
+    /// A missing or malformed CNI_* environment variable (code 4).
+    pub fn env(msg: impl Into<String>) -> Self {
+        Self::new(code::INVALID_ENV, msg)
+    }
+    /// Content that could not be decoded (code 6).
+    pub fn decode(msg: impl Into<String>) -> Self {
+        Self::new(code::DECODE_FAILURE, msg)
+    }
+    /// A failure of the host (netlink, filesystem, exec): code 999 like upstream.
+    pub fn internal(msg: impl Into<String>) -> Self {
+        Self::new(code::INTERNAL, msg)
+    }
+    /// A transient condition such as a lock held too long (code 11).
+    pub fn try_again(msg: impl Into<String>) -> Self {
+        Self::new(code::TRY_AGAIN_LATER, msg)
+    }
+    /// Prefix the message with what was being done: `ctx: msg`.
+    pub fn context(mut self, ctx: impl fmt::Display) -> Self {
+        self.msg = format!("{ctx}: {}", self.msg);
+        self
+    }
+    /// Wrap an OS error, naming the object: `open /var/lib/cni/x: Permission denied`.
+    pub fn io(what: impl fmt::Display, err: std::io::Error) -> Self {
+        Self::internal(format!("{what}: {err}"))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.details.is_empty() {
+            write!(f, "{}", self.msg)
+        } else {
+            write!(f, "{}; {}", self.msg, self.details)
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Attach context to any result whose error converts into ours.
+pub trait Context<T> {
+    fn ctx(self, what: impl fmt::Display) -> Result<T>;
+}
+
+impl<T> Context<T> for std::result::Result<T, std::io::Error> {
+    fn ctx(self, what: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::io(what, e))
+    }
+}
+
+impl<T> Context<T> for std::result::Result<T, nix::Error> {
+    fn ctx(self, what: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::io(what, std::io::Error::from(e)))
+    }
+}
+
+impl<T> Context<T> for Result<T> {
+    fn ctx(self, what: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| e.context(what))
+    }
+}
