@@ -1,1 +1,70 @@
-fn main() {}
+//! argv[0] dispatch: `bridge`, `host-local`, … run that applet; `cnibox APPLET` does too;
+//! `cnibox --list | --version | --help` describe the binary.
+
+use cnibox::applets;
+use cnibox::cni::skel;
+
+const USAGE: &str = "\
+usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in the environment)
+       APPLET                 the same, when cnibox is installed under the applet's name
+       cnibox --list          list applets
+       cnibox --version       print version and supported CNI spec versions
+       cnibox --help          this text
+Install the applet links with `symlinks.sh [DIR]` (default /opt/cni/bin).";
+
+fn main() {
+    std::process::exit(real_main());
+}
+
+fn real_main() -> i32 {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    let base = std::path::Path::new(&argv0)
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let base = base.strip_suffix(".exe").unwrap_or(&base);
+    skel::register(applets::TABLE);
+    if let Some(applet) = applets::find(base) {
+        return skel::run(applet);
+    }
+    if !base.starts_with("cnibox") {
+        eprintln!("cnibox: unknown applet {base:?} (cnibox --list shows the applets)");
+        return 1;
+    }
+    let first = args
+        .next()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match first.as_str() {
+        "--list" | "-l" => {
+            for a in applets::TABLE {
+                println!("{}", a.name);
+            }
+            0
+        }
+        "--version" | "-V" => {
+            println!(
+                "cnibox {}\nCNI protocol versions supported: {}",
+                env!("CARGO_PKG_VERSION"),
+                cnibox::cni::version::list(cnibox::cni::Version::ALL)
+            );
+            0
+        }
+        "--help" | "-h" => {
+            println!("{USAGE}");
+            0
+        }
+        "" => {
+            eprintln!("{USAGE}");
+            1
+        }
+        name => match applets::find(name) {
+            Some(applet) => skel::run(applet),
+            None => {
+                eprintln!("cnibox: unknown applet {name:?} (cnibox --list shows the applets)");
+                1
+            }
+        },
+    }
+}

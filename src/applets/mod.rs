@@ -1,1 +1,10 @@
-//! (placeholder)
+//! The applet table: one file per applet, one row here. `main` dispatches on argv[0] through
+//! this table and delegation finds in-process IPAM applets in it.
+
+use crate::cni::Applet;
+
+pub static TABLE: &[Applet] = &[];
+
+pub fn find(name: &str) -> Option<&'static Applet> {
+    TABLE.iter().find(|a| a.name == name)
+}

@@ -34,7 +34,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(code: u32, msg: impl Into<String>) -> Self {
-        Error { code, msg: msg.into(), details: String::new() }
+        Error {
+            code,
+            msg: msg.into(),
+            details: String::new(),
+        }
     }
     pub fn with_details(mut self, details: impl Into<String>) -> Self {
         self.details = details.into();

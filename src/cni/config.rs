@@ -1,0 +1,109 @@
+//! The request a plugin receives: the environment plus the network configuration on stdin,
+//! with the keys every plugin shares (SPEC.md "Plugin configuration"). Applets decode their own
+//! keys from the same parsed JSON with [`Request::decode`].
+
+use super::env::Env;
+use super::error::{Error, Result};
+use super::result::{CniResult, Dns};
+use super::version::Version;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+#[derive(Debug, Default, Deserialize)]
+pub struct IpamRef {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+}
+
+/// An attachment the runtime still considers valid (GC input).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, Hash)]
+pub struct Attachment {
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    #[serde(default)]
+    pub ifname: String,
+}
+
+/// Keys common to every plugin's configuration.
+#[derive(Debug, Default, Deserialize)]
+pub struct NetConf {
+    #[serde(rename = "cniVersion", default)]
+    pub cni_version: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    #[serde(default)]
+    pub ipam: Option<IpamRef>,
+    #[serde(default)]
+    pub dns: Option<Dns>,
+    #[serde(rename = "prevResult", default)]
+    pub prev_result: Option<Value>,
+    #[serde(rename = "cni.dev/valid-attachments", default)]
+    pub valid_attachments: Option<Vec<Attachment>>,
+    /// The name libcni used before July 2024; it still sends both.
+    #[serde(rename = "cni.dev/attachments", default)]
+    pub legacy_attachments: Option<Vec<Attachment>>,
+}
+
+/// One invocation: validated environment, the raw and common config, the negotiated version.
+pub struct Request {
+    pub env: Env,
+    pub stdin: Vec<u8>,
+    pub raw: Value,
+    pub conf: NetConf,
+    pub version: Version,
+}
+
+impl Request {
+    /// Decode applet-specific keys from the config (code 6 on a type mismatch).
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
+        T::deserialize(&self.raw).map_err(|e| Error::decode(format!("failed to load netconf: {e}")))
+    }
+
+    /// `prevResult`, parsed in the config's version when it carries none of its own.
+    pub fn prev_result(&self) -> Result<Option<CniResult>> {
+        match &self.conf.prev_result {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => CniResult::from_json(v, self.version)
+                .map(Some)
+                .map_err(|e| e.context("could not parse prevResult")),
+        }
+    }
+
+    /// The IPAM plugin's type, if the config names one.
+    pub fn ipam_type(&self) -> Option<&str> {
+        self.conf
+            .ipam
+            .as_ref()
+            .map(|i| i.kind.as_str())
+            .filter(|k| !k.is_empty())
+    }
+
+    /// GC input: the attachments that must be kept, or `None` when the runtime sent no list
+    /// (then nothing may be collected; an empty list means nothing is valid).
+    pub fn valid_attachments(&self) -> Option<&[Attachment]> {
+        self.conf
+            .valid_attachments
+            .as_deref()
+            .or(self.conf.legacy_attachments.as_deref())
+    }
+
+    /// A field of `runtimeConfig`, if present and not null.
+    pub fn runtime_config(&self, key: &str) -> Option<&Value> {
+        self.raw
+            .get("runtimeConfig")?
+            .get(key)
+            .filter(|v| !v.is_null())
+    }
+
+    /// A field of `args.cni`, if present and not null.
+    pub fn args_cni(&self, key: &str) -> Option<&Value> {
+        self.raw
+            .get("args")?
+            .get("cni")?
+            .get(key)
+            .filter(|v| !v.is_null())
+    }
+}

@@ -1,0 +1,136 @@
+//! Delegation to IPAM plugins the way libcni does it: find `ipam.type` in CNI_PATH and run it
+//! with the same environment and the whole config on stdin, CNI_COMMAND set to the verb.
+//!
+//! When the file found is this very executable (same device and inode as /proc/self/exe, i.e.
+//! a cnibox symlink or hardlink) the applet runs in-process through the same driver, so the
+//! output is identical and one fork+exec is saved. A different `host-local` earlier in CNI_PATH
+//! is still exec'd, which keeps libcni's semantics.
+
+use super::config::Request;
+use super::env::Command;
+use super::error::{Error, Result};
+use super::result::CniResult;
+use super::skel;
+use serde::Deserialize;
+use std::io::Write;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+/// First regular file (after symlinks) called `name` in CNI_PATH.
+pub fn find_in_path(name: &str, req: &Request) -> Result<PathBuf> {
+    if name.is_empty() {
+        return Err(Error::config("no plugin name provided"));
+    }
+    if name.contains('/') || name == "." || name == ".." {
+        return Err(Error::config(format!(
+            "invalid plugin name {name:?}: must not contain a path separator"
+        )));
+    }
+    req.env
+        .path_dirs()
+        .map(|d| d.join(name))
+        .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
+        .ok_or_else(|| {
+            Error::config(format!(
+                "failed to find plugin {name:?} in path [{}]",
+                req.env.path.replace(':', " ")
+            ))
+        })
+}
+
+fn is_self(path: &Path) -> bool {
+    match (std::fs::metadata(path), std::fs::metadata("/proc/self/exe")) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Run the delegated plugin `name` for `cmd`; ADD returns its result.
+pub fn delegate(cmd: Command, name: &str, req: &Request) -> Result<Option<CniResult>> {
+    let path = find_in_path(name, req)?;
+    let out = match skel::lookup(name).filter(|_| is_self(&path)) {
+        Some(applet) => {
+            let mut env = req.env.clone();
+            env.command = cmd;
+            skel::execute(applet, env, req.stdin.clone()).1?
+        }
+        None => exec(cmd, &path, req)?,
+    };
+    match (cmd, out) {
+        (Command::Add, Some(text)) => {
+            let v: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| Error::decode(format!("{name}: failed to parse result: {e}")))?;
+            CniResult::from_json(&v, req.version).map(Some)
+        }
+        (Command::Add, None) => Err(Error::internal(format!("{name}: ADD printed no result"))),
+        _ => Ok(None),
+    }
+}
+
+pub fn add(name: &str, req: &Request) -> Result<CniResult> {
+    delegate(Command::Add, name, req)?
+        .ok_or_else(|| Error::internal(format!("{name}: ADD printed no result")))
+}
+
+pub fn del(name: &str, req: &Request) -> Result<()> {
+    delegate(Command::Del, name, req).map(drop)
+}
+
+fn exec(cmd: Command, path: &Path, req: &Request) -> Result<Option<String>> {
+    let mut tries = 0;
+    let mut child = loop {
+        let spawned = std::process::Command::new(path)
+            .env("CNI_COMMAND", cmd.as_str())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn();
+        match spawned {
+            // libcni retries "text file busy" (a plugin being replaced) a few times.
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 5 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            Err(e) => return Err(Error::io(format!("exec {}", path.display()), e)),
+            Ok(c) => break c,
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // A plugin that exits without reading stdin gives EPIPE; its output still decides.
+        let _ = stdin.write_all(&req.stdin);
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| Error::io(format!("wait for {}", path.display()), e))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if out.status.success() {
+        return Ok((!text.trim().is_empty()).then_some(text));
+    }
+    #[derive(Deserialize)]
+    struct ErrOut {
+        code: u32,
+        #[serde(default)]
+        msg: String,
+        #[serde(default)]
+        details: String,
+    }
+    match serde_json::from_str::<ErrOut>(&text) {
+        Ok(e) => Err(Error {
+            code: e.code,
+            msg: e.msg,
+            details: e.details,
+        }),
+        Err(_) if text.trim().is_empty() => Err(Error::internal(format!(
+            "{} failed ({}) with no error message",
+            path.display(),
+            out.status
+        ))),
+        Err(_) => Err(Error::internal(format!(
+            "{} failed ({}): {}",
+            path.display(),
+            out.status,
+            text.trim()
+        ))),
+    }
+}

@@ -1,0 +1,231 @@
+//! The protocol driver: validates the environment and config, negotiates the version, runs an
+//! applet's handler and prints its result or error exactly as the Go skel does (results and
+//! errors pretty-printed with four spaces, VERSION compact with a newline).
+//!
+//! Beyond the Go skel: a missing `type` is rejected with code 7, errors carry `cniVersion` as
+//! the spec asks, and a panic hook turns a bug into a CNI error on stdout.
+
+use super::config::{NetConf, Request};
+use super::env::{Command, Env, validate_network_name};
+use super::error::{Error, Result, code};
+use super::result::CniResult;
+use super::version::{self, Version};
+use serde::Deserialize;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::sync::OnceLock;
+
+/// What a verb handler returns: a result for ADD, nothing for the other verbs.
+pub type Handler = fn(&Request) -> Result<Option<CniResult>>;
+
+/// One row of the applet table.
+pub struct Applet {
+    pub name: &'static str,
+    pub versions: &'static [Version],
+    pub add: Handler,
+    pub del: Handler,
+    pub check: Handler,
+    /// `None`: STATUS succeeds without doing anything (as the Go skel does).
+    pub status: Option<Handler>,
+    /// `None`: GC succeeds without doing anything.
+    pub gc: Option<Handler>,
+}
+
+static TABLE: OnceLock<&'static [Applet]> = OnceLock::new();
+
+/// Register the applet table so delegation can find applets of this same binary.
+pub fn register(table: &'static [Applet]) {
+    let _ = TABLE.set(table);
+}
+
+pub fn lookup(name: &str) -> Option<&'static Applet> {
+    TABLE.get()?.iter().find(|a| a.name == name)
+}
+
+/// Run `applet` as a CNI plugin process: returns the exit status.
+pub fn run(applet: &Applet) -> i32 {
+    install_panic_hook();
+    let env = match Env::from_process() {
+        Ok(Some(env)) => env,
+        Ok(None) => {
+            eprintln!(
+                "CNI {} plugin cnibox {}\nCNI protocol versions supported: {}",
+                applet.name,
+                env!("CARGO_PKG_VERSION"),
+                version::list(applet.versions)
+            );
+            return 0;
+        }
+        Err(e) => return print_error(&e, Version::LATEST),
+    };
+    let stdin = if env.command == Command::Version {
+        Vec::new()
+    } else {
+        let mut buf = Vec::new();
+        if let Err(e) = std::io::stdin().read_to_end(&mut buf) {
+            return print_error(
+                &Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}")),
+                Version::LATEST,
+            );
+        }
+        buf
+    };
+    let (ver, out) = execute(applet, env, stdin);
+    match out {
+        Ok(Some(text)) => {
+            let mut so = std::io::stdout().lock();
+            if so
+                .write_all(text.as_bytes())
+                .and_then(|_| so.flush())
+                .is_err()
+            {
+                return 1;
+            }
+            0
+        }
+        Ok(None) => 0,
+        Err(e) => print_error(&e, ver),
+    }
+}
+
+/// The whole request/response cycle without process I/O: used by [`run`] and by in-process
+/// delegation, so both print byte-identical output. Returns the version for error printing.
+pub fn execute(applet: &Applet, env: Env, stdin: Vec<u8>) -> (Version, Result<Option<String>>) {
+    if env.command == Command::Version {
+        return (Version::LATEST, Ok(Some(version_text(applet.versions))));
+    }
+    let raw: Value = match serde_json::from_slice(&stdin) {
+        Ok(v @ Value::Object(_)) => v,
+        Ok(_) => {
+            return (
+                Version::LATEST,
+                Err(Error::decode(
+                    "error unmarshalling network config: not a JSON object",
+                )),
+            );
+        }
+        Err(e) => {
+            return (
+                Version::LATEST,
+                Err(Error::decode(format!(
+                    "error unmarshalling network config: {e}"
+                ))),
+            );
+        }
+    };
+    let conf = match NetConf::deserialize(&raw) {
+        Ok(c) => c,
+        Err(e) => {
+            return (
+                Version::LATEST,
+                Err(Error::decode(format!(
+                    "error unmarshalling network config: {e}"
+                ))),
+            );
+        }
+    };
+    let version = match Version::parse(&conf.cni_version).filter(|v| applet.versions.contains(v)) {
+        Some(v) => v,
+        None => {
+            let e = Error::new(code::INCOMPATIBLE_VERSION, "incompatible CNI versions")
+                .with_details(format!(
+                    "config is {:?}, plugin supports [{}]",
+                    conf.cni_version,
+                    version::list(applet.versions)
+                ));
+            return (Version::LATEST, Err(e));
+        }
+    };
+    let out = dispatch(
+        applet,
+        Request {
+            env,
+            stdin,
+            raw,
+            conf,
+            version,
+        },
+    );
+    (version, out)
+}
+
+fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
+    validate_network_name(&req.conf.name)?;
+    if req.conf.kind.is_empty() {
+        return Err(Error::config("missing plugin type"));
+    }
+    let needs = |min: Version, verb: &str| {
+        if req.version < min {
+            Err(Error::new(
+                code::INCOMPATIBLE_VERSION,
+                format!("config version does not allow {verb}"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let handler = match req.env.command {
+        Command::Add => Some(applet.add),
+        Command::Del => Some(applet.del),
+        Command::Check => {
+            needs(Version::V040, "CHECK")?;
+            Some(applet.check)
+        }
+        Command::Status => {
+            needs(Version::V110, "STATUS")?;
+            applet.status
+        }
+        Command::Gc => {
+            needs(Version::V110, "GC")?;
+            applet.gc
+        }
+        Command::Version => None,
+    };
+    let Some(handler) = handler else {
+        return Ok(None);
+    };
+    match handler(&req)? {
+        Some(result) if req.env.command == Command::Add => {
+            Ok(Some(pretty(&result.to_value(req.version)?)))
+        }
+        _ => Ok(None),
+    }
+}
+
+pub fn version_text(versions: &[Version]) -> String {
+    let list: Vec<&str> = versions.iter().map(|v| v.as_str()).collect();
+    let v = serde_json::json!({"cniVersion": Version::LATEST.as_str(), "supportedVersions": list});
+    format!("{v}\n")
+}
+
+/// Go's `json.MarshalIndent(v, "", "    ")`.
+pub fn pretty(v: &Value) -> String {
+    let mut out = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+    // Serializing a Value into a Vec cannot fail.
+    let _ = serde::Serialize::serialize(v, &mut ser);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+pub fn error_json(e: &Error, ver: Version) -> String {
+    let mut v = serde_json::json!({"cniVersion": ver.as_str(), "code": e.code, "msg": e.msg});
+    if !e.details.is_empty() {
+        v["details"] = Value::String(e.details.clone());
+    }
+    pretty(&v)
+}
+
+fn print_error(e: &Error, ver: Version) -> i32 {
+    let _ = std::io::stdout().write_all(error_json(e, ver).as_bytes());
+    let _ = std::io::stdout().flush();
+    1
+}
+
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        let e = Error::internal(format!("internal error (please report): {info}"));
+        let _ = std::io::stdout().write_all(error_json(&e, Version::LATEST).as_bytes());
+        let _ = std::io::stdout().flush();
+    }));
+}
