@@ -3,8 +3,10 @@
 
 use crate::cni::Applet;
 
-pub static TABLE: &[Applet] = &[];
+mod host_local;
+
+pub static TABLE: &[&Applet] = &[&host_local::APPLET];
 
 pub fn find(name: &str) -> Option<&'static Applet> {
-    TABLE.iter().find(|a| a.name == name)
+    TABLE.iter().copied().find(|a| a.name == name)
 }

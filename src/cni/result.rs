@@ -3,8 +3,8 @@
 //! Conversion follows the Go library: 0.3.x/0.4.0 add `ips[].version` and drop the 1.1.0
 //! interface and route attributes; 0.1.0/0.2.0 keep the first IPv4 and first IPv6 address as
 //! `ip4`/`ip6`, split routes between them by destination family, and fail with
-//! "cannot convert: no valid IP addresses" when there is no address at all. 0.x results always
-//! print `"dns": {}`; 1.x results omit an empty `dns`.
+//! "cannot convert: no valid IP addresses" when there is no address at all. Every version prints
+//! `"dns": {}` when empty, as the Go library does (encoding/json never omits a struct).
 
 use super::error::{Error, Result};
 use super::version::Version;
@@ -206,11 +206,14 @@ impl CniResult {
         Self::from_value(v, ver)
     }
 
-    /// The JSON a plugin prints for `version`.
+    /// The JSON a plugin prints for `version`, as a value (tests, conversions).
     pub fn to_value(&self, version: Version) -> Result<Value> {
-        let enc = |r: std::result::Result<Value, serde_json::Error>| {
-            r.map_err(|e| Error::internal(format!("failed to encode result: {e}")))
-        };
+        serde_json::from_str(&self.to_json(version)?)
+            .map_err(|e| Error::internal(format!("failed to encode result: {e}")))
+    }
+
+    /// The text a plugin prints for `version`: Go's field order, four-space indent.
+    pub fn to_json(&self, version: Version) -> Result<String> {
         if version.is_legacy() {
             let mut l = Legacy {
                 version: version.as_str(),
@@ -248,7 +251,7 @@ impl CniResult {
                     });
                 }
             }
-            return enc(serde_json::to_value(&l));
+            return Ok(super::skel::pretty(&l));
         }
         let mut interfaces = self.interfaces.clone();
         let mut ips = self.ips.clone();
@@ -271,8 +274,9 @@ impl CniResult {
             }
             routes.iter_mut().for_each(Route::strip_1_1);
         }
-        let dns = (version < Version::V100 || !self.dns.is_empty()).then_some(&self.dns);
-        enc(serde_json::to_value(Modern {
+        // Go's encoding/json does not omit an empty struct, so `"dns": {}` is always printed.
+        let dns = Some(&self.dns);
+        Ok(super::skel::pretty(&Modern {
             version: version.as_str(),
             interfaces: &interfaces,
             ips: &ips,

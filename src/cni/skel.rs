@@ -31,15 +31,15 @@ pub struct Applet {
     pub gc: Option<Handler>,
 }
 
-static TABLE: OnceLock<&'static [Applet]> = OnceLock::new();
+static TABLE: OnceLock<&'static [&'static Applet]> = OnceLock::new();
 
 /// Register the applet table so delegation can find applets of this same binary.
-pub fn register(table: &'static [Applet]) {
+pub fn register(table: &'static [&'static Applet]) {
     let _ = TABLE.set(table);
 }
 
 pub fn lookup(name: &str) -> Option<&'static Applet> {
-    TABLE.get()?.iter().find(|a| a.name == name)
+    TABLE.get()?.iter().copied().find(|a| a.name == name)
 }
 
 /// Run `applet` as a CNI plugin process: returns the exit status.
@@ -185,9 +185,7 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
         return Ok(None);
     };
     match handler(&req)? {
-        Some(result) if req.env.command == Command::Add => {
-            Ok(Some(pretty(&result.to_value(req.version)?)))
-        }
+        Some(result) if req.env.command == Command::Add => Ok(Some(result.to_json(req.version)?)),
         _ => Ok(None),
     }
 }
@@ -199,7 +197,7 @@ pub fn version_text(versions: &[Version]) -> String {
 }
 
 /// Go's `json.MarshalIndent(v, "", "    ")`.
-pub fn pretty(v: &Value) -> String {
+pub fn pretty<T: serde::Serialize>(v: &T) -> String {
     let mut out = Vec::new();
     let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
     let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);

@@ -1,0 +1,367 @@
+//! host-local IPAM: hands out addresses from range sets and records them on disk.
+//!
+//! Mirrors upstream `plugins/ipam/host-local` (keys, defaults, validation messages, allocation
+//! order, on-disk format; see ipam/store.rs). Beyond upstream: ADD and DEL are O(1) in the
+//! number of reservations, GC releases reservations of attachments the runtime no longer lists,
+//! STATUS fails with code 50 when a range set is full, and a network name that would escape
+//! dataDir is refused.
+
+use crate::cni::env::validate_network_name;
+use crate::cni::result::{CniResult, Dns, IpConfig, Route};
+use crate::cni::{Applet, Error, Request, Result, Version, error::code};
+use crate::ipam::store::{DEFAULT_DATA_DIR, Owner, Store};
+use crate::ipam::{RangeConf, RangeSet, canonical};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+pub static APPLET: Applet = Applet {
+    name: "host-local",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: Some(status),
+    gc: Some(gc),
+};
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct IpamConf {
+    #[serde(flatten)]
+    legacy: RangeConf,
+    #[serde(default)]
+    ranges: Vec<Vec<RangeConf>>,
+    #[serde(default)]
+    routes: Option<Vec<Route>>,
+    #[serde(default)]
+    data_dir: String,
+    #[serde(default)]
+    resolv_conf: String,
+}
+
+#[derive(Deserialize)]
+struct NetConf {
+    #[serde(default)]
+    ipam: Option<IpamConf>,
+}
+
+/// The validated configuration of one request.
+struct Config {
+    sets: Vec<RangeSet>,
+    requested: Vec<IpAddr>,
+    routes: Vec<Route>,
+    data_dir: PathBuf,
+    resolv_conf: String,
+    network: String,
+}
+
+/// `"10.0.0.5"` or `"10.0.0.5/24"` (the prefix is ignored), as upstream's `ip.IP`.
+fn parse_requested(v: &str) -> Result<IpAddr> {
+    let addr = v.split_once('/').map_or(v, |(a, _)| a);
+    addr.parse()
+        .map(canonical)
+        .map_err(|_| Error::config(format!("cannot understand ip: {v:?}")))
+}
+
+fn requested_list(v: Option<&Value>, what: &str) -> Result<Vec<IpAddr>> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let list = v
+        .as_array()
+        .ok_or_else(|| Error::decode(format!("{what}: expected a list of IPs")))?;
+    list.iter()
+        .map(|s| {
+            s.as_str()
+                .ok_or_else(|| Error::decode(format!("{what}: expected a string")))
+                .and_then(parse_requested)
+        })
+        .collect()
+}
+
+fn load(req: &Request) -> Result<Config> {
+    let n: NetConf = req.decode()?;
+    let ipam = n
+        .ipam
+        .ok_or_else(|| Error::config("IPAM config missing 'ipam' key"))?;
+    // Requested addresses: CNI_ARGS IP, then args.cni.ips, then runtimeConfig.ips — all of them.
+    let mut requested = Vec::new();
+    if let Some(ip) = req.env.cni_args(&["IP"])?.get("IP") {
+        requested.push(parse_requested(ip)?);
+    }
+    requested.extend(requested_list(req.args_cni("ips"), "args.cni.ips")?);
+    requested.extend(requested_list(
+        req.runtime_config("ips"),
+        "runtimeConfig.ips",
+    )?);
+
+    let mut confs: Vec<Vec<RangeConf>> = Vec::new();
+    if let Some(v) = req.runtime_config("ipRanges") {
+        confs = Vec::<Vec<RangeConf>>::deserialize(v)
+            .map_err(|e| Error::decode(format!("runtimeConfig.ipRanges: {e}")))?;
+    }
+    if ipam.legacy.subnet.is_some() {
+        confs.push(vec![ipam.legacy.clone()]);
+    }
+    confs.extend(ipam.ranges);
+    if confs.is_empty() {
+        return Err(Error::config("no IP ranges specified"));
+    }
+    let sets = confs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            RangeSet::from_conf(c)
+                .map_err(|e| Error::config(format!("invalid range set {i}: {}", e.msg)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let v4 = sets.iter().filter(|s| s.is_ipv4()).count();
+    if req.version.is_legacy() && (v4 > 1 || sets.len() - v4 > 1) {
+        return Err(Error::config(format!(
+            "CNI version {} does not support more than 1 address per family",
+            req.conf.cni_version
+        )));
+    }
+    for (i, a) in sets.iter().enumerate() {
+        if let Some(j) = sets[i + 1..].iter().position(|b| a.overlaps(b)) {
+            return Err(Error::config(format!(
+                "range set {i} overlaps with {}",
+                i + 1 + j
+            )));
+        }
+    }
+    validate_network_name(&req.conf.name)?;
+    let data_dir = if ipam.data_dir.is_empty() {
+        DEFAULT_DATA_DIR.into()
+    } else {
+        ipam.data_dir.into()
+    };
+    Ok(Config {
+        sets,
+        requested,
+        routes: ipam.routes.unwrap_or_default(),
+        data_dir,
+        resolv_conf: ipam.resolv_conf,
+        network: req.conf.name.clone(),
+    })
+}
+
+fn add(req: &Request) -> Result<Option<CniResult>> {
+    let cfg = load(req)?;
+    let mut result = CniResult {
+        routes: cfg.routes.clone(),
+        ..Default::default()
+    };
+    if !cfg.resolv_conf.is_empty() {
+        result.dns = parse_resolv_conf(&cfg.resolv_conf)?;
+    }
+    let mut store = Store::open(&cfg.data_dir, &cfg.network, true)?
+        .ok_or_else(|| Error::internal("store vanished"))?;
+    let owner = Owner::new(&req.env.container_id, &req.env.ifname);
+    let mut requested = cfg.requested.clone();
+    let mut reserved = Vec::new();
+    for (idx, set) in cfg.sets.iter().enumerate() {
+        let want = requested
+            .iter()
+            .position(|ip| set.contains(*ip))
+            .map(|i| requested.remove(i));
+        match allocate(&mut store, set, idx, &owner, want) {
+            Ok(ip) => {
+                reserved.push(ip.address.addr());
+                result.ips.push(ip);
+            }
+            Err(e) => {
+                rollback(&mut store, &reserved, &owner);
+                return Err(e.context(format_args!("failed to allocate for range {idx}")));
+            }
+        }
+    }
+    if !requested.is_empty() {
+        rollback(&mut store, &reserved, &owner);
+        let list: Vec<String> = requested.iter().map(IpAddr::to_string).collect();
+        return Err(Error::config(format!(
+            "failed to allocate all requested IPs: {}",
+            list.join(" ")
+        )));
+    }
+    Ok(Some(result))
+}
+
+fn rollback(store: &mut Store, reserved: &[IpAddr], owner: &Owner) {
+    for ip in reserved {
+        if let Err(e) = store.release_ip(*ip, owner) {
+            eprintln!("host-local: rollback of {ip}: {e}");
+        }
+    }
+}
+
+fn allocate(
+    store: &mut Store,
+    set: &RangeSet,
+    idx: usize,
+    owner: &Owner,
+    want: Option<IpAddr>,
+) -> Result<IpConfig> {
+    let found = if let Some(ip) = want {
+        let range = set
+            .range_for(ip)
+            .ok_or_else(|| Error::config(format!("{ip} not in range set {set}")))?;
+        if ip == range.gateway {
+            return Err(Error::config(format!(
+                "requested ip {ip} is subnet's gateway"
+            )));
+        }
+        if !store.reserve(ip, owner, idx)? {
+            return Err(Error::internal(format!(
+                "requested IP address {ip} is not available in range set {set}"
+            )));
+        }
+        ipnet::IpNet::new(ip, range.subnet.prefix_len())
+            .ok()
+            .map(|n| (n, range.gateway))
+    } else {
+        if let Some(ip) = store
+            .owned_by(owner)
+            .into_iter()
+            .find(|ip| set.contains(*ip))
+        {
+            return Err(Error::internal(format!(
+                "{ip} has been allocated to {}, duplicate allocation is not allowed",
+                owner.container_id
+            )));
+        }
+        let mut found = None;
+        for (net, gw) in set.candidates(store.last_reserved(idx)) {
+            if store.reserve(net.addr(), owner, idx)? {
+                found = Some((net, gw));
+                break;
+            }
+        }
+        found
+    };
+    let (address, gw) = found
+        .ok_or_else(|| Error::internal(format!("no IP addresses available in range set: {set}")))?;
+    Ok(IpConfig {
+        version: None,
+        interface: None,
+        address,
+        gateway: Some(gw),
+    })
+}
+
+fn del(req: &Request) -> Result<Option<CniResult>> {
+    let cfg = load(req)?;
+    if let Some(mut store) = Store::open(&cfg.data_dir, &cfg.network, false)? {
+        store.release(&req.env.container_id, &req.env.ifname)?;
+    }
+    Ok(None)
+}
+
+fn check(req: &Request) -> Result<Option<CniResult>> {
+    let cfg = load(req)?;
+    let owner = Owner::new(&req.env.container_id, &req.env.ifname);
+    let store = Store::open(&cfg.data_dir, &cfg.network, false)?;
+    let found = store.is_some_and(|s| {
+        !s.owned_by(&owner).is_empty()
+            || !s
+                .owned_by(&Owner {
+                    ifname: None,
+                    ..owner.clone()
+                })
+                .is_empty()
+    });
+    if !found {
+        return Err(Error::internal(format!(
+            "host-local: Failed to find address added by container {}",
+            req.env.container_id
+        )));
+    }
+    Ok(None)
+}
+
+/// Releases every reservation whose owner is not a valid attachment. Legacy reservations (no
+/// ifname) stay while any attachment of that container is valid.
+fn gc(req: &Request) -> Result<Option<CniResult>> {
+    let cfg = load(req)?;
+    let Some(valid) = req.valid_attachments() else {
+        return Ok(None);
+    };
+    let Some(mut store) = Store::open(&cfg.data_dir, &cfg.network, false)? else {
+        return Ok(None);
+    };
+    let keep: HashSet<(&str, &str)> = valid
+        .iter()
+        .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
+        .collect();
+    let keep_cid: HashSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
+    let mut errors = Vec::new();
+    for (owner, _) in store.owners()? {
+        let valid = match &owner.ifname {
+            Some(i) => keep.contains(&(owner.container_id.as_str(), i.as_str())),
+            None => keep_cid.contains(owner.container_id.as_str()),
+        };
+        if !valid {
+            if let Err(e) = store.release_owner(&owner) {
+                errors.push(e.msg);
+            }
+        }
+    }
+    store.remove_orphans()?;
+    if errors.is_empty() {
+        Ok(None)
+    } else {
+        Err(Error::internal(errors.join("; ")))
+    }
+}
+
+/// Code 50 when some range set has no free address left.
+fn status(req: &Request) -> Result<Option<CniResult>> {
+    let cfg = load(req)?;
+    let Some(store) = Store::open(&cfg.data_dir, &cfg.network, false)? else {
+        return Ok(None);
+    };
+    let taken: Vec<IpAddr> = store
+        .reservation_files()?
+        .into_iter()
+        .map(|(ip, _)| ip)
+        .collect();
+    for (i, set) in cfg.sets.iter().enumerate() {
+        let used = taken
+            .iter()
+            .filter(|ip| set.range_for(**ip).is_some_and(|r| r.gateway != **ip))
+            .count();
+        if used as u128 >= set.capacity() {
+            return Err(Error::new(
+                code::PLUGIN_NOT_AVAILABLE,
+                format!("no IP addresses available in range set {i}: {set}"),
+            ));
+        }
+    }
+    Ok(None)
+}
+
+/// resolv.conf → DNS, as upstream's parseResolvConf.
+fn parse_resolv_conf(path: &str) -> Result<Dns> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::io(format_args!("read resolvConf {path}"), e))?;
+    let mut dns = Dns::default();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 2 {
+            continue;
+        }
+        let rest = f[1..].iter().map(|s| s.to_string());
+        match f[0] {
+            "nameserver" => dns.nameservers.push(f[1].to_string()),
+            "domain" => dns.domain = f[1].to_string(),
+            "search" => dns.search.extend(rest),
+            "options" => dns.options.extend(rest),
+            _ => {}
+        }
+    }
+    Ok(dns)
+}
