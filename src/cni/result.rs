@@ -403,13 +403,13 @@ mod tests {
     }
 
     #[test]
-    fn empty_dns_is_printed_only_before_1_0() {
+    fn empty_dns_is_always_printed() {
         let r = CniResult {
             ips: sample().ips,
             ..Default::default()
         };
         assert_eq!(r.to_value(Version::V040).unwrap()["dns"], json!({}));
-        assert!(r.to_value(Version::V100).unwrap().get("dns").is_none());
+        assert_eq!(r.to_value(Version::V110).unwrap()["dns"], json!({}));
         assert_eq!(r.to_value(Version::V020).unwrap()["dns"], json!({}));
     }
 
