@@ -75,7 +75,10 @@ fn name_mtu(name: &str, mtu: Option<u32>) -> Vec<LinkAttribute> {
 /// RTM_NEWLINK for a bridge.
 pub(super) fn bridge_msg(name: &str, mtu: Option<u32>, vlan_filtering: bool) -> LinkMessage {
     let mut a = name_mtu(name, mtu);
-    a.push(info(InfoKind::Bridge, Some(InfoData::Bridge(vec![InfoBridge::VlanFiltering(vlan_filtering)]))));
+    // Only sent when wanted: kernels without CONFIG_BRIDGE_VLAN_FILTERING refuse the attribute
+    // whatever its value.
+    let data = vlan_filtering.then(|| InfoData::Bridge(vec![InfoBridge::VlanFiltering(true)]));
+    a.push(info(InfoKind::Bridge, data));
     msg(0, a)
 }
 

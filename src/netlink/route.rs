@@ -102,7 +102,7 @@ pub(super) fn route_msg(r: &Route, add: bool) -> RouteMessage {
     m
 }
 
-fn parse(m: RouteMessage) -> Option<Route> {
+pub(super) fn parse(m: RouteMessage) -> Option<Route> {
     if m.header.flags.contains(RouteFlags::Cloned) {
         return None;
     }
