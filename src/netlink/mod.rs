@@ -123,7 +123,7 @@ impl Handle {
 
     /// A socket inside `ns`; the calling thread is back in its own namespace on return.
     pub fn in_netns(ns: &crate::netns::NetNs) -> Result<Handle> {
-        ns.enter(Handle::new).map_err(|e| Error::new(0, e.msg))?
+        ns.enter(Handle::new).map_err(|e| Error::new(0, e.to_string()))?
     }
 
     fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<u32> {

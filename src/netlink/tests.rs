@@ -181,6 +181,10 @@ fn bridge_veth_ports_and_vlans() {
 
     if vlans {
         bridge_vlans(&mut h, vh.index, br.index);
+    } else {
+        assert!(h.bridge_vlans(vh.index).unwrap().is_empty());
+        let e = h.bridge_vlan_add(vh.index, 100, true, true, false).unwrap_err();
+        assert_eq!(e.msg, format!("add bridge vlan 100 (link {})", vh.index));
     }
     h.set_mac(vh.index, [0x02, 1, 2, 3, 4, 5]).unwrap();
     assert_eq!(h.link("vethh0").unwrap().mac, Some([2, 1, 2, 3, 4, 5]));
