@@ -1,1 +1,98 @@
-//! (placeholder)
+//! Kernel parameters under `/proc/sys`.
+//!
+//! Keys follow sysctl(8) and upstream's `pkg/utils/sysctl`: the first separator decides the
+//! form. In dotted form (`net.ipv4.ip_forward`) dots and slashes swap places, so an interface
+//! name with a dot is written with a slash (`net.ipv4.conf.eth0/100.forwarding`); in slash form
+//! (`net/ipv4/conf/eth0.100/forwarding`) the key is used as is. [`iface`] builds per-interface
+//! keys in slash form so any interface name works. Values in network keys apply to the network
+//! namespace of the calling thread.
+
+use crate::cni::{Error, Result};
+
+/// The `/proc/sys` path for `key`, refusing empty, `.` and `..` components.
+pub fn path(key: &str) -> Result<String> {
+    let first = key.find(['.', '/']);
+    let norm: String = if first.is_some_and(|i| key.as_bytes()[i] == b'.') {
+        key.chars()
+            .map(|c| match c {
+                '.' => '/',
+                '/' => '.',
+                c => c,
+            })
+            .collect()
+    } else {
+        key.to_string()
+    };
+    if norm.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(Error::config(format!("invalid sysctl key {key:?}")));
+    }
+    Ok(format!("/proc/sys/{norm}"))
+}
+
+/// A per-interface key in slash form: `iface("net/ipv4/conf", "eth0.100", "forwarding")` gives
+/// `net/ipv4/conf/eth0.100/forwarding`. `dir` may also be dotted (`net.ipv6.conf`).
+pub fn iface(dir: &str, ifname: &str, leaf: &str) -> String {
+    format!("{}/{ifname}/{leaf}", dir.replace('.', "/"))
+}
+
+/// Read a value, without the trailing newline.
+pub fn get(key: &str) -> Result<String> {
+    let p = path(key)?;
+    let mut s = std::fs::read_to_string(&p).map_err(|e| Error::io(format_args!("read sysctl {key}"), e))?;
+    while s.ends_with('\n') {
+        s.pop();
+    }
+    Ok(s)
+}
+
+/// Write a value.
+pub fn set(key: &str, value: &str) -> Result<()> {
+    let p = path(key)?;
+    std::fs::write(&p, value).map_err(|e| Error::io(format_args!("set sysctl {key}={value}"), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_forms() {
+        assert_eq!(path("net.ipv4.ip_forward").unwrap(), "/proc/sys/net/ipv4/ip_forward");
+        assert_eq!(
+            path("net.ipv4.conf.eth0/100.forwarding").unwrap(),
+            "/proc/sys/net/ipv4/conf/eth0.100/forwarding"
+        );
+        assert_eq!(
+            path("net/ipv4/conf/eth0.100/forwarding").unwrap(),
+            "/proc/sys/net/ipv4/conf/eth0.100/forwarding"
+        );
+        assert_eq!(path("kernel").unwrap(), "/proc/sys/kernel");
+        for bad in ["", "net..x", "net/../x", "../etc", "net/ipv4/", ".net"] {
+            assert!(path(bad).is_err(), "{bad}");
+        }
+        assert_eq!(iface("net.ipv6.conf", "a.b", "accept_ra"), "net/ipv6/conf/a.b/accept_ra");
+        assert_eq!(path(&iface("net/ipv4/conf", "a.b", "rp_filter")).unwrap(), "/proc/sys/net/ipv4/conf/a.b/rp_filter");
+    }
+
+    #[test]
+    fn get_and_errors() {
+        assert!(!get("kernel.ostype").unwrap().ends_with('\n'));
+        let e = get("net.ipv4.conf.nonexistent-cnibox.forwarding").unwrap_err();
+        assert!(e.msg.contains("net.ipv4.conf.nonexistent-cnibox.forwarding"), "{e}");
+    }
+
+    #[test]
+    fn set_in_netns() {
+        if !nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let ns = crate::netns::testing::TempNetNs::new("cnibox-sysctl").unwrap();
+        ns.enter(|| {
+            set("net.ipv4.conf.lo.forwarding", "1").unwrap();
+            assert_eq!(get("net/ipv4/conf/lo/forwarding").unwrap(), "1");
+            set(&iface("net.ipv4.conf", "lo", "forwarding"), "0").unwrap();
+            assert_eq!(get("net.ipv4.conf.lo.forwarding").unwrap(), "0");
+        })
+        .unwrap();
+    }
+}

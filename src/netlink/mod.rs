@@ -1,1 +1,230 @@
-//! (placeholder)
+//! A small synchronous rtnetlink (NETLINK_ROUTE) client: links, addresses and routes.
+//!
+//! [`Handle`] owns one netlink socket bound to the namespace it was opened in
+//! ([`Handle::in_netns`] opens it inside another namespace while the caller stays where it is).
+//! Every request goes through `request_ack` (one message, waits for the kernel's ACK and returns
+//! the reply, if any) or `dump` (multipart dump, restarted when the kernel flags it as
+//! interrupted). Kernel errors come back as [`Error`] carrying the errno, what was being done and
+//! the kernel's extended-ack text.
+
+mod addr;
+mod link;
+mod route;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+use netlink_packet_core::{
+    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkBuffer,
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
+};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+
+pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
+pub use link::{BridgeVlan, Link, PortOpts};
+pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+
+/// Which address family to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    All,
+    V4,
+    V6,
+}
+
+/// A netlink failure: `errno` is the (positive) OS error, 0 when the failure was not the
+/// kernel's (e.g. an undecodable reply); `msg` says what was being done; `ext` is the kernel's
+/// extended-ack message, if it sent one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    pub errno: i32,
+    pub msg: String,
+    pub ext: String,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(errno: i32, msg: impl Into<String>) -> Self {
+        Error { errno, msg: msg.into(), ext: String::new() }
+    }
+    fn io(what: &str, e: std::io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(n) => Error::new(n, what),
+            None => Error::new(0, format!("{what}: {e}")),
+        }
+    }
+    /// Prefix the message with what was being done.
+    pub fn ctx(mut self, what: impl fmt::Display) -> Self {
+        self.msg = if self.msg.is_empty() { what.to_string() } else { format!("{what}: {}", self.msg) };
+        self
+    }
+    /// The object already exists (EEXIST).
+    pub fn is_exists(&self) -> bool {
+        self.errno == libc::EEXIST
+    }
+    /// The object is absent: no such device (ENODEV), entry (ENOENT), route (ESRCH) or
+    /// address (EADDRNOTAVAIL).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self.errno, libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.msg)?;
+        if self.errno > 0 {
+            write!(f, ": {}", std::io::Error::from_raw_os_error(self.errno))?;
+        }
+        if !self.ext.is_empty() {
+            write!(f, " ({})", self.ext)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<Error> for crate::cni::Error {
+    fn from(e: Error) -> Self {
+        crate::cni::Error::internal(e.to_string())
+    }
+}
+
+impl<T> crate::cni::Context<T> for Result<T> {
+    fn ctx(self, what: impl fmt::Display) -> crate::cni::Result<T> {
+        self.map_err(|e| crate::cni::Error::from(e).context(what))
+    }
+}
+
+/// Receive buffer size: the kernel caps dump datagrams at 32 KiB.
+const RECV_BUF: usize = 64 * 1024;
+
+/// A NETLINK_ROUTE socket in one network namespace.
+pub struct Handle {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl Handle {
+    /// A socket in the calling thread's namespace.
+    pub fn new() -> Result<Handle> {
+        let mut sock = Socket::new(NETLINK_ROUTE).map_err(|e| Error::io("open netlink socket", e))?;
+        sock.bind_auto().map_err(|e| Error::io("bind netlink socket", e))?;
+        sock.connect(&SocketAddr::new(0, 0)).map_err(|e| Error::io("connect netlink socket", e))?;
+        // Best effort: older kernels lack these and work without them.
+        let _ = sock.set_ext_ack(true);
+        let _ = sock.set_cap_ack(true);
+        Ok(Handle { sock, seq: 0, buf: Vec::with_capacity(RECV_BUF) })
+    }
+
+    /// A socket inside `ns`; the calling thread is back in its own namespace on return.
+    pub fn in_netns(ns: &crate::netns::NetNs) -> Result<Handle> {
+        ns.enter(Handle::new).map_err(|e| Error::new(0, e.to_string()))?
+    }
+
+    fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<u32> {
+        self.seq = self.seq.wrapping_add(1);
+        let mut header = NetlinkHeader::default();
+        header.flags = flags | NLM_F_REQUEST;
+        header.sequence_number = self.seq;
+        let mut nl = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        nl.finalize();
+        let mut out = vec![0; nl.buffer_len()];
+        nl.serialize(&mut out);
+        self.sock.send(&out, 0).map_err(|e| Error::io("send netlink request", e))?;
+        Ok(self.seq)
+    }
+
+    /// Read the replies to request `seq` into `out` until its ACK (or, for a dump, DONE).
+    /// Messages for other sequence numbers (stale replies) are skipped. Returns whether the
+    /// kernel flagged the dump as interrupted.
+    fn recv(&mut self, seq: u32, out: &mut Vec<RouteNetlinkMessage>) -> Result<bool> {
+        let mut intr = false;
+        loop {
+            self.buf.clear();
+            let n = self.sock.recv(&mut self.buf, libc::MSG_TRUNC).map_err(|e| Error::io("receive netlink reply", e))?;
+            if n > self.buf.len() {
+                return Err(Error::new(0, format!("netlink reply truncated ({n} bytes)")));
+            }
+            let mut off = 0;
+            while off + 16 <= n {
+                let bytes = &self.buf[off..n];
+                let nb = NetlinkBuffer::new_checked(bytes).map_err(|e| Error::new(0, format!("bad netlink reply: {e}")))?;
+                let len = nb.length() as usize;
+                off += (len + 3) & !3;
+                if nb.sequence_number() != seq {
+                    continue;
+                }
+                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
+                    .map_err(|e| Error::new(0, format!("cannot decode netlink reply: {e}")))?;
+                intr |= msg.header.flags & NLM_F_DUMP_INTR != 0;
+                match msg.payload {
+                    NetlinkPayload::InnerMessage(m) => out.push(m),
+                    NetlinkPayload::Error(e) => match e.code {
+                        None => return Ok(intr),
+                        Some(c) => {
+                            let mut err = Error::new(c.get().abs(), "");
+                            err.ext = ext_ack(msg.header.flags, &e.header);
+                            return Err(err);
+                        }
+                    },
+                    NetlinkPayload::Done(d) if d.code < 0 => return Err(Error::new(-d.code, "")),
+                    NetlinkPayload::Done(_) => return Ok(intr),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Send one request (NLM_F_ACK added) and wait for the ACK; returns the reply message,
+    /// if the request has one (a GET).
+    fn request_ack(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<Option<RouteNetlinkMessage>> {
+        let seq = self.send(msg, flags | NLM_F_ACK)?;
+        let mut out = Vec::new();
+        self.recv(seq, &mut out)?;
+        Ok(out.into_iter().next())
+    }
+
+    /// Dump all objects matching `msg`, retrying up to 5 times if the dump was interrupted
+    /// by a concurrent change (NLM_F_DUMP_INTR).
+    fn dump(&mut self, msg: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
+        for _ in 0..5 {
+            let seq = self.send(msg.clone(), NLM_F_DUMP)?;
+            let mut out = Vec::new();
+            if !self.recv(seq, &mut out)? {
+                return Ok(out);
+            }
+        }
+        Err(Error::new(libc::EINTR, "netlink dump kept being interrupted"))
+    }
+}
+
+/// The kernel's extended-ack text (NLMSGERR_ATTR_MSG) from an NLMSG_ERROR body (the echoed
+/// request header, capped or not, followed by attributes).
+fn ext_ack(flags: u16, body: &[u8]) -> String {
+    if flags & NLM_F_ACK_TLVS == 0 {
+        return String::new();
+    }
+    let off = if flags & NLM_F_CAPPED != 0 {
+        16
+    } else {
+        body.get(..4).map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let tlvs = body.get((off + 3) & !3..).unwrap_or_default();
+    for nla in NlasIterator::new(tlvs).flatten() {
+        if nla.kind() == 1 {
+            return String::from_utf8_lossy(nla.value()).trim_end_matches(['\0', '\n']).to_string();
+        }
+    }
+    String::new()
+}
+
+/// `aa:bb:cc:dd:ee:ff`, as CNI results spell MAC addresses.
+pub fn fmt_mac(mac: &[u8; 6]) -> String {
+    let [a, b, c, d, e, f] = mac;
+    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x}")
+}
