@@ -442,7 +442,8 @@ impl Nft {
                 intr |= m.flags & F_DUMP_INTR != 0;
                 match m.ty {
                     NLMSG_ERROR | NLMSG_DONE => {
-                        let errno = if m.ty == NLMSG_ERROR { ack_errno(m.payload) } else { 0 };
+                        // NLMSG_DONE carries the dump's status like an error message does.
+                        let errno = if m.ty == NLMSG_DONE && m.payload.len() < 4 { 0 } else { ack_errno(m.payload) };
                         return match errno {
                             0 if intr => Err(libc::EINTR),
                             0 => Ok(out),

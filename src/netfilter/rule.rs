@@ -293,7 +293,7 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
             };
             let plen = net.prefix_len() as usize;
             let op = if *neq { CMP_NEQ } else { CMP_EQ };
-            if plen > 0 && plen % 8 == 0 {
+            if plen > 0 && plen.is_multiple_of(8) {
                 payload(w, BASE_NETWORK, offset, plen / 8);
                 cmp(w, op, &addr[..plen / 8]);
             } else {

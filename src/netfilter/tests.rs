@@ -373,3 +373,39 @@ fn bridge_family_dependencies() {
 "#;
     same_as_nft(&b, std::slice::from_ref(&t), text);
 }
+
+#[test]
+fn dnat_real_traffic() {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let ns = Ns::new();
+    for a in ["10.88.0.5/32", "192.168.1.1/32"] {
+        let st = Command::new("ip").args(["-n", &ns.0, "addr", "add", a, "dev", "lo"]).status().expect("ip addr");
+        assert!(st.success());
+    }
+    let st = Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]).status().expect("ip link");
+    assert!(st.success());
+    let t = Table::new(Family::Ip, "cni_hostport");
+    let mut b = Batch::new();
+    b.add_table(&t, None)
+        .add_chain(&t, "hostports", None)
+        .add_chain(&t, "output", Some(BaseChain::new(ChainType::Nat, Hook::Output, -100)))
+        .add_rule(&t, "output", &Rule::new().fib_daddr_local().jump("hostports"))
+        .add_rule(&t, "hostports", &Rule::new().l4proto(TCP).dport(8080).dnat(ip("10.88.0.5"), Some(80)).comment("c"));
+    ns.open().apply(&b).expect("apply");
+    let path = ns.path();
+    let got = std::thread::spawn(move || {
+        let f = std::fs::File::open(&path).expect("open netns");
+        nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        let l = TcpListener::bind("10.88.0.5:80").expect("bind");
+        let mut c = TcpStream::connect("192.168.1.1:8080").expect("connect through dnat");
+        c.write_all(b"hi").expect("write");
+        let (mut s, _) = l.accept().expect("accept");
+        let mut buf = [0; 2];
+        s.read_exact(&mut buf).expect("read");
+        buf
+    })
+    .join()
+    .expect("thread");
+    assert_eq!(&got, b"hi");
+}
