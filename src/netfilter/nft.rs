@@ -308,17 +308,7 @@ impl Nft {
         let mut sock = Socket::new(NETLINK_NETFILTER).ctx("nftables: open netlink socket")?;
         sock.bind_auto().ctx("nftables: bind netlink socket")?;
         let _ = sock.set_cap_ack(true);
-        let tv = libc::timeval { tv_sec: 10, tv_usec: 0 };
-        // SAFETY: valid fd and a correctly sized timeval.
-        unsafe {
-            libc::setsockopt(
-                std::os::fd::AsRawFd::as_raw_fd(&sock),
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                size_of::<libc::timeval>() as libc::socklen_t,
-            );
-        }
+        setsockopt(&sock, libc::SO_RCVTIMEO, libc::timeval { tv_sec: 10, tv_usec: 0 });
         let seq = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_secs() as u32);
@@ -396,6 +386,14 @@ impl Nft {
         let end = self.next_seq();
         let at = header(&mut w, BATCH_END, F_REQUEST, end, 0, SUBSYS);
         finish(&mut w, at);
+        // Room for the whole batch and one ACK per operation (as nft does for big batches).
+        let (snd, rcv) = (w.buf.len() as i32 + 4096, batch.ops.len() as i32 * 1024);
+        if snd > 1 << 17 {
+            setsockopt(&self.sock, libc::SO_SNDBUFFORCE, snd);
+        }
+        if rcv > 1 << 17 {
+            setsockopt(&self.sock, libc::SO_RCVBUFFORCE, rcv);
+        }
         self.send(&w.buf).map_err(|e| (None, e))?;
 
         let mut pending = batch.ops.len();
@@ -571,6 +569,20 @@ impl Nft {
             }
         }
         Ok(out)
+    }
+}
+
+/// Best effort SOL_SOCKET option (buffer sizes, timeouts); failures only degrade limits.
+fn setsockopt<T>(sock: &Socket, opt: libc::c_int, val: T) {
+    // SAFETY: valid fd; the value pointer and length describe `val`.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(sock),
+            libc::SOL_SOCKET,
+            opt,
+            (&val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        );
     }
 }
 

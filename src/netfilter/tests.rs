@@ -409,3 +409,24 @@ fn dnat_real_traffic() {
     .expect("thread");
     assert_eq!(&got, b"hi");
 }
+
+#[test]
+fn big_batch() {
+    let ns = Ns::new();
+    let t = Table::new(Family::Ip, "big");
+    let mut b = Batch::new();
+    b.add_table(&t, None).add_chain(&t, "c", None);
+    for p in 1..=3000u16 {
+        b.add_rule(&t, "c", &Rule::new().l4proto(TCP).dport(p).dnat(ip("10.0.0.1"), Some(p)).comment(format!("r{p}")));
+    }
+    let mut nft = ns.open();
+    nft.apply(&b).expect("apply");
+    let rules = nft.rules(&t, Some("c")).expect("rules");
+    assert_eq!(rules.len(), 3000);
+    assert_eq!(rules[2999].comment.as_deref(), Some("r3000"));
+    // A failure late in a big batch still rolls everything back and is reported.
+    b.add_rule(&t, "missing", &Rule::new().accept());
+    let e = nft.apply(b.del_table(&t).add_table(&t, None)).expect_err("fails");
+    assert_eq!(e.msg, "nftables: add rule to ip big missing: No such file or directory");
+    assert_eq!(nft.rules(&t, None).expect("rules").len(), 3000);
+}
