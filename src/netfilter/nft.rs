@@ -168,7 +168,14 @@ impl Batch {
     pub fn is_empty(&self) -> bool {
         self.ops.is_empty() && self.err.is_none()
     }
-    fn op(&mut self, what: String, ty: u8, family: Family, flags: u16, f: impl FnOnce(&mut Writer) -> Result<()>) -> &mut Self {
+    fn op(
+        &mut self,
+        what: String,
+        ty: u8,
+        family: Family,
+        flags: u16,
+        f: impl FnOnce(&mut Writer) -> Result<()>,
+    ) -> &mut Self {
         let mut w = Writer::default();
         match f(&mut w) {
             Ok(()) => self.ops.push(Op { what, ty, family, flags, body: w.buf }),
@@ -309,9 +316,7 @@ impl Nft {
         sock.bind_auto().ctx("nftables: bind netlink socket")?;
         let _ = sock.set_cap_ack(true);
         setsockopt(&sock, libc::SO_RCVTIMEO, libc::timeval { tv_sec: 10, tv_usec: 0 });
-        let seq = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_secs() as u32);
+        let seq = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_secs() as u32);
         Ok(Nft { sock, seq, buf: Vec::with_capacity(1 << 16) })
     }
 
@@ -333,10 +338,7 @@ impl Nft {
     }
 
     fn send(&self, buf: &[u8]) -> std::result::Result<(), i32> {
-        self.sock
-            .send_to(buf, &SocketAddr::new(0, 0), 0)
-            .map(drop)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        self.sock.send_to(buf, &SocketAddr::new(0, 0), 0).map(drop).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
     }
 
     fn recv(&mut self) -> std::result::Result<(), i32> {
@@ -455,7 +457,14 @@ impl Nft {
     }
 
     /// [`Nft::request`] with retries; ENOENT yields `None`.
-    fn query(&mut self, what: fmt::Arguments, ty: u8, family: Family, flags: u16, body: &[u8]) -> Result<Option<Vec<Vec<u8>>>> {
+    fn query(
+        &mut self,
+        what: fmt::Arguments,
+        ty: u8,
+        family: Family,
+        flags: u16,
+        body: &[u8],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
         let mut tries = 0;
         loop {
             let errno = match self.request(ty, family, flags, body) {

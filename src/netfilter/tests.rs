@@ -167,7 +167,11 @@ fn portmap_like_upstream() {
             "masquerading",
             &Rule::new().saddr(net("10.88.0.0/16")).daddr(ip("10.88.0.5")).masquerade().comment(c),
         )
-        .add_rule(&t4, "masquerading", &Rule::new().saddr(ip("127.0.0.1")).daddr(ip("10.88.0.5")).masquerade().comment(c))
+        .add_rule(
+            &t4,
+            "masquerading",
+            &Rule::new().saddr(ip("127.0.0.1")).daddr(ip("10.88.0.5")).masquerade().comment(c),
+        )
         .add_rule(&t6, "hostports", &Rule::new().l4proto(TCP).dport(8080).dnat(ip("fd00::5"), Some(80)).comment(c))
         .add_rule(&t6, "hostports", &Rule::new().l4proto(TCP).dport(8082).dnat(ip("fd00::5"), None))
         .add_rule(&t6, "masquerading", &Rule::new().saddr(net("fd00::/64")).daddr(ip("fd00::5")).masquerade());
@@ -191,8 +195,10 @@ fn portmap_like_upstream() {
 {extra}"#
         )
     };
-    let text = common("ip", "") + &common("ip6", "") + &format!(
-        r#"add rule ip cni_hostport hostports tcp dport 8080 dnat to 10.88.0.5:80 comment "{c}"
+    let text = common("ip", "")
+        + &common("ip6", "")
+        + &format!(
+            r#"add rule ip cni_hostport hostports tcp dport 8080 dnat to 10.88.0.5:80 comment "{c}"
 add rule ip cni_hostport hostports udp dport 5353 dnat to 10.88.0.5:53 comment "{c}"
 add rule ip cni_hostport hostports meta l4proto sctp th dport 99 dnat to 10.88.0.5:99 comment "{c}"
 add rule ip cni_hostport hostip_hostports ip daddr 192.168.1.1 tcp dport 8081 dnat to 10.88.0.5:80 comment "{c}"
@@ -202,7 +208,7 @@ add rule ip6 cni_hostport hostports tcp dport 8080 dnat to [fd00::5]:80 comment 
 add rule ip6 cni_hostport hostports tcp dport 8082 dnat to fd00::5
 add rule ip6 cni_hostport masquerading ip6 saddr fd00::/64 ip6 daddr fd00::5 masquerade
 "#
-    );
+        );
     let (ns, listing) = same_as_nft(&b, &[t4.clone(), t6.clone()], &text);
     assert!(listing.contains(&format!("tcp dport 8080 dnat to [fd00::5]:80 comment \"{c}\"")), "{listing}");
     assert!(listing.contains("sctp dport 99 dnat to 10.88.0.5:99"), "{listing}");
@@ -344,7 +350,11 @@ fn objects_errors_and_atomicity() {
     // Family mismatch is reported before anything is sent.
     let t4 = Table::new(Family::Ip, "y");
     let e = nft
-        .apply(Batch::new().add_table(&t4, None).add_chain(&t4, "c", None).add_rule(&t4, "c", &Rule::new().saddr(ip("::1")).accept()))
+        .apply(Batch::new().add_table(&t4, None).add_chain(&t4, "c", None).add_rule(
+            &t4,
+            "c",
+            &Rule::new().saddr(ip("::1")).accept(),
+        ))
         .expect_err("v6 in ip");
     assert!(e.msg.starts_with("nftables: add rule to ip y c: "), "{}", e.msg);
     assert!(!nft.table_exists(&t4).expect("exists"));
