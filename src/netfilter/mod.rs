@@ -13,4 +13,4 @@ pub mod rule;
 mod tests;
 
 pub use nft::{BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nft, Policy, RuleInfo, Table};
-pub use rule::{Rule, Verdict};
+pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
