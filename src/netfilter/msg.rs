@@ -1,0 +1,131 @@
+//! Netlink wire helpers for nf_tables: an attribute writer (nests, strings, big-endian
+//! integers), an attribute/message reader and the user-data TLV format `nft` uses for comments.
+
+pub const NLA_F_NESTED: u16 = 0x8000;
+pub const NLMSG_HDRLEN: usize = 16;
+pub const NLMSG_ERROR: u16 = 2;
+pub const NLMSG_DONE: u16 = 3;
+
+/// A growing buffer of netlink attributes (and message headers).
+#[derive(Default)]
+pub struct Writer {
+    pub buf: Vec<u8>,
+}
+
+fn pad(buf: &mut Vec<u8>) {
+    buf.resize((buf.len() + 3) & !3, 0);
+}
+
+impl Writer {
+    pub fn attr(&mut self, ty: u16, data: &[u8]) {
+        self.buf.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
+        self.buf.extend_from_slice(&ty.to_ne_bytes());
+        self.buf.extend_from_slice(data);
+        pad(&mut self.buf);
+    }
+    /// A NUL-terminated string attribute.
+    pub fn str(&mut self, ty: u16, s: &str) {
+        let mut v = Vec::with_capacity(s.len() + 1);
+        v.extend_from_slice(s.as_bytes());
+        v.push(0);
+        self.attr(ty, &v);
+    }
+    pub fn be32(&mut self, ty: u16, v: u32) {
+        self.attr(ty, &v.to_be_bytes());
+    }
+    pub fn be64(&mut self, ty: u16, v: u64) {
+        self.attr(ty, &v.to_be_bytes());
+    }
+    /// A nested attribute whose content `f` writes.
+    pub fn nest(&mut self, ty: u16, f: impl FnOnce(&mut Writer)) {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        self.buf.extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
+        f(self);
+        let len = (self.buf.len() - at) as u16;
+        self.buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
+    }
+}
+
+/// Iterate the attributes in `buf` as (type without flags, payload).
+pub fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    std::iter::from_fn(move || {
+        if buf.len() < 4 {
+            return None;
+        }
+        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
+        let ty = u16::from_ne_bytes([buf[2], buf[3]]) & 0x3fff;
+        if len < 4 || len > buf.len() {
+            return None;
+        }
+        let data = &buf[4..len];
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
+        Some((ty, data))
+    })
+}
+
+/// A NUL-terminated (or not) string payload.
+pub fn get_str(data: &[u8]) -> String {
+    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    String::from_utf8_lossy(&data[..end]).into_owned()
+}
+
+pub fn get_be32(data: &[u8]) -> u32 {
+    data.get(..4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
+}
+
+pub fn get_be64(data: &[u8]) -> u64 {
+    data.get(..8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_be_bytes)
+}
+
+/// One netlink message of a datagram.
+pub struct NlMsg<'a> {
+    pub ty: u16,
+    pub flags: u16,
+    pub seq: u32,
+    pub payload: &'a [u8],
+}
+
+/// Iterate the netlink messages of one received datagram.
+pub fn messages(mut buf: &[u8]) -> impl Iterator<Item = NlMsg<'_>> {
+    std::iter::from_fn(move || {
+        if buf.len() < NLMSG_HDRLEN {
+            return None;
+        }
+        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if len < NLMSG_HDRLEN || len > buf.len() {
+            return None;
+        }
+        let m = NlMsg {
+            ty: u16::from_ne_bytes([buf[4], buf[5]]),
+            flags: u16::from_ne_bytes([buf[6], buf[7]]),
+            seq: u32::from_ne_bytes([buf[8], buf[9], buf[10], buf[11]]),
+            payload: &buf[NLMSG_HDRLEN..len],
+        };
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
+        Some(m)
+    })
+}
+
+/// Encode a comment as `nft` user data: TLV type 0 (`NFTNL_UDATA_*_COMMENT`), NUL-terminated.
+pub fn udata_comment(comment: &str) -> Option<Vec<u8>> {
+    let len = u8::try_from(comment.len() + 1).ok()?;
+    let mut v = Vec::with_capacity(comment.len() + 3);
+    v.extend_from_slice(&[0, len]);
+    v.extend_from_slice(comment.as_bytes());
+    v.push(0);
+    Some(v)
+}
+
+/// The comment (TLV type 0) of `nft` user data, if any.
+pub fn udata_get_comment(mut data: &[u8]) -> Option<String> {
+    while data.len() >= 2 {
+        let (ty, len) = (data[0], data[1] as usize);
+        let value = data.get(2..2 + len)?;
+        if ty == 0 {
+            return Some(get_str(value));
+        }
+        data = &data[2 + len..];
+    }
+    None
+}

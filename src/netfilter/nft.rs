@@ -1,0 +1,600 @@
+//! The nf_tables netlink client: atomic batches of table/chain/rule operations (each
+//! acknowledged, errors naming the object), rule and chain dumps, and existence checks.
+
+use super::msg::{self, NLMSG_DONE, NLMSG_ERROR, Writer};
+use super::rule::Rule;
+use crate::cni::{Context, Error, Result};
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
+use nix::errno::Errno;
+use std::fmt;
+use std::path::Path;
+
+const SUBSYS: u16 = 10; // NFNL_SUBSYS_NFTABLES
+const BATCH_BEGIN: u16 = 0x10;
+const BATCH_END: u16 = 0x11;
+const NEWTABLE: u8 = 0;
+const GETTABLE: u8 = 1;
+const DELTABLE: u8 = 2;
+const NEWCHAIN: u8 = 3;
+const GETCHAIN: u8 = 4;
+const DELCHAIN: u8 = 5;
+const NEWRULE: u8 = 6;
+const GETRULE: u8 = 7;
+const DELRULE: u8 = 8;
+const F_REQUEST: u16 = 1;
+const F_ACK: u16 = 4;
+const F_DUMP_INTR: u16 = 0x10;
+const F_DUMP: u16 = 0x300;
+const F_CREATE: u16 = 0x400;
+const F_APPEND: u16 = 0x800;
+const TRIES: u32 = 3;
+
+/// Table address family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Ip = 2,
+    Ip6 = 10,
+    Inet = 1,
+    Bridge = 7,
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Family::Ip => "ip",
+            Family::Ip6 => "ip6",
+            Family::Inet => "inet",
+            Family::Bridge => "bridge",
+        })
+    }
+}
+
+/// A table: family and name; prints as `inet cni_plugins_masquerade`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub family: Family,
+    pub name: String,
+}
+
+impl Table {
+    pub fn new(family: Family, name: impl Into<String>) -> Self {
+        Table { family, name: name.into() }
+    }
+}
+
+impl fmt::Display for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.family, self.name)
+    }
+}
+
+/// Netfilter hook of a base chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    Prerouting = 0,
+    Input = 1,
+    Forward = 2,
+    Output = 3,
+    Postrouting = 4,
+}
+
+/// Base chain type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainType {
+    Filter,
+    Nat,
+    Route,
+}
+
+impl ChainType {
+    fn name(self) -> &'static str {
+        match self {
+            ChainType::Filter => "filter",
+            ChainType::Nat => "nat",
+            ChainType::Route => "route",
+        }
+    }
+}
+
+/// Base chain policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    Drop = 0,
+    Accept = 1,
+}
+
+/// What makes a chain a base chain: `type T hook H priority P; policy X;`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BaseChain {
+    pub kind: ChainType,
+    pub hook: Hook,
+    /// `srcnat` = 100, `dstnat` = -100, `filter` = 0.
+    pub priority: i32,
+    pub policy: Policy,
+}
+
+impl BaseChain {
+    /// A base chain with policy accept.
+    pub fn new(kind: ChainType, hook: Hook, priority: i32) -> Self {
+        BaseChain { kind, hook, priority, policy: Policy::Accept }
+    }
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+}
+
+/// A chain as dumped by the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainInfo {
+    pub name: String,
+    pub handle: u64,
+    /// Hook, type, priority and policy of a base chain (`None` for a regular chain or a
+    /// hook this module does not model).
+    pub base: Option<BaseChain>,
+}
+
+/// A rule as dumped by the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleInfo {
+    pub chain: String,
+    pub handle: u64,
+    /// The `comment "..."` of the rule, if any.
+    pub comment: Option<String>,
+    /// Raw NFTA_RULE_EXPRESSIONS, to compare encodings in tests.
+    #[cfg(test)]
+    pub exprs: Vec<u8>,
+}
+
+struct Op {
+    what: String,
+    ty: u8,
+    family: Family,
+    flags: u16,
+    body: Vec<u8>,
+}
+
+/// Operations applied atomically by [`Nft::apply`] (all or none).
+#[derive(Default)]
+pub struct Batch {
+    ops: Vec<Op>,
+    err: Option<Error>,
+}
+
+impl Batch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.err.is_none()
+    }
+    fn op(
+        &mut self,
+        what: String,
+        ty: u8,
+        family: Family,
+        flags: u16,
+        f: impl FnOnce(&mut Writer) -> Result<()>,
+    ) -> &mut Self {
+        let mut w = Writer::default();
+        match f(&mut w) {
+            Ok(()) => self.ops.push(Op { what, ty, family, flags, body: w.buf }),
+            Err(e) => {
+                if self.err.is_none() {
+                    self.err = Some(e.context(format_args!("nftables: {what}")));
+                }
+            }
+        }
+        self
+    }
+    /// `add table`: creates the table unless it exists (no error if it does; an existing
+    /// table keeps its comment).
+    pub fn add_table(&mut self, t: &Table, comment: Option<&str>) -> &mut Self {
+        self.op(format!("add table {t}"), NEWTABLE, t.family, F_CREATE, |w| {
+            w.str(1, &t.name);
+            w.be32(2, 0);
+            if let Some(c) = comment {
+                w.attr(6, &msg::udata_comment(c).ok_or_else(|| Error::internal("comment too long"))?);
+            }
+            Ok(())
+        })
+    }
+    /// `delete table` (fails with ENOENT when missing; see [`Batch::ensure_no_table`]).
+    pub fn del_table(&mut self, t: &Table) -> &mut Self {
+        self.op(format!("delete table {t}"), DELTABLE, t.family, 0, |w| {
+            w.str(1, &t.name);
+            Ok(())
+        })
+    }
+    /// Delete the table with everything in it, whether or not it exists (add, then delete).
+    pub fn ensure_no_table(&mut self, t: &Table) -> &mut Self {
+        self.add_table(t, None).del_table(t)
+    }
+    /// `add chain`: a regular chain (`base` None) or a base chain; no error if it exists.
+    pub fn add_chain(&mut self, t: &Table, chain: &str, base: Option<BaseChain>) -> &mut Self {
+        self.op(format!("add chain {t} {chain}"), NEWCHAIN, t.family, F_CREATE, |w| {
+            w.str(1, &t.name);
+            w.str(3, chain);
+            if let Some(b) = base {
+                w.nest(4, |w| {
+                    w.be32(1, b.hook as u32);
+                    w.be32(2, b.priority as u32);
+                });
+                w.be32(5, b.policy as u32);
+                w.str(7, b.kind.name());
+            }
+            Ok(())
+        })
+    }
+    /// `flush chain`: delete all its rules.
+    pub fn flush_chain(&mut self, t: &Table, chain: &str) -> &mut Self {
+        self.op(format!("flush chain {t} {chain}"), DELRULE, t.family, 0, |w| {
+            w.str(1, &t.name);
+            w.str(2, chain);
+            Ok(())
+        })
+    }
+    /// `delete chain` (must be empty and unreferenced).
+    pub fn del_chain(&mut self, t: &Table, chain: &str) -> &mut Self {
+        self.op(format!("delete chain {t} {chain}"), DELCHAIN, t.family, 0, |w| {
+            w.str(1, &t.name);
+            w.str(3, chain);
+            Ok(())
+        })
+    }
+    fn rule(&mut self, what: String, t: &Table, chain: &str, rule: &Rule, flags: u16) -> &mut Self {
+        self.op(what, NEWRULE, t.family, flags, |w| {
+            w.str(1, &t.name);
+            w.str(2, chain);
+            rule.encode(t.family, w)
+        })
+    }
+    /// `add rule`: append at the end of the chain.
+    pub fn add_rule(&mut self, t: &Table, chain: &str, rule: &Rule) -> &mut Self {
+        self.rule(format!("add rule to {t} {chain}"), t, chain, rule, F_CREATE | F_APPEND)
+    }
+    /// `insert rule`: put it at the head of the chain.
+    pub fn insert_rule(&mut self, t: &Table, chain: &str, rule: &Rule) -> &mut Self {
+        self.rule(format!("insert rule into {t} {chain}"), t, chain, rule, F_CREATE)
+    }
+    /// `delete rule ... handle H`.
+    pub fn del_rule(&mut self, t: &Table, chain: &str, handle: u64) -> &mut Self {
+        self.op(format!("delete rule handle {handle} from {t} {chain}"), DELRULE, t.family, 0, |w| {
+            w.str(1, &t.name);
+            w.str(2, chain);
+            w.be64(3, handle);
+            Ok(())
+        })
+    }
+}
+
+/// A netfilter netlink socket bound to the network namespace it was opened in.
+pub struct Nft {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+fn strerror(errno: i32) -> &'static str {
+    Errno::from_raw(errno).desc()
+}
+
+fn transient(errno: i32) -> bool {
+    [libc::EINTR, libc::EAGAIN, libc::EBUSY, libc::ERESTART].contains(&errno)
+}
+
+fn header(w: &mut Writer, ty: u16, flags: u16, seq: u32, family: u8, res_id: u16) -> usize {
+    let at = w.buf.len();
+    w.buf.extend_from_slice(&[0; 4]);
+    w.buf.extend_from_slice(&ty.to_ne_bytes());
+    w.buf.extend_from_slice(&flags.to_ne_bytes());
+    w.buf.extend_from_slice(&seq.to_ne_bytes());
+    w.buf.extend_from_slice(&[0; 4]);
+    w.buf.extend_from_slice(&[family, 0]);
+    w.buf.extend_from_slice(&res_id.to_be_bytes());
+    at
+}
+
+fn finish(w: &mut Writer, at: usize) {
+    let len = (w.buf.len() - at) as u32;
+    w.buf[at..at + 4].copy_from_slice(&len.to_ne_bytes());
+}
+
+fn nft_type(ty: u8) -> u16 {
+    SUBSYS << 8 | ty as u16
+}
+
+/// The errno of an NLMSG_ERROR payload (0 for an ACK).
+fn ack_errno(payload: &[u8]) -> i32 {
+    payload.get(..4).and_then(|b| b.try_into().ok()).map_or(libc::EPROTO, |b| -i32::from_ne_bytes(b))
+}
+
+impl Nft {
+    /// Open a socket in the current network namespace.
+    pub fn open() -> Result<Nft> {
+        let mut sock = Socket::new(NETLINK_NETFILTER).ctx("nftables: open netlink socket")?;
+        sock.bind_auto().ctx("nftables: bind netlink socket")?;
+        let _ = sock.set_cap_ack(true);
+        setsockopt(&sock, libc::SO_RCVTIMEO, libc::timeval { tv_sec: 10, tv_usec: 0 });
+        let seq = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_secs() as u32);
+        Ok(Nft { sock, seq, buf: Vec::with_capacity(1 << 16) })
+    }
+
+    /// Open a socket in the network namespace at `netns` (e.g. `/var/run/netns/NAME`); only the
+    /// calling thread switches, and it switches back before returning.
+    pub fn open_in(netns: &Path) -> Result<Nft> {
+        use nix::sched::{CloneFlags, setns};
+        let here = std::fs::File::open("/proc/thread-self/ns/net").ctx("open /proc/thread-self/ns/net")?;
+        let there = std::fs::File::open(netns).ctx(format_args!("open {}", netns.display()))?;
+        setns(&there, CloneFlags::CLONE_NEWNET).ctx(format_args!("setns {}", netns.display()))?;
+        let nft = Nft::open();
+        setns(&here, CloneFlags::CLONE_NEWNET).ctx("setns back to the original netns")?;
+        nft
+    }
+
+    fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    fn send(&self, buf: &[u8]) -> std::result::Result<(), i32> {
+        self.sock.send_to(buf, &SocketAddr::new(0, 0), 0).map(drop).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+    }
+
+    fn recv(&mut self) -> std::result::Result<(), i32> {
+        self.buf.clear();
+        self.sock.recv(&mut self.buf, 0).map(drop).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+    }
+
+    /// Apply all operations of `batch` atomically. Transient conflicts (EBUSY, EINTR, EAGAIN,
+    /// ERESTART) are retried a few times before failing with a try-again error.
+    pub fn apply(&mut self, batch: &Batch) -> Result<()> {
+        if let Some(e) = &batch.err {
+            return Err(e.clone());
+        }
+        if batch.ops.is_empty() {
+            return Ok(());
+        }
+        let mut tries = 0;
+        loop {
+            let (what, errno) = match self.apply_once(batch) {
+                Ok(()) => return Ok(()),
+                Err((i, errno)) => (i.map_or("apply batch", |i| batch.ops[i].what.as_str()), errno),
+            };
+            let msg = format!("nftables: {what}: {}", strerror(errno));
+            tries += 1;
+            if !transient(errno) {
+                return Err(Error::internal(msg));
+            }
+            if tries >= TRIES {
+                return Err(Error::try_again(msg));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20 * tries as u64));
+        }
+    }
+
+    /// One attempt: Err((index of the failing op or None for the batch itself, errno)).
+    fn apply_once(&mut self, batch: &Batch) -> std::result::Result<(), (Option<usize>, i32)> {
+        let mut w = Writer::default();
+        let first = self.next_seq();
+        let at = header(&mut w, BATCH_BEGIN, F_REQUEST, first, 0, SUBSYS);
+        finish(&mut w, at);
+        for op in &batch.ops {
+            let seq = self.next_seq();
+            let at = header(&mut w, nft_type(op.ty), F_REQUEST | F_ACK | op.flags, seq, op.family as u8, 0);
+            w.buf.extend_from_slice(&op.body);
+            finish(&mut w, at);
+        }
+        let end = self.next_seq();
+        let at = header(&mut w, BATCH_END, F_REQUEST, end, 0, SUBSYS);
+        finish(&mut w, at);
+        // Room for the whole batch and one ACK per operation (as nft does for big batches).
+        let (snd, rcv) = (w.buf.len() as i32 + 4096, batch.ops.len() as i32 * 1024);
+        if snd > 1 << 17 {
+            setsockopt(&self.sock, libc::SO_SNDBUFFORCE, snd);
+        }
+        if rcv > 1 << 17 {
+            setsockopt(&self.sock, libc::SO_RCVBUFFORCE, rcv);
+        }
+        self.send(&w.buf).map_err(|e| (None, e))?;
+
+        let mut pending = batch.ops.len();
+        let mut failed: Option<(Option<usize>, i32)> = None;
+        while pending > 0 {
+            self.recv().map_err(|e| (None, e))?;
+            for m in msg::messages(&self.buf) {
+                if m.ty != NLMSG_ERROR {
+                    continue;
+                }
+                let errno = ack_errno(m.payload);
+                let idx = m.seq.wrapping_sub(first).wrapping_sub(1) as usize;
+                if idx < batch.ops.len() {
+                    pending -= 1;
+                    if errno != 0 && failed.is_none() {
+                        failed = Some((Some(idx), errno));
+                    }
+                } else if m.seq == first || m.seq == end {
+                    // The batch as a whole failed (permissions, generation change, commit).
+                    return Err((failed.and_then(|f| f.0), if errno == 0 { libc::EPROTO } else { errno }));
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Send one request and collect the payloads (after the nfgenmsg header) of its replies.
+    /// Dumps end at NLMSG_DONE, other requests at their ACK. Interrupted dumps report EINTR.
+    fn request(&mut self, ty: u8, family: Family, flags: u16, body: &[u8]) -> std::result::Result<Vec<Vec<u8>>, i32> {
+        let mut w = Writer::default();
+        let seq = self.next_seq();
+        let at = header(&mut w, nft_type(ty), F_REQUEST | F_ACK | flags, seq, family as u8, 0);
+        w.buf.extend_from_slice(body);
+        finish(&mut w, at);
+        self.send(&w.buf)?;
+        let mut out = Vec::new();
+        let mut intr = false;
+        loop {
+            self.recv()?;
+            for m in msg::messages(&self.buf) {
+                if m.seq != seq {
+                    continue;
+                }
+                intr |= m.flags & F_DUMP_INTR != 0;
+                match m.ty {
+                    NLMSG_ERROR | NLMSG_DONE => {
+                        // NLMSG_DONE carries the dump's status like an error message does.
+                        let errno = if m.ty == NLMSG_DONE && m.payload.len() < 4 { 0 } else { ack_errno(m.payload) };
+                        return match errno {
+                            0 if intr => Err(libc::EINTR),
+                            0 => Ok(out),
+                            e => Err(e),
+                        };
+                    }
+                    _ => out.push(m.payload.get(4..).unwrap_or_default().to_vec()),
+                }
+            }
+        }
+    }
+
+    /// [`Nft::request`] with retries; ENOENT yields `None`.
+    fn query(
+        &mut self,
+        what: fmt::Arguments,
+        ty: u8,
+        family: Family,
+        flags: u16,
+        body: &[u8],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let mut tries = 0;
+        loop {
+            let errno = match self.request(ty, family, flags, body) {
+                Ok(v) => return Ok(Some(v)),
+                Err(libc::ENOENT) => return Ok(None),
+                Err(e) => e,
+            };
+            tries += 1;
+            let msg = format!("nftables: {what}: {}", strerror(errno));
+            if !transient(errno) {
+                return Err(Error::internal(msg));
+            }
+            if tries >= TRIES {
+                return Err(Error::try_again(msg));
+            }
+        }
+    }
+
+    /// Whether the table exists.
+    pub fn table_exists(&mut self, t: &Table) -> Result<bool> {
+        let mut w = Writer::default();
+        w.str(1, &t.name);
+        Ok(self.query(format_args!("get table {t}"), GETTABLE, t.family, 0, &w.buf)?.is_some())
+    }
+
+    /// Whether the chain exists (false also when the table does not).
+    pub fn chain_exists(&mut self, t: &Table, chain: &str) -> Result<bool> {
+        let mut w = Writer::default();
+        w.str(1, &t.name);
+        w.str(3, chain);
+        Ok(self.query(format_args!("get chain {t} {chain}"), GETCHAIN, t.family, 0, &w.buf)?.is_some())
+    }
+
+    /// The chains of a table (empty if the table does not exist).
+    pub fn chains(&mut self, t: &Table) -> Result<Vec<ChainInfo>> {
+        let mut w = Writer::default();
+        w.str(1, &t.name);
+        let msgs = self.query(format_args!("list chains of {t}"), GETCHAIN, t.family, F_DUMP, &w.buf)?;
+        let mut out = Vec::new();
+        for m in msgs.unwrap_or_default() {
+            let (mut table, mut c) = (String::new(), ChainInfo { name: String::new(), handle: 0, base: None });
+            let (mut hook, mut prio, mut policy, mut kind) = (None, 0, Policy::Accept, None);
+            for (ty, d) in msg::attrs(&m) {
+                match ty {
+                    1 => table = msg::get_str(d),
+                    2 => c.handle = msg::get_be64(d),
+                    3 => c.name = msg::get_str(d),
+                    4 => {
+                        for (ty, d) in msg::attrs(d) {
+                            match ty {
+                                1 => hook = hook_from(msg::get_be32(d)),
+                                2 => prio = msg::get_be32(d) as i32,
+                                _ => {}
+                            }
+                        }
+                    }
+                    5 if msg::get_be32(d) == 0 => policy = Policy::Drop,
+                    7 => {
+                        kind = match msg::get_str(d).as_str() {
+                            "filter" => Some(ChainType::Filter),
+                            "nat" => Some(ChainType::Nat),
+                            "route" => Some(ChainType::Route),
+                            _ => None,
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if table == t.name {
+                if let (Some(hook), Some(kind)) = (hook, kind) {
+                    c.base = Some(BaseChain { kind, hook, priority: prio, policy });
+                }
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The rules of a table, or of one chain of it, in chain order (empty if the table or
+    /// chain does not exist).
+    pub fn rules(&mut self, t: &Table, chain: Option<&str>) -> Result<Vec<RuleInfo>> {
+        let mut w = Writer::default();
+        w.str(1, &t.name);
+        if let Some(c) = chain {
+            w.str(2, c);
+        }
+        let msgs = self.query(format_args!("list rules of {t}"), GETRULE, t.family, F_DUMP, &w.buf)?;
+        let mut out = Vec::new();
+        for m in msgs.unwrap_or_default() {
+            let mut table = String::new();
+            let mut r = RuleInfo {
+                chain: String::new(),
+                handle: 0,
+                comment: None,
+                #[cfg(test)]
+                exprs: Vec::new(),
+            };
+            for (ty, d) in msg::attrs(&m) {
+                match ty {
+                    1 => table = msg::get_str(d),
+                    2 => r.chain = msg::get_str(d),
+                    3 => r.handle = msg::get_be64(d),
+                    #[cfg(test)]
+                    4 => r.exprs = d.to_vec(),
+                    7 => r.comment = msg::udata_get_comment(d),
+                    _ => {}
+                }
+            }
+            if table == t.name && chain.is_none_or(|c| c == r.chain) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Best effort SOL_SOCKET option (buffer sizes, timeouts); failures only degrade limits.
+fn setsockopt<T>(sock: &Socket, opt: libc::c_int, val: T) {
+    // SAFETY: valid fd; the value pointer and length describe `val`.
+    unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(sock),
+            libc::SOL_SOCKET,
+            opt,
+            (&val as *const T).cast(),
+            size_of::<T>() as libc::socklen_t,
+        );
+    }
+}
+
+fn hook_from(n: u32) -> Option<Hook> {
+    [Hook::Prerouting, Hook::Input, Hook::Forward, Hook::Output, Hook::Postrouting].into_iter().find(|h| *h as u32 == n)
+}

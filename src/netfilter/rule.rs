@@ -1,0 +1,378 @@
+//! Rule builder: statements recorded in `nft` text order and encoded into nf_tables expressions
+//! exactly as `nft` encodes the equivalent rule (including the implicit `meta nfproto` /
+//! `meta protocol` dependency of address matches in `inet` and `bridge` tables), so listings
+//! print the same.
+
+use super::msg::{Writer, udata_comment};
+use super::nft::Family;
+use crate::cni::{Error, Result};
+use ipnet::IpNet;
+use std::net::IpAddr;
+
+/// Where a rule sends a packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Accept,
+    Drop,
+    Return,
+    Jump(String),
+    Goto(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stmt {
+    Addr { dst: bool, net: IpNet, neq: bool },
+    L4proto(u8),
+    Port { dst: bool, port: u16 },
+    Ifname { out: bool, name: String, neq: bool },
+    CtState(u32),
+    FibDaddrLocal,
+    Counter,
+    Masq,
+    Nat { dnat: bool, addr: IpAddr, port: Option<u16> },
+    Verdict(Verdict),
+}
+
+/// A rule: statements in the order `nft` would print them, plus an optional comment.
+///
+/// `Rule::new().saddr(ip).daddr_not(net).masquerade().comment("id")` prints as
+/// `ip saddr 10.88.0.5 ip daddr != 10.88.0.0/16 masquerade comment "id"`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rule {
+    stmts: Vec<Stmt>,
+    comment: Option<String>,
+}
+
+/// `ct state` bits for [`Rule::ct_state`].
+pub mod ct {
+    pub const INVALID: u32 = 1;
+    pub const ESTABLISHED: u32 = 2;
+    pub const RELATED: u32 = 4;
+    pub const NEW: u32 = 8;
+    pub const UNTRACKED: u32 = 64;
+}
+
+/// IP protocol numbers for [`Rule::l4proto`].
+pub const TCP: u8 = 6;
+pub const UDP: u8 = 17;
+pub const SCTP: u8 = 132;
+
+impl Rule {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    fn push(mut self, s: Stmt) -> Self {
+        self.stmts.push(s);
+        self
+    }
+    fn addr(self, dst: bool, net: impl Into<IpNet>, neq: bool) -> Self {
+        self.push(Stmt::Addr { dst, net: net.into(), neq })
+    }
+    /// `ip saddr NET` / `ip6 saddr NET` (an address is a full-length prefix).
+    pub fn saddr(self, net: impl Into<IpNet>) -> Self {
+        self.addr(false, net, false)
+    }
+    /// `ip saddr != NET`.
+    pub fn saddr_not(self, net: impl Into<IpNet>) -> Self {
+        self.addr(false, net, true)
+    }
+    /// `ip daddr NET`.
+    pub fn daddr(self, net: impl Into<IpNet>) -> Self {
+        self.addr(true, net, false)
+    }
+    /// `ip daddr != NET`.
+    pub fn daddr_not(self, net: impl Into<IpNet>) -> Self {
+        self.addr(true, net, true)
+    }
+    /// `meta l4proto P`; followed by [`Rule::dport`] it prints as `tcp dport N` etc.
+    pub fn l4proto(self, proto: u8) -> Self {
+        self.push(Stmt::L4proto(proto))
+    }
+    /// `th dport N` (`tcp dport N` after `l4proto(TCP)`).
+    pub fn dport(self, port: u16) -> Self {
+        self.push(Stmt::Port { dst: true, port })
+    }
+    /// `th sport N`.
+    pub fn sport(self, port: u16) -> Self {
+        self.push(Stmt::Port { dst: false, port })
+    }
+    fn ifname(self, out: bool, name: &str, neq: bool) -> Self {
+        self.push(Stmt::Ifname { out, name: name.into(), neq })
+    }
+    /// `iifname "NAME"`.
+    pub fn iifname(self, name: &str) -> Self {
+        self.ifname(false, name, false)
+    }
+    /// `iifname != "NAME"`.
+    pub fn iifname_not(self, name: &str) -> Self {
+        self.ifname(false, name, true)
+    }
+    /// `oifname "NAME"`.
+    pub fn oifname(self, name: &str) -> Self {
+        self.ifname(true, name, false)
+    }
+    /// `oifname != "NAME"`.
+    pub fn oifname_not(self, name: &str) -> Self {
+        self.ifname(true, name, true)
+    }
+    /// `ct state A,B` with bits from [`ct`].
+    pub fn ct_state(self, bits: u32) -> Self {
+        self.push(Stmt::CtState(bits))
+    }
+    /// `fib daddr type local`.
+    pub fn fib_daddr_local(self) -> Self {
+        self.push(Stmt::FibDaddrLocal)
+    }
+    /// `counter`.
+    pub fn counter(self) -> Self {
+        self.push(Stmt::Counter)
+    }
+    /// `masquerade`.
+    pub fn masquerade(self) -> Self {
+        self.push(Stmt::Masq)
+    }
+    /// `dnat to ADDR[:PORT]` (`dnat to [ADDR]:PORT` for IPv6).
+    pub fn dnat(self, addr: IpAddr, port: Option<u16>) -> Self {
+        self.push(Stmt::Nat { dnat: true, addr, port })
+    }
+    /// `snat to ADDR[:PORT]`.
+    pub fn snat(self, addr: IpAddr, port: Option<u16>) -> Self {
+        self.push(Stmt::Nat { dnat: false, addr, port })
+    }
+    pub fn verdict(self, v: Verdict) -> Self {
+        self.push(Stmt::Verdict(v))
+    }
+    pub fn accept(self) -> Self {
+        self.verdict(Verdict::Accept)
+    }
+    pub fn drop(self) -> Self {
+        self.verdict(Verdict::Drop)
+    }
+    /// `return`.
+    pub fn ret(self) -> Self {
+        self.verdict(Verdict::Return)
+    }
+    pub fn jump(self, chain: &str) -> Self {
+        self.verdict(Verdict::Jump(chain.into()))
+    }
+    pub fn goto(self, chain: &str) -> Self {
+        self.verdict(Verdict::Goto(chain.into()))
+    }
+    /// `comment "TEXT"` (stored as rule user data, as `nft` does).
+    pub fn comment(mut self, text: impl Into<String>) -> Self {
+        self.comment = Some(text.into());
+        self
+    }
+
+    /// Write NFTA_RULE_EXPRESSIONS and NFTA_RULE_USERDATA for a table of `family`.
+    pub(crate) fn encode(&self, family: Family, w: &mut Writer) -> Result<()> {
+        let mut err = None;
+        w.nest(4, |w| {
+            let mut l3 = match family {
+                Family::Ip => 4,
+                Family::Ip6 => 6,
+                _ => 0,
+            };
+            for s in &self.stmts {
+                if let Err(e) = stmt(w, family, &mut l3, s) {
+                    err = Some(e);
+                    return;
+                }
+            }
+        });
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if let Some(c) = &self.comment {
+            let u = udata_comment(c).ok_or_else(|| Error::internal("nftables: rule comment too long"))?;
+            w.attr(7, &u);
+        }
+        Ok(())
+    }
+}
+
+const CMP_EQ: u32 = 0;
+const CMP_NEQ: u32 = 1;
+const REG1: u32 = 1;
+const REG2: u32 = 2;
+const META_PROTOCOL: u32 = 1;
+const META_IIFNAME: u32 = 6;
+const META_OIFNAME: u32 = 7;
+const META_NFPROTO: u32 = 15;
+const META_L4PROTO: u32 = 16;
+const BASE_NETWORK: u32 = 1;
+const BASE_TRANSPORT: u32 = 2;
+
+fn expr(w: &mut Writer, name: &str, f: impl FnOnce(&mut Writer)) {
+    w.nest(1, |w| {
+        w.str(1, name);
+        w.nest(2, f);
+    });
+}
+
+fn meta(w: &mut Writer, key: u32) {
+    expr(w, "meta", |w| {
+        w.be32(2, key);
+        w.be32(1, REG1);
+    });
+}
+
+fn cmp(w: &mut Writer, op: u32, data: &[u8]) {
+    expr(w, "cmp", |w| {
+        w.be32(1, REG1);
+        w.be32(2, op);
+        w.nest(3, |w| w.attr(1, data));
+    });
+}
+
+fn payload(w: &mut Writer, base: u32, offset: u32, len: usize) {
+    expr(w, "payload", |w| {
+        w.be32(1, REG1);
+        w.be32(2, base);
+        w.be32(3, offset);
+        w.be32(4, len as u32);
+    });
+}
+
+fn bitwise(w: &mut Writer, mask: &[u8]) {
+    expr(w, "bitwise", |w| {
+        w.be32(1, REG1);
+        w.be32(2, REG1);
+        w.be32(3, mask.len() as u32);
+        w.nest(4, |w| w.attr(1, mask));
+        w.nest(5, |w| w.attr(1, &vec![0; mask.len()]));
+    });
+}
+
+fn immediate(w: &mut Writer, reg: u32, f: impl FnOnce(&mut Writer)) {
+    expr(w, "immediate", |w| {
+        w.be32(1, reg);
+        w.nest(2, f);
+    });
+}
+
+/// Emit the layer-3 dependency `nft` adds before an ip/ip6 match in inet and bridge tables.
+fn l3dep(w: &mut Writer, family: Family, l3: &mut u8, want: u8) -> Result<()> {
+    if *l3 == want {
+        return Ok(());
+    }
+    if *l3 != 0 {
+        return Err(Error::internal(format!(
+            "nftables: IPv{want} match in a rule already restricted to IPv{l3} ({family} table)"
+        )));
+    }
+    if family == Family::Bridge {
+        meta(w, META_PROTOCOL);
+        cmp(w, CMP_EQ, if want == 4 { &[0x08, 0x00] } else { &[0x86, 0xdd] });
+    } else {
+        meta(w, META_NFPROTO);
+        cmp(w, CMP_EQ, &[if want == 4 { 2 } else { 10 }]);
+    }
+    *l3 = want;
+    Ok(())
+}
+
+fn ip_bytes(a: IpAddr) -> (u8, Vec<u8>) {
+    match a {
+        IpAddr::V4(a) => (4, a.octets().to_vec()),
+        IpAddr::V6(a) => (6, a.octets().to_vec()),
+    }
+}
+
+fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
+    match s {
+        Stmt::Addr { dst, net, neq } => {
+            let (v, addr) = ip_bytes(net.network());
+            let mask = ip_bytes(net.netmask()).1;
+            l3dep(w, family, l3, v)?;
+            let offset = match (v, dst) {
+                (4, false) => 12,
+                (4, true) => 16,
+                (_, false) => 8,
+                (_, true) => 24,
+            };
+            let plen = net.prefix_len() as usize;
+            let op = if *neq { CMP_NEQ } else { CMP_EQ };
+            if plen > 0 && plen.is_multiple_of(8) {
+                payload(w, BASE_NETWORK, offset, plen / 8);
+                cmp(w, op, &addr[..plen / 8]);
+            } else {
+                payload(w, BASE_NETWORK, offset, addr.len());
+                bitwise(w, &mask);
+                cmp(w, op, &addr);
+            }
+        }
+        Stmt::L4proto(p) => {
+            meta(w, META_L4PROTO);
+            cmp(w, CMP_EQ, &[*p]);
+        }
+        Stmt::Port { dst, port } => {
+            payload(w, BASE_TRANSPORT, if *dst { 2 } else { 0 }, 2);
+            cmp(w, CMP_EQ, &port.to_be_bytes());
+        }
+        Stmt::Ifname { out, name, neq } => {
+            if name.len() >= 16 {
+                return Err(Error::internal(format!("nftables: interface name {name:?} too long")));
+            }
+            let mut b = [0u8; 16];
+            b[..name.len()].copy_from_slice(name.as_bytes());
+            meta(w, if *out { META_OIFNAME } else { META_IIFNAME });
+            cmp(w, if *neq { CMP_NEQ } else { CMP_EQ }, &b);
+        }
+        Stmt::CtState(bits) => {
+            expr(w, "ct", |w| {
+                w.be32(2, 0); // NFT_CT_STATE
+                w.be32(1, REG1);
+            });
+            bitwise(w, &bits.to_ne_bytes());
+            cmp(w, CMP_NEQ, &[0; 4]);
+        }
+        Stmt::FibDaddrLocal => {
+            expr(w, "fib", |w| {
+                w.be32(3, 2); // NFTA_FIB_F_DADDR
+                w.be32(2, 3); // NFT_FIB_RESULT_ADDRTYPE
+                w.be32(1, REG1);
+            });
+            cmp(w, CMP_EQ, &(libc::RTN_LOCAL as u32).to_ne_bytes());
+        }
+        Stmt::Counter => expr(w, "counter", |_| {}),
+        Stmt::Masq => expr(w, "masq", |_| {}),
+        Stmt::Nat { dnat, addr, port } => {
+            let (v, a) = ip_bytes(*addr);
+            if (family == Family::Ip && v != 4) || (family == Family::Ip6 && v != 6) {
+                return Err(Error::internal(format!("nftables: cannot NAT to {addr} in a {family} table")));
+            }
+            immediate(w, REG1, |w| w.attr(1, &a));
+            if let Some(p) = port {
+                immediate(w, REG2, |w| w.attr(1, &p.to_be_bytes()));
+            }
+            expr(w, "nat", |w| {
+                w.be32(1, *dnat as u32);
+                w.be32(2, if v == 4 { 2 } else { 10 });
+                w.be32(3, REG1);
+                if port.is_some() {
+                    w.be32(5, REG2);
+                    w.be32(7, 2); // NF_NAT_RANGE_PROTO_SPECIFIED
+                }
+            });
+        }
+        Stmt::Verdict(v) => {
+            let (code, chain): (i32, _) = match v {
+                Verdict::Accept => (1, None),
+                Verdict::Drop => (0, None),
+                Verdict::Return => (-5, None),
+                Verdict::Jump(c) => (-3, Some(c)),
+                Verdict::Goto(c) => (-4, Some(c)),
+            };
+            immediate(w, 0, |w| {
+                w.nest(2, |w| {
+                    w.be32(1, code as u32);
+                    if let Some(c) = chain {
+                        w.str(2, c);
+                    }
+                })
+            });
+        }
+    }
+    Ok(())
+}
