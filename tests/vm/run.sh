@@ -39,7 +39,10 @@ usage: $PROG --bin STATIC_CNIBOX --script TEST_SCRIPT [options]
   -h, --help         this text
 
 Environment: CNIBOX_VM_ACCEL, CNIBOX_VM_KERNEL, CNIBOX_VM_TIMEOUT,
-CNIBOX_VM_MEM (MiB, default 512), CNIBOX_VM_SMP (default 2).
+CNIBOX_VM_MEM (MiB, default 512), CNIBOX_VM_SMP (default 2),
+CNIBOX_VM_KVM_BOOT_TIMEOUT (s, default 45: in auto mode, fall back to TCG if
+the KVM guest has not started the test by then), CNIBOX_VM_MODULES_DIR
+(module tree to use instead of /lib/modules/<kernel version>).
 
 Exit status: the test script's status, or $EX_USAGE usage, $EX_MISSING missing
 host dependency, $EX_BUILD initramfs build failure, $EX_TIMEOUT timeout,
@@ -112,8 +115,9 @@ need_cmd timeout coreutils
 BUSYBOX=/bin/busybox
 [[ -x $BUSYBOX ]] || missing+=("$BUSYBOX (apt-get install busybox-static)")
 
-# A binary is usable in the initramfs only if it has no ELF interpreter.
+# A binary is usable in the initramfs only if it is ELF without an interpreter.
 is_static() {
+    [[ $(head -c 4 "$1" | od -An -c | tr -d ' ') == '177ELF' ]] || return 1
     if command -v readelf >/dev/null 2>&1; then
         ! readelf -lW "$1" 2>/dev/null | grep -q 'Requesting program interpreter'
     elif command -v file >/dev/null 2>&1; then
@@ -153,7 +157,9 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     echo "$PROG: e.g. DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-system-x86 linux-image-amd64 busybox-static cpio kmod" >&2
     exit $EX_MISSING
 fi
-MODDIR=/lib/modules/$KVER
+# CNIBOX_VM_MODULES_DIR: alternative module tree for that kernel (custom builds)
+MODDIR=${CNIBOX_VM_MODULES_DIR:-/lib/modules/$KVER}
+[[ -f $MODDIR/modules.dep ]] || die $EX_MISSING "$MODDIR/modules.dep not found"
 
 is_static "$BIN" || die $EX_USAGE "--bin $BIN is not statically linked; the initramfs has no libc/loader"
 
@@ -168,9 +174,17 @@ fi
 
 # ---------------------------------------------------------------- temp dir
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cnibox-vm.XXXXXX")
-QEMU_PID=
+QPID= SPID=
+kill_bg() { # stop the VM (timeout forwards the signal to qemu) and the streamer
+    [[ -n $QPID ]] && kill "$QPID" 2>/dev/null
+    [[ -n $SPID ]] && kill "$SPID" 2>/dev/null
+    QPID= SPID=
+    return 0
+}
 cleanup() {
     local rc=$?
+    kill_bg
+    [[ -e /dev/fd/3 ]] && exec 2>&3   # stderr may be parked while waiting for qemu
     if [[ $KEEP -eq 1 ]]; then
         info "kept $WORK (initramfs.cpio.gz, console.log, root/)"
     else
@@ -336,15 +350,6 @@ info "initramfs $(du -k "$INITRD" | cut -f1) KiB: busybox, cnibox + $napplets ap
 # ------------------------------------------------------------------- boot
 APPEND="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic rdinit=/init"
 RAW=$WORK/console.raw
-QPID= SPID=
-kill_bg() {
-    [[ -n $QPID ]] && kill "$QPID" 2>/dev/null
-    [[ -n $SPID ]] && kill "$SPID" 2>/dev/null
-    QPID= SPID=
-    return 0
-}
-trap 'kill_bg; exit 130' INT
-trap 'kill_bg; exit 143' TERM
 
 # run_vm ACCEL LIMIT BOOT_LIMIT: boot the VM, stream the console, leave the
 # raw console in $RAW and qemu's (timeout's) exit status in $QRC.
@@ -374,6 +379,10 @@ run_vm() {
     SPID=$!
     QRC=
     t0=$SECONDS
+    # bash reports a background job killed by a signal (qemu aborts on some
+    # nested-KVM hosts) as "Aborted ..." on stderr; keep that out of the
+    # output while waiting, the console log has qemu's own message.
+    exec 3>&2 2>/dev/null
     if [[ $boot_limit -gt 0 ]]; then
         while kill -0 "$QPID" 2>/dev/null; do
             if grep -aq 'CNIBOX-VM-BEGIN' "$RAW"; then break; fi
@@ -386,10 +395,10 @@ run_vm() {
         done
     fi
     local rc=0
-    # (braces + 2>/dev/null: no "Aborted" job notice from bash)
-    { wait "$QPID"; } 2>/dev/null || rc=$?
+    wait "$QPID" || rc=$?
     [[ -n $QRC ]] || QRC=$rc
-    wait "$SPID" 2>/dev/null || true
+    wait "$SPID" || true
+    exec 2>&3 3>&-
     QPID= SPID=
 }
 
