@@ -3,7 +3,9 @@
 
 use crate::cni::Applet;
 
-pub static TABLE: &[Applet] = &[];
+mod static_ipam;
+
+pub static TABLE: &[Applet] = &[static_ipam::APPLET];
 
 pub fn find(name: &str) -> Option<&'static Applet> {
     TABLE.iter().find(|a| a.name == name)
