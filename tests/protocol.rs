@@ -25,13 +25,26 @@ fn version_answers_for_every_spec_version() {
     let sb = Sandbox::new("version");
     let want = json!({"cniVersion": "1.1.0", "supportedVersions": ALL_VERSIONS});
     for v in ALL_VERSIONS.iter().chain(&["9.9.9", ""]) {
-        let out = sb.ours().run("static", "VERSION", &sb.env(), &json!({"cniVersion": v}).to_string());
+        let out = sb.ours().run(
+            "static",
+            "VERSION",
+            &sb.env(),
+            &json!({"cniVersion": v}).to_string(),
+        );
         assert_eq!(out.ok(), &want, "input {v}");
         assert!(out.stdout.ends_with('\n'));
     }
     // VERSION needs no other variable and does not read stdin.
-    let bare = Env { container_id: String::new(), netns: String::new(), ifname: String::new(), ..sb.env() };
-    assert_eq!(sb.ours().run("static", "VERSION", &bare, "not json").ok(), &want);
+    let bare = Env {
+        container_id: String::new(),
+        netns: String::new(),
+        ifname: String::new(),
+        ..sb.env()
+    };
+    assert_eq!(
+        sb.ours().run("static", "VERSION", &bare, "not json").ok(),
+        &want
+    );
     // `cnibox static` behaves like the symlink.
     let out = exec(&bin(), &["static"], &[("CNI_COMMAND", "VERSION")], "");
     assert_eq!(out.ok(), &want);
@@ -45,8 +58,9 @@ fn about_banner_without_cni_command() {
     assert!(out.stdout.is_empty(), "{out:?}");
     assert!(out.stderr.contains("CNI static plugin"), "{out:?}");
     assert!(
-        out.stderr
-            .contains("CNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0"),
+        out.stderr.contains(
+            "CNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0"
+        ),
         "{out:?}"
     );
 }
@@ -57,7 +71,10 @@ fn multi_call_options() {
     assert!(out.status_ok, "{out:?}");
     assert!(out.stdout.lines().any(|l| l == "static"), "{out:?}");
     let out = cnibox(&["--version"]);
-    assert!(out.status_ok && out.stdout.starts_with("cnibox "), "{out:?}");
+    assert!(
+        out.status_ok && out.stdout.starts_with("cnibox "),
+        "{out:?}"
+    );
     assert!(out.stdout.contains("1.1.0"), "{out:?}");
     let out = cnibox(&["--help"]);
     assert!(out.status_ok && out.stdout.contains("usage"), "{out:?}");
@@ -94,16 +111,61 @@ fn malformed_inputs_give_error_json() {
     let env = sb.env();
     let cases: Vec<(&str, &str, Env, String, u64, &str)> = vec![
         ("bad JSON", "ADD", env.clone(), "{nope".into(), 6, ""),
-        ("JSON not an object", "ADD", env.clone(), "[1]".into(), 6, ""),
-        ("missing name", "ADD", env.clone(), without("name"), 7, "missing network name"),
-        ("missing type", "ADD", env.clone(), without("type"), 7, "type"),
-        ("unknown cniVersion", "ADD", env.clone(), set("cniVersion", json!("9.9.9")), 1, ""),
-        ("network name ../x", "ADD", env.clone(), set("name", json!("../x")), 7, "network name"),
-        ("network name on DEL", "DEL", env.clone(), set("name", json!("a/b")), 7, "network name"),
+        (
+            "JSON not an object",
+            "ADD",
+            env.clone(),
+            "[1]".into(),
+            6,
+            "",
+        ),
+        (
+            "missing name",
+            "ADD",
+            env.clone(),
+            without("name"),
+            7,
+            "missing network name",
+        ),
+        (
+            "missing type",
+            "ADD",
+            env.clone(),
+            without("type"),
+            7,
+            "type",
+        ),
+        (
+            "unknown cniVersion",
+            "ADD",
+            env.clone(),
+            set("cniVersion", json!("9.9.9")),
+            1,
+            "",
+        ),
+        (
+            "network name ../x",
+            "ADD",
+            env.clone(),
+            set("name", json!("../x")),
+            7,
+            "network name",
+        ),
+        (
+            "network name on DEL",
+            "DEL",
+            env.clone(),
+            set("name", json!("a/b")),
+            7,
+            "network name",
+        ),
         (
             "bad container ID",
             "ADD",
-            Env { container_id: "-bad".into(), ..env.clone() },
+            Env {
+                container_id: "-bad".into(),
+                ..env.clone()
+            },
             good.to_string(),
             4,
             "containerID",
@@ -111,7 +173,10 @@ fn malformed_inputs_give_error_json() {
         (
             "bad ifname",
             "ADD",
-            Env { ifname: "a/b".into(), ..env.clone() },
+            Env {
+                ifname: "a/b".into(),
+                ..env.clone()
+            },
             good.to_string(),
             4,
             "interface name",
@@ -119,7 +184,10 @@ fn malformed_inputs_give_error_json() {
         (
             "ifname too long",
             "ADD",
-            Env { ifname: "0123456789abcdef".into(), ..env.clone() },
+            Env {
+                ifname: "0123456789abcdef".into(),
+                ..env.clone()
+            },
             good.to_string(),
             4,
             "interface name",
@@ -127,7 +195,10 @@ fn malformed_inputs_give_error_json() {
         (
             "no CNI_NETNS on ADD",
             "ADD",
-            Env { netns: String::new(), ..env.clone() },
+            Env {
+                netns: String::new(),
+                ..env.clone()
+            },
             good.to_string(),
             4,
             "CNI_NETNS",
@@ -135,7 +206,10 @@ fn malformed_inputs_give_error_json() {
         (
             "no CNI_CONTAINERID on DEL",
             "DEL",
-            Env { container_id: String::new(), ..env.clone() },
+            Env {
+                container_id: String::new(),
+                ..env.clone()
+            },
             good.to_string(),
             4,
             "CNI_CONTAINERID",
@@ -143,16 +217,54 @@ fn malformed_inputs_give_error_json() {
         (
             "no CNI_PATH",
             "ADD",
-            Env { path: Some(String::new()), ..env.clone() },
+            Env {
+                path: Some(String::new()),
+                ..env.clone()
+            },
             good.to_string(),
             4,
             "CNI_PATH",
         ),
-        ("unknown CNI_COMMAND", "FOO", env.clone(), good.to_string(), 4, "FOO"),
-        ("CHECK below 0.4.0", "CHECK", env.clone(), conf("0.3.1").to_string(), 1, "CHECK"),
-        ("GC below 1.1.0", "GC", env.clone(), good.to_string(), 1, "GC"),
-        ("STATUS below 1.1.0", "STATUS", env.clone(), good.to_string(), 1, "STATUS"),
-        ("bad CNI_ARGS", "ADD", env.clone().with_args("FOO=1"), good.to_string(), 4, "FOO"),
+        (
+            "unknown CNI_COMMAND",
+            "FOO",
+            env.clone(),
+            good.to_string(),
+            4,
+            "FOO",
+        ),
+        (
+            "CHECK below 0.4.0",
+            "CHECK",
+            env.clone(),
+            conf("0.3.1").to_string(),
+            1,
+            "CHECK",
+        ),
+        (
+            "GC below 1.1.0",
+            "GC",
+            env.clone(),
+            good.to_string(),
+            1,
+            "GC",
+        ),
+        (
+            "STATUS below 1.1.0",
+            "STATUS",
+            env.clone(),
+            good.to_string(),
+            1,
+            "STATUS",
+        ),
+        (
+            "bad CNI_ARGS",
+            "ADD",
+            env.clone().with_args("FOO=1"),
+            good.to_string(),
+            4,
+            "FOO",
+        ),
     ];
     for (what, cmd, env, stdin, code, msg) in cases {
         let out = sb.ours().run("static", cmd, &env, &stdin);
@@ -165,7 +277,10 @@ fn malformed_inputs_give_error_json() {
         if what != "missing type" && reference_available("static") {
             let theirs = sb.reference().run("static", cmd, &env, &stdin);
             let skip = matches!(what, "GC below 1.1.0" | "STATUS below 1.1.0"); // v1.1.1 lacks them
-            assert!(skip || !theirs.status_ok, "{what}: reference succeeded: {theirs:?}");
+            assert!(
+                skip || !theirs.status_ok,
+                "{what}: reference succeeded: {theirs:?}"
+            );
         }
     }
 }
@@ -179,10 +294,18 @@ fn results_have_the_shape_of_each_spec_version() {
             // Two addresses of one family would be refused; one per family converts.
             let r = out.ok();
             assert_eq!(r["cniVersion"], *v);
-            assert_eq!(r["ip4"], json!({"ip": "10.10.0.5/24", "gateway": "10.10.0.1",
-                "routes": [{"dst": "0.0.0.0/0", "gw": "10.10.0.1"}]}), "{v}");
-            assert_eq!(r["ip6"], json!({"ip": "fd00:10::5/64", "gateway": "fd00:10::1",
-                "routes": [{"dst": "fd00:99::/64"}]}), "{v}");
+            assert_eq!(
+                r["ip4"],
+                json!({"ip": "10.10.0.5/24", "gateway": "10.10.0.1",
+                "routes": [{"dst": "0.0.0.0/0", "gw": "10.10.0.1"}]}),
+                "{v}"
+            );
+            assert_eq!(
+                r["ip6"],
+                json!({"ip": "fd00:10::5/64", "gateway": "fd00:10::1",
+                "routes": [{"dst": "fd00:99::/64"}]}),
+                "{v}"
+            );
             assert!(r.get("ips").is_none() && r.get("routes").is_none(), "{v}");
             assert_eq!(r["dns"]["domain"], "example.org");
         } else {
@@ -214,11 +337,20 @@ fn results_match_the_reference_for_every_version_it_supports() {
     let theirs = sb.reference().versions("static");
     assert!(!theirs.is_empty());
     let mut compared = 0;
-    for v in ALL_VERSIONS.iter().filter(|v| theirs.iter().any(|t| t == *v)) {
-        for c in [conf(v), json!({"cniVersion": v, "name": "n", "type": "static", "ipam": {"type": "static"}})] {
+    for v in ALL_VERSIONS
+        .iter()
+        .filter(|v| theirs.iter().any(|t| t == *v))
+    {
+        for c in [
+            conf(v),
+            json!({"cniVersion": v, "name": "n", "type": "static", "ipam": {"type": "static"}}),
+        ] {
             let a = sb.ours().add("static", &sb.env(), &c);
             let b = sb.reference().add("static", &sb.env(), &c);
-            assert_eq!(a.status_ok, b.status_ok, "{v} {c}\nours: {a:?}\nreference: {b:?}");
+            assert_eq!(
+                a.status_ok, b.status_ok,
+                "{v} {c}\nours: {a:?}\nreference: {b:?}"
+            );
             if a.status_ok {
                 assert_eq!(normalize(&a.json), normalize(&b.json), "{v} {c}");
                 compared += 1;
@@ -234,10 +366,20 @@ fn del_status_gc_print_nothing() {
     let p = sb.ours();
     for out in [
         p.del("static", &sb.env(), &conf("1.1.0")),
-        p.del("static", &Env { netns: String::new(), ..sb.env() }, &conf("0.1.0")),
+        p.del(
+            "static",
+            &Env {
+                netns: String::new(),
+                ..sb.env()
+            },
+            &conf("0.1.0"),
+        ),
         p.status("static", &conf("1.1.0")),
-        p.gc("static", &json!({"cniVersion": "1.1.0", "name": "n", "type": "static",
-            "cni.dev/valid-attachments": [{"containerID": "x", "ifname": "eth0"}]})),
+        p.gc(
+            "static",
+            &json!({"cniVersion": "1.1.0", "name": "n", "type": "static",
+            "cni.dev/valid-attachments": [{"containerID": "x", "ifname": "eth0"}]}),
+        ),
     ] {
         assert!(out.status_ok && out.stdout.is_empty(), "{out:?}");
     }
@@ -251,5 +393,27 @@ fn errors_carry_the_request_version() {
     let out = sb.ours().add("static", &sb.env(), &c);
     assert_eq!(out.err(7), "invalid address \"10.0.0.300/24\"");
     assert_eq!(out.json["cniVersion"], "0.4.0");
-    assert!(out.json["details"].as_str().is_some_and(|d| d.contains("ipam.addresses")));
+    assert!(
+        out.json["details"]
+            .as_str()
+            .is_some_and(|d| d.contains("ipam.addresses"))
+    );
+}
+
+#[test]
+fn harness_netns_guard_creates_and_removes() {
+    if !require_root("harness_netns_guard_creates_and_removes") {
+        return;
+    }
+    let sb = Sandbox::new("netns_guard");
+    let name = {
+        let ns = NetNs::create();
+        assert!(ns.sh(&["ip", "-o", "link", "show", "lo"]).contains("lo"));
+        let out = sb
+            .ours()
+            .add("static", &sb.env().with_netns(&ns.path()), &conf("1.0.0"));
+        out.ok();
+        ns.name.clone()
+    };
+    assert!(!std::path::Path::new(&format!("/run/netns/{name}")).exists());
 }

@@ -38,7 +38,9 @@ pub const APPLETS: &[&str] = &[
 pub const REFERENCE_DIR: &str = "/usr/lib/cni";
 
 /// Every spec version, oldest first.
-pub const ALL_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+pub const ALL_VERSIONS: &[&str] = &[
+    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
+];
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -221,7 +223,10 @@ impl Output {
     /// Assert failure with CNI error `code` and return the error message.
     #[track_caller]
     pub fn err(&self, code: u64) -> String {
-        assert!(!self.status_ok, "expected error {code}, got success: {self:?}");
+        assert!(
+            !self.status_ok,
+            "expected error {code}, got success: {self:?}"
+        );
         assert_eq!(self.json["code"].as_u64(), Some(code), "{self:?}");
         self.json["msg"].as_str().unwrap_or_default().to_string()
     }
@@ -329,10 +334,19 @@ impl Plugin<'_> {
 
     /// The spec versions the implementation's `applet` reports for VERSION.
     pub fn versions(&self, applet: &str) -> Vec<String> {
-        let out = self.run(applet, "VERSION", &self.sb.env(), r#"{"cniVersion":"0.4.0"}"#);
+        let out = self.run(
+            applet,
+            "VERSION",
+            &self.sb.env(),
+            r#"{"cniVersion":"0.4.0"}"#,
+        );
         out.ok()["supportedVersions"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -341,10 +355,11 @@ impl Plugin<'_> {
 /// prints `"dns": {}` for every version, the spec-1.x Go lib and cnibox omit it for 1.x).
 pub fn normalize(v: &Value) -> Value {
     let mut v = v.clone();
-    if let Some(o) = v.as_object_mut() {
-        if o.get("dns").is_some_and(|d| d.as_object().is_some_and(|d| d.is_empty())) {
-            o.remove("dns");
-        }
+    if let Some(o) = v.as_object_mut()
+        && o.get("dns")
+            .is_some_and(|d| d.as_object().is_some_and(|d| d.is_empty()))
+    {
+        o.remove("dns");
     }
     v
 }
