@@ -229,3 +229,23 @@ fn result_is_identical_through_symlink_and_cnibox_applet() {
     assert_eq!(via_link.stdout, direct.stdout);
     assert!(via_link.status_ok, "{via_link:?}");
 }
+
+#[test]
+fn go_input_quirks_match_the_reference() {
+    let sb = Sandbox::new("quirks");
+    let mut c = conf("1.0.0", json!({}));
+    c["ipam"]["addresses"] = json!([{"address": "::ffff:10.0.0.5/120", "gateway": "::ffff:10.0.0.1"}, {"address": "fd00::5/64", "gateway": ""}]);
+    c["ipam"]["routes"] = json!([{"dst": "0.0.0.0/0", "gw": ""}]);
+    let r = add_both(&sb, &sb.env(), &c);
+    assert_eq!(addrs(r.ok()), ["10.0.0.5/24 gw 10.0.0.1", "fd00::5/64"]);
+    // Whitespace is trimmed in CNI_ARGS lists, not in the config.
+    let r = add_both(
+        &sb,
+        &sb.env().with_args("IP= 10.1.0.5/16 , 10.2.0.5/16"),
+        &conf("1.0.0", json!({})),
+    );
+    assert_eq!(addrs(r.ok()).len(), 3);
+    let mut c = conf("1.0.0", json!({}));
+    c["ipam"]["addresses"][0]["address"] = json!(" 10.0.0.5/24");
+    add_both(&sb, &sb.env(), &c).err(7);
+}

@@ -9,7 +9,7 @@
 use crate::cni::error::code;
 use crate::cni::result::{Dns, IpConfig, Route};
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 use serde::Deserialize;
 use serde_json::Value;
 use std::net::IpAddr;
@@ -50,17 +50,26 @@ struct AddrConf {
 
 const CIDR_HINT: &str = "expected CIDR notation such as 10.1.2.3/24 or fd00::3/64";
 
+/// Parse a CIDR keeping the host bits; an IPv4-mapped IPv6 address (`::ffff:a.b.c.d/120`)
+/// becomes plain IPv4 (`a.b.c.d/24`) as Go's canonicalisation makes it.
 fn cidr(s: &str, src: &str) -> Result<IpNet> {
     if s.is_empty() {
         return Err(Error::config(format!("{src}: missing address")));
     }
-    s.parse().map_err(|_| {
+    let n: IpNet = s.parse().map_err(|_| {
         Error::config(format!("invalid address {s:?}")).with_details(format!("{src}: {CIDR_HINT}"))
+    })?;
+    Ok(match n {
+        IpNet::V6(v6) => match (v6.addr().to_ipv4_mapped(), v6.prefix_len().checked_sub(96)) {
+            (Some(a), Some(p)) => Ipv4Net::new(a, p).map_or(n, IpNet::V4),
+            _ => n,
+        },
+        v4 => v4,
     })
 }
 
 fn ip(s: &str, src: &str) -> Result<IpAddr> {
-    s.parse().map_err(|_| {
+    s.parse().map(|a: IpAddr| a.to_canonical()).map_err(|_| {
         Error::config(format!("invalid gateway {s:?}"))
             .with_details(format!("{src}: not an IP address"))
     })
@@ -136,7 +145,11 @@ fn load(req: &Request) -> Result<CniResult> {
             req.version
         )));
     }
-    for v in ipam.routes.unwrap_or_default() {
+    for mut v in ipam.routes.unwrap_or_default() {
+        // Go reads `"gw": ""` as no gateway.
+        if v.get("gw").is_some_and(|g| g == "") {
+            v["gw"] = Value::Null;
+        }
         let rt = Route::deserialize(&v).map_err(|e| {
             Error::config(format!("invalid route {v}")).with_details(format!("ipam.routes: {e}"))
         })?;
@@ -360,6 +373,17 @@ mod tests {
         assert_eq!(e.code, 7);
         let e = bad(&|c| _ = c.as_object_mut().map(|o| o.remove("ipam")), "");
         assert_eq!(e.msg, "IPAM config missing 'ipam' key");
+    }
+
+    #[test]
+    fn go_compatible_input_quirks() {
+        let mut c = conf("1.0.0", json!({}));
+        c["ipam"]["addresses"] =
+            json!([{"address": "::ffff:10.0.0.5/120", "gateway": "::ffff:10.0.0.1"}]);
+        c["ipam"]["routes"] = json!([{"dst": "0.0.0.0/0", "gw": ""}]);
+        let r = load(&req(Command::Add, "", c)).unwrap();
+        assert_eq!(addrs(&r), ["10.0.0.5/24 gw 10.0.0.1"]);
+        assert_eq!(r.routes[0].gw, None);
     }
 
     #[test]
