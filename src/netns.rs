@@ -38,8 +38,12 @@ impl OpenError {
 impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            OpenError::NotFound(p) => write!(f, "failed to open netns {p:?}: no such file or directory"),
-            OpenError::NotNetns(p) => write!(f, "failed to open netns {p:?}: not a network namespace"),
+            OpenError::NotFound(p) => {
+                write!(f, "failed to open netns {p:?}: no such file or directory")
+            }
+            OpenError::NotNetns(p) => {
+                write!(f, "failed to open netns {p:?}: not a network namespace")
+            }
             OpenError::Io(p, e) => write!(f, "failed to open netns {p:?}: {e}"),
         }
     }
@@ -49,7 +53,11 @@ impl std::error::Error for OpenError {}
 
 impl From<OpenError> for cni::Error {
     fn from(e: OpenError) -> Self {
-        let c = if matches!(e, OpenError::Io(..)) { code::INTERNAL } else { code::INVALID_NETNS };
+        let c = if matches!(e, OpenError::Io(..)) {
+            code::INTERNAL
+        } else {
+            code::INVALID_NETNS
+        };
         cni::Error::new(c, e.to_string())
     }
 }
@@ -73,19 +81,28 @@ impl NetNs {
         if t != NSFS_MAGIC && t != PROC_SUPER_MAGIC {
             return Err(OpenError::NotNetns(path.into()));
         }
-        Ok(NetNs { fd: file.into(), path: path.into() })
+        Ok(NetNs {
+            fd: file.into(),
+            path: path.into(),
+        })
     }
 
     /// The namespace of the calling thread.
     pub fn current() -> cni::Result<NetNs> {
         let path = "/proc/thread-self/ns/net";
         let f = File::open(path).ctx("open current netns")?;
-        Ok(NetNs { fd: f.into(), path: path.into() })
+        Ok(NetNs {
+            fd: f.into(),
+            path: path.into(),
+        })
     }
 
     /// Wrap an fd that is known to refer to a network namespace.
     pub fn from_fd(fd: OwnedFd, path: impl Into<String>) -> NetNs {
-        NetNs { fd, path: path.into() }
+        NetNs {
+            fd,
+            path: path.into(),
+        }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -163,8 +180,14 @@ pub mod testing {
             // own and pin the new namespace with a bind mount.
             let res = std::thread::spawn(move || -> cni::Result<()> {
                 unshare(CloneFlags::CLONE_NEWNET).ctx("unshare netns")?;
-                mount(Some("/proc/thread-self/ns/net"), p.as_str(), None::<&str>, MsFlags::MS_BIND, None::<&str>)
-                    .ctx(format_args!("bind mount {p}"))
+                mount(
+                    Some("/proc/thread-self/ns/net"),
+                    p.as_str(),
+                    None::<&str>,
+                    MsFlags::MS_BIND,
+                    None::<&str>,
+                )
+                .ctx(format_args!("bind mount {p}"))
             })
             .join()
             .unwrap_or_else(|_| Err(cni::Error::internal("netns thread panicked")));
@@ -228,7 +251,11 @@ mod tests {
             return;
         }
         let ns = TempNetNs::new("cnibox-ns").unwrap();
-        let ino = |p: &str| std::fs::metadata(p).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap();
+        let ino = |p: &str| {
+            std::fs::metadata(p)
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .unwrap()
+        };
         let host = ino("/proc/thread-self/ns/net");
         let inside = ns.enter(|| ino("/proc/thread-self/ns/net")).unwrap();
         assert_ne!(host, inside);

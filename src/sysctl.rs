@@ -23,7 +23,10 @@ pub fn path(key: &str) -> Result<String> {
     } else {
         key.to_string()
     };
-    if norm.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+    if norm
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
         return Err(Error::config(format!("invalid sysctl key {key:?}")));
     }
     Ok(format!("/proc/sys/{norm}"))
@@ -38,7 +41,8 @@ pub fn iface(dir: &str, ifname: &str, leaf: &str) -> String {
 /// Read a value, without the trailing newline.
 pub fn get(key: &str) -> Result<String> {
     let p = path(key)?;
-    let mut s = std::fs::read_to_string(&p).map_err(|e| Error::io(format_args!("read sysctl {key}"), e))?;
+    let mut s =
+        std::fs::read_to_string(&p).map_err(|e| Error::io(format_args!("read sysctl {key}"), e))?;
     while s.ends_with('\n') {
         s.pop();
     }
@@ -57,7 +61,10 @@ mod tests {
 
     #[test]
     fn key_forms() {
-        assert_eq!(path("net.ipv4.ip_forward").unwrap(), "/proc/sys/net/ipv4/ip_forward");
+        assert_eq!(
+            path("net.ipv4.ip_forward").unwrap(),
+            "/proc/sys/net/ipv4/ip_forward"
+        );
         assert_eq!(
             path("net.ipv4.conf.eth0/100.forwarding").unwrap(),
             "/proc/sys/net/ipv4/conf/eth0.100/forwarding"
@@ -70,15 +77,25 @@ mod tests {
         for bad in ["", "net..x", "net/../x", "../etc", "net/ipv4/", ".net"] {
             assert!(path(bad).is_err(), "{bad}");
         }
-        assert_eq!(iface("net.ipv6.conf", "a.b", "accept_ra"), "net/ipv6/conf/a.b/accept_ra");
-        assert_eq!(path(&iface("net/ipv4/conf", "a.b", "rp_filter")).unwrap(), "/proc/sys/net/ipv4/conf/a.b/rp_filter");
+        assert_eq!(
+            iface("net.ipv6.conf", "a.b", "accept_ra"),
+            "net/ipv6/conf/a.b/accept_ra"
+        );
+        assert_eq!(
+            path(&iface("net/ipv4/conf", "a.b", "rp_filter")).unwrap(),
+            "/proc/sys/net/ipv4/conf/a.b/rp_filter"
+        );
     }
 
     #[test]
     fn get_and_errors() {
         assert!(!get("kernel.ostype").unwrap().ends_with('\n'));
         let e = get("net.ipv4.conf.nonexistent-cnibox.forwarding").unwrap_err();
-        assert!(e.msg.contains("net.ipv4.conf.nonexistent-cnibox.forwarding"), "{e}");
+        assert!(
+            e.msg
+                .contains("net.ipv4.conf.nonexistent-cnibox.forwarding"),
+            "{e}"
+        );
     }
 
     #[test]

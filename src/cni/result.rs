@@ -29,6 +29,14 @@ pub struct Interface {
     pub pci_id: String,
 }
 
+/// Go's `net.IP` reads `""` as no address; runtimes and older plugins emit it.
+fn opt_ip<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<IpAddr>, D::Error> {
+    match Option::<String>::deserialize(d)?.as_deref() {
+        None | Some("") => Ok(None),
+        Some(s) => s.parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IpConfig {
     /// Only 0.3.x/0.4.0 print it; always derived from the address on output.
@@ -37,7 +45,11 @@ pub struct IpConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<usize>,
     pub address: IpNet,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_ip",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub gateway: Option<IpAddr>,
 }
 
@@ -45,7 +57,11 @@ pub struct IpConfig {
 #[serde(rename_all = "camelCase")]
 pub struct Route {
     pub dst: IpNet,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_ip",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub gw: Option<IpAddr>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
@@ -120,7 +136,11 @@ struct Modern<'a> {
 #[derive(Serialize, Deserialize, Default)]
 struct LegacyIp {
     ip: IpNet,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_ip",
+        skip_serializing_if = "Option::is_none"
+    )]
     gateway: Option<IpAddr>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     routes: Vec<LegacyRoute>,
@@ -129,7 +149,11 @@ struct LegacyIp {
 #[derive(Serialize, Deserialize)]
 struct LegacyRoute {
     dst: IpNet,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "opt_ip",
+        skip_serializing_if = "Option::is_none"
+    )]
     gw: Option<IpAddr>,
 }
 

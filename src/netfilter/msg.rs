@@ -18,7 +18,8 @@ fn pad(buf: &mut Vec<u8>) {
 
 impl Writer {
     pub fn attr(&mut self, ty: u16, data: &[u8]) {
-        self.buf.extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
+        self.buf
+            .extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
         self.buf.extend_from_slice(&ty.to_ne_bytes());
         self.buf.extend_from_slice(data);
         pad(&mut self.buf);
@@ -40,7 +41,8 @@ impl Writer {
     pub fn nest(&mut self, ty: u16, f: impl FnOnce(&mut Writer)) {
         let at = self.buf.len();
         self.buf.extend_from_slice(&[0, 0]);
-        self.buf.extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
+        self.buf
+            .extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
         f(self);
         let len = (self.buf.len() - at) as u16;
         self.buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
@@ -71,11 +73,15 @@ pub fn get_str(data: &[u8]) -> String {
 }
 
 pub fn get_be32(data: &[u8]) -> u32 {
-    data.get(..4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes)
+    data.get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u32::from_be_bytes)
 }
 
 pub fn get_be64(data: &[u8]) -> u64 {
-    data.get(..8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_be_bytes)
+    data.get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map_or(0, u64::from_be_bytes)
 }
 
 /// One netlink message of a datagram.

@@ -58,7 +58,10 @@ pub struct Table {
 
 impl Table {
     pub fn new(family: Family, name: impl Into<String>) -> Self {
-        Table { family, name: name.into() }
+        Table {
+            family,
+            name: name.into(),
+        }
     }
 }
 
@@ -116,7 +119,12 @@ pub struct BaseChain {
 impl BaseChain {
     /// A base chain with policy accept.
     pub fn new(kind: ChainType, hook: Hook, priority: i32) -> Self {
-        BaseChain { kind, hook, priority, policy: Policy::Accept }
+        BaseChain {
+            kind,
+            hook,
+            priority,
+            policy: Policy::Accept,
+        }
     }
     pub fn policy(mut self, policy: Policy) -> Self {
         self.policy = policy;
@@ -178,7 +186,13 @@ impl Batch {
     ) -> &mut Self {
         let mut w = Writer::default();
         match f(&mut w) {
-            Ok(()) => self.ops.push(Op { what, ty, family, flags, body: w.buf }),
+            Ok(()) => self.ops.push(Op {
+                what,
+                ty,
+                family,
+                flags,
+                body: w.buf,
+            }),
             Err(e) => {
                 if self.err.is_none() {
                     self.err = Some(e.context(format_args!("nftables: {what}")));
@@ -190,14 +204,24 @@ impl Batch {
     /// `add table`: creates the table unless it exists (no error if it does; an existing
     /// table keeps its comment).
     pub fn add_table(&mut self, t: &Table, comment: Option<&str>) -> &mut Self {
-        self.op(format!("add table {t}"), NEWTABLE, t.family, F_CREATE, |w| {
-            w.str(1, &t.name);
-            w.be32(2, 0);
-            if let Some(c) = comment {
-                w.attr(6, &msg::udata_comment(c).ok_or_else(|| Error::internal("comment too long"))?);
-            }
-            Ok(())
-        })
+        self.op(
+            format!("add table {t}"),
+            NEWTABLE,
+            t.family,
+            F_CREATE,
+            |w| {
+                w.str(1, &t.name);
+                w.be32(2, 0);
+                if let Some(c) = comment {
+                    w.attr(
+                        6,
+                        &msg::udata_comment(c)
+                            .ok_or_else(|| Error::internal("comment too long"))?,
+                    );
+                }
+                Ok(())
+            },
+        )
     }
     /// `delete table` (fails with ENOENT when missing; see [`Batch::ensure_no_table`]).
     pub fn del_table(&mut self, t: &Table) -> &mut Self {
@@ -212,35 +236,53 @@ impl Batch {
     }
     /// `add chain`: a regular chain (`base` None) or a base chain; no error if it exists.
     pub fn add_chain(&mut self, t: &Table, chain: &str, base: Option<BaseChain>) -> &mut Self {
-        self.op(format!("add chain {t} {chain}"), NEWCHAIN, t.family, F_CREATE, |w| {
-            w.str(1, &t.name);
-            w.str(3, chain);
-            if let Some(b) = base {
-                w.nest(4, |w| {
-                    w.be32(1, b.hook as u32);
-                    w.be32(2, b.priority as u32);
-                });
-                w.be32(5, b.policy as u32);
-                w.str(7, b.kind.name());
-            }
-            Ok(())
-        })
+        self.op(
+            format!("add chain {t} {chain}"),
+            NEWCHAIN,
+            t.family,
+            F_CREATE,
+            |w| {
+                w.str(1, &t.name);
+                w.str(3, chain);
+                if let Some(b) = base {
+                    w.nest(4, |w| {
+                        w.be32(1, b.hook as u32);
+                        w.be32(2, b.priority as u32);
+                    });
+                    w.be32(5, b.policy as u32);
+                    w.str(7, b.kind.name());
+                }
+                Ok(())
+            },
+        )
     }
     /// `flush chain`: delete all its rules.
     pub fn flush_chain(&mut self, t: &Table, chain: &str) -> &mut Self {
-        self.op(format!("flush chain {t} {chain}"), DELRULE, t.family, 0, |w| {
-            w.str(1, &t.name);
-            w.str(2, chain);
-            Ok(())
-        })
+        self.op(
+            format!("flush chain {t} {chain}"),
+            DELRULE,
+            t.family,
+            0,
+            |w| {
+                w.str(1, &t.name);
+                w.str(2, chain);
+                Ok(())
+            },
+        )
     }
     /// `delete chain` (must be empty and unreferenced).
     pub fn del_chain(&mut self, t: &Table, chain: &str) -> &mut Self {
-        self.op(format!("delete chain {t} {chain}"), DELCHAIN, t.family, 0, |w| {
-            w.str(1, &t.name);
-            w.str(3, chain);
-            Ok(())
-        })
+        self.op(
+            format!("delete chain {t} {chain}"),
+            DELCHAIN,
+            t.family,
+            0,
+            |w| {
+                w.str(1, &t.name);
+                w.str(3, chain);
+                Ok(())
+            },
+        )
     }
     fn rule(&mut self, what: String, t: &Table, chain: &str, rule: &Rule, flags: u16) -> &mut Self {
         self.op(what, NEWRULE, t.family, flags, |w| {
@@ -251,20 +293,38 @@ impl Batch {
     }
     /// `add rule`: append at the end of the chain.
     pub fn add_rule(&mut self, t: &Table, chain: &str, rule: &Rule) -> &mut Self {
-        self.rule(format!("add rule to {t} {chain}"), t, chain, rule, F_CREATE | F_APPEND)
+        self.rule(
+            format!("add rule to {t} {chain}"),
+            t,
+            chain,
+            rule,
+            F_CREATE | F_APPEND,
+        )
     }
     /// `insert rule`: put it at the head of the chain.
     pub fn insert_rule(&mut self, t: &Table, chain: &str, rule: &Rule) -> &mut Self {
-        self.rule(format!("insert rule into {t} {chain}"), t, chain, rule, F_CREATE)
+        self.rule(
+            format!("insert rule into {t} {chain}"),
+            t,
+            chain,
+            rule,
+            F_CREATE,
+        )
     }
     /// `delete rule ... handle H`.
     pub fn del_rule(&mut self, t: &Table, chain: &str, handle: u64) -> &mut Self {
-        self.op(format!("delete rule handle {handle} from {t} {chain}"), DELRULE, t.family, 0, |w| {
-            w.str(1, &t.name);
-            w.str(2, chain);
-            w.be64(3, handle);
-            Ok(())
-        })
+        self.op(
+            format!("delete rule handle {handle} from {t} {chain}"),
+            DELRULE,
+            t.family,
+            0,
+            |w| {
+                w.str(1, &t.name);
+                w.str(2, chain);
+                w.be64(3, handle);
+                Ok(())
+            },
+        )
     }
 }
 
@@ -306,7 +366,10 @@ fn nft_type(ty: u8) -> u16 {
 
 /// The errno of an NLMSG_ERROR payload (0 for an ACK).
 fn ack_errno(payload: &[u8]) -> i32 {
-    payload.get(..4).and_then(|b| b.try_into().ok()).map_or(libc::EPROTO, |b| -i32::from_ne_bytes(b))
+    payload
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .map_or(libc::EPROTO, |b| -i32::from_ne_bytes(b))
 }
 
 impl Nft {
@@ -315,16 +378,30 @@ impl Nft {
         let mut sock = Socket::new(NETLINK_NETFILTER).ctx("nftables: open netlink socket")?;
         sock.bind_auto().ctx("nftables: bind netlink socket")?;
         let _ = sock.set_cap_ack(true);
-        setsockopt(&sock, libc::SO_RCVTIMEO, libc::timeval { tv_sec: 10, tv_usec: 0 });
-        let seq = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_secs() as u32);
-        Ok(Nft { sock, seq, buf: Vec::with_capacity(1 << 16) })
+        setsockopt(
+            &sock,
+            libc::SO_RCVTIMEO,
+            libc::timeval {
+                tv_sec: 10,
+                tv_usec: 0,
+            },
+        );
+        let seq = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs() as u32);
+        Ok(Nft {
+            sock,
+            seq,
+            buf: Vec::with_capacity(1 << 16),
+        })
     }
 
     /// Open a socket in the network namespace at `netns` (e.g. `/var/run/netns/NAME`); only the
     /// calling thread switches, and it switches back before returning.
     pub fn open_in(netns: &Path) -> Result<Nft> {
         use nix::sched::{CloneFlags, setns};
-        let here = std::fs::File::open("/proc/thread-self/ns/net").ctx("open /proc/thread-self/ns/net")?;
+        let here =
+            std::fs::File::open("/proc/thread-self/ns/net").ctx("open /proc/thread-self/ns/net")?;
         let there = std::fs::File::open(netns).ctx(format_args!("open {}", netns.display()))?;
         setns(&there, CloneFlags::CLONE_NEWNET).ctx(format_args!("setns {}", netns.display()))?;
         let nft = Nft::open();
@@ -338,12 +415,18 @@ impl Nft {
     }
 
     fn send(&self, buf: &[u8]) -> std::result::Result<(), i32> {
-        self.sock.send_to(buf, &SocketAddr::new(0, 0), 0).map(drop).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        self.sock
+            .send_to(buf, &SocketAddr::new(0, 0), 0)
+            .map(drop)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
     }
 
     fn recv(&mut self) -> std::result::Result<(), i32> {
         self.buf.clear();
-        self.sock.recv(&mut self.buf, 0).map(drop).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        self.sock
+            .recv(&mut self.buf, 0)
+            .map(drop)
+            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
     }
 
     /// Apply all operations of `batch` atomically. Transient conflicts (EBUSY, EINTR, EAGAIN,
@@ -359,7 +442,10 @@ impl Nft {
         loop {
             let (what, errno) = match self.apply_once(batch) {
                 Ok(()) => return Ok(()),
-                Err((i, errno)) => (i.map_or("apply batch", |i| batch.ops[i].what.as_str()), errno),
+                Err((i, errno)) => (
+                    i.map_or("apply batch", |i| batch.ops[i].what.as_str()),
+                    errno,
+                ),
             };
             let msg = format!("nftables: {what}: {}", strerror(errno));
             tries += 1;
@@ -381,7 +467,14 @@ impl Nft {
         finish(&mut w, at);
         for op in &batch.ops {
             let seq = self.next_seq();
-            let at = header(&mut w, nft_type(op.ty), F_REQUEST | F_ACK | op.flags, seq, op.family as u8, 0);
+            let at = header(
+                &mut w,
+                nft_type(op.ty),
+                F_REQUEST | F_ACK | op.flags,
+                seq,
+                op.family as u8,
+                0,
+            );
             w.buf.extend_from_slice(&op.body);
             finish(&mut w, at);
         }
@@ -415,7 +508,10 @@ impl Nft {
                     }
                 } else if m.seq == first || m.seq == end {
                     // The batch as a whole failed (permissions, generation change, commit).
-                    return Err((failed.and_then(|f| f.0), if errno == 0 { libc::EPROTO } else { errno }));
+                    return Err((
+                        failed.and_then(|f| f.0),
+                        if errno == 0 { libc::EPROTO } else { errno },
+                    ));
                 }
             }
         }
@@ -424,10 +520,23 @@ impl Nft {
 
     /// Send one request and collect the payloads (after the nfgenmsg header) of its replies.
     /// Dumps end at NLMSG_DONE, other requests at their ACK. Interrupted dumps report EINTR.
-    fn request(&mut self, ty: u8, family: Family, flags: u16, body: &[u8]) -> std::result::Result<Vec<Vec<u8>>, i32> {
+    fn request(
+        &mut self,
+        ty: u8,
+        family: Family,
+        flags: u16,
+        body: &[u8],
+    ) -> std::result::Result<Vec<Vec<u8>>, i32> {
         let mut w = Writer::default();
         let seq = self.next_seq();
-        let at = header(&mut w, nft_type(ty), F_REQUEST | F_ACK | flags, seq, family as u8, 0);
+        let at = header(
+            &mut w,
+            nft_type(ty),
+            F_REQUEST | F_ACK | flags,
+            seq,
+            family as u8,
+            0,
+        );
         w.buf.extend_from_slice(body);
         finish(&mut w, at);
         self.send(&w.buf)?;
@@ -443,7 +552,11 @@ impl Nft {
                 match m.ty {
                     NLMSG_ERROR | NLMSG_DONE => {
                         // NLMSG_DONE carries the dump's status like an error message does.
-                        let errno = if m.ty == NLMSG_DONE && m.payload.len() < 4 { 0 } else { ack_errno(m.payload) };
+                        let errno = if m.ty == NLMSG_DONE && m.payload.len() < 4 {
+                            0
+                        } else {
+                            ack_errno(m.payload)
+                        };
                         return match errno {
                             0 if intr => Err(libc::EINTR),
                             0 => Ok(out),
@@ -487,7 +600,9 @@ impl Nft {
     pub fn table_exists(&mut self, t: &Table) -> Result<bool> {
         let mut w = Writer::default();
         w.str(1, &t.name);
-        Ok(self.query(format_args!("get table {t}"), GETTABLE, t.family, 0, &w.buf)?.is_some())
+        Ok(self
+            .query(format_args!("get table {t}"), GETTABLE, t.family, 0, &w.buf)?
+            .is_some())
     }
 
     /// Whether the chain exists (false also when the table does not).
@@ -495,17 +610,38 @@ impl Nft {
         let mut w = Writer::default();
         w.str(1, &t.name);
         w.str(3, chain);
-        Ok(self.query(format_args!("get chain {t} {chain}"), GETCHAIN, t.family, 0, &w.buf)?.is_some())
+        Ok(self
+            .query(
+                format_args!("get chain {t} {chain}"),
+                GETCHAIN,
+                t.family,
+                0,
+                &w.buf,
+            )?
+            .is_some())
     }
 
     /// The chains of a table (empty if the table does not exist).
     pub fn chains(&mut self, t: &Table) -> Result<Vec<ChainInfo>> {
         let mut w = Writer::default();
         w.str(1, &t.name);
-        let msgs = self.query(format_args!("list chains of {t}"), GETCHAIN, t.family, F_DUMP, &w.buf)?;
+        let msgs = self.query(
+            format_args!("list chains of {t}"),
+            GETCHAIN,
+            t.family,
+            F_DUMP,
+            &w.buf,
+        )?;
         let mut out = Vec::new();
         for m in msgs.unwrap_or_default() {
-            let (mut table, mut c) = (String::new(), ChainInfo { name: String::new(), handle: 0, base: None });
+            let (mut table, mut c) = (
+                String::new(),
+                ChainInfo {
+                    name: String::new(),
+                    handle: 0,
+                    base: None,
+                },
+            );
             let (mut hook, mut prio, mut policy, mut kind) = (None, 0, Policy::Accept, None);
             for (ty, d) in msg::attrs(&m) {
                 match ty {
@@ -535,7 +671,12 @@ impl Nft {
             }
             if table == t.name {
                 if let (Some(hook), Some(kind)) = (hook, kind) {
-                    c.base = Some(BaseChain { kind, hook, priority: prio, policy });
+                    c.base = Some(BaseChain {
+                        kind,
+                        hook,
+                        priority: prio,
+                        policy,
+                    });
                 }
                 out.push(c);
             }
@@ -551,7 +692,13 @@ impl Nft {
         if let Some(c) = chain {
             w.str(2, c);
         }
-        let msgs = self.query(format_args!("list rules of {t}"), GETRULE, t.family, F_DUMP, &w.buf)?;
+        let msgs = self.query(
+            format_args!("list rules of {t}"),
+            GETRULE,
+            t.family,
+            F_DUMP,
+            &w.buf,
+        )?;
         let mut out = Vec::new();
         for m in msgs.unwrap_or_default() {
             let mut table = String::new();
@@ -596,5 +743,13 @@ fn setsockopt<T>(sock: &Socket, opt: libc::c_int, val: T) {
 }
 
 fn hook_from(n: u32) -> Option<Hook> {
-    [Hook::Prerouting, Hook::Input, Hook::Forward, Hook::Output, Hook::Postrouting].into_iter().find(|h| *h as u32 == n)
+    [
+        Hook::Prerouting,
+        Hook::Input,
+        Hook::Forward,
+        Hook::Output,
+        Hook::Postrouting,
+    ]
+    .into_iter()
+    .find(|h| *h as u32 == n)
 }

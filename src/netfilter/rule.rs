@@ -21,15 +21,30 @@ pub enum Verdict {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Stmt {
-    Addr { dst: bool, net: IpNet, neq: bool },
+    Addr {
+        dst: bool,
+        net: IpNet,
+        neq: bool,
+    },
     L4proto(u8),
-    Port { dst: bool, port: u16 },
-    Ifname { out: bool, name: String, neq: bool },
+    Port {
+        dst: bool,
+        port: u16,
+    },
+    Ifname {
+        out: bool,
+        name: String,
+        neq: bool,
+    },
     CtState(u32),
     FibDaddrLocal,
     Counter,
     Masq,
-    Nat { dnat: bool, addr: IpAddr, port: Option<u16> },
+    Nat {
+        dnat: bool,
+        addr: IpAddr,
+        port: Option<u16>,
+    },
     Verdict(Verdict),
 }
 
@@ -66,7 +81,11 @@ impl Rule {
         self
     }
     fn addr(self, dst: bool, net: impl Into<IpNet>, neq: bool) -> Self {
-        self.push(Stmt::Addr { dst, net: net.into(), neq })
+        self.push(Stmt::Addr {
+            dst,
+            net: net.into(),
+            neq,
+        })
     }
     /// `ip saddr NET` / `ip6 saddr NET` (an address is a full-length prefix).
     pub fn saddr(self, net: impl Into<IpNet>) -> Self {
@@ -97,7 +116,11 @@ impl Rule {
         self.push(Stmt::Port { dst: false, port })
     }
     fn ifname(self, out: bool, name: &str, neq: bool) -> Self {
-        self.push(Stmt::Ifname { out, name: name.into(), neq })
+        self.push(Stmt::Ifname {
+            out,
+            name: name.into(),
+            neq,
+        })
     }
     /// `iifname "NAME"`.
     pub fn iifname(self, name: &str) -> Self {
@@ -133,11 +156,19 @@ impl Rule {
     }
     /// `dnat to ADDR[:PORT]` (`dnat to [ADDR]:PORT` for IPv6).
     pub fn dnat(self, addr: IpAddr, port: Option<u16>) -> Self {
-        self.push(Stmt::Nat { dnat: true, addr, port })
+        self.push(Stmt::Nat {
+            dnat: true,
+            addr,
+            port,
+        })
     }
     /// `snat to ADDR[:PORT]`.
     pub fn snat(self, addr: IpAddr, port: Option<u16>) -> Self {
-        self.push(Stmt::Nat { dnat: false, addr, port })
+        self.push(Stmt::Nat {
+            dnat: false,
+            addr,
+            port,
+        })
     }
     pub fn verdict(self, v: Verdict) -> Self {
         self.push(Stmt::Verdict(v))
@@ -184,7 +215,8 @@ impl Rule {
             return Err(e);
         }
         if let Some(c) = &self.comment {
-            let u = udata_comment(c).ok_or_else(|| Error::internal("nftables: rule comment too long"))?;
+            let u = udata_comment(c)
+                .ok_or_else(|| Error::internal("nftables: rule comment too long"))?;
             w.attr(7, &u);
         }
         Ok(())
@@ -263,7 +295,15 @@ fn l3dep(w: &mut Writer, family: Family, l3: &mut u8, want: u8) -> Result<()> {
     }
     if family == Family::Bridge {
         meta(w, META_PROTOCOL);
-        cmp(w, CMP_EQ, if want == 4 { &[0x08, 0x00] } else { &[0x86, 0xdd] });
+        cmp(
+            w,
+            CMP_EQ,
+            if want == 4 {
+                &[0x08, 0x00]
+            } else {
+                &[0x86, 0xdd]
+            },
+        );
     } else {
         meta(w, META_NFPROTO);
         cmp(w, CMP_EQ, &[if want == 4 { 2 } else { 10 }]);
@@ -312,7 +352,9 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
         }
         Stmt::Ifname { out, name, neq } => {
             if name.len() >= 16 {
-                return Err(Error::internal(format!("nftables: interface name {name:?} too long")));
+                return Err(Error::internal(format!(
+                    "nftables: interface name {name:?} too long"
+                )));
             }
             let mut b = [0u8; 16];
             b[..name.len()].copy_from_slice(name.as_bytes());
@@ -340,7 +382,9 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
         Stmt::Nat { dnat, addr, port } => {
             let (v, a) = ip_bytes(*addr);
             if (family == Family::Ip && v != 4) || (family == Family::Ip6 && v != 6) {
-                return Err(Error::internal(format!("nftables: cannot NAT to {addr} in a {family} table")));
+                return Err(Error::internal(format!(
+                    "nftables: cannot NAT to {addr} in a {family} table"
+                )));
             }
             immediate(w, REG1, |w| w.attr(1, &a));
             if let Some(p) = port {

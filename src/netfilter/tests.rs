@@ -14,8 +14,15 @@ struct Ns(String);
 impl Ns {
     fn new() -> Ns {
         static N: AtomicU32 = AtomicU32::new(0);
-        let name = format!("cnibox-nft-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-        let st = Command::new("ip").args(["netns", "add", &name]).status().expect("ip netns add");
+        let name = format!(
+            "cnibox-nft-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let st = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .expect("ip netns add");
         assert!(st.success(), "ip netns add {name}");
         Ns(name)
     }
@@ -36,11 +43,19 @@ impl Ns {
             .expect("spawn nft");
         if let Some(s) = stdin {
             use std::io::Write;
-            c.stdin.take().expect("stdin").write_all(s.as_bytes()).expect("write");
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(s.as_bytes())
+                .expect("write");
         }
         drop(c.stdin.take());
         let out = c.wait_with_output().expect("nft");
-        assert!(out.status.success(), "nft {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "nft {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
     fn ruleset(&self) -> String {
@@ -71,10 +86,17 @@ fn same_as_nft(b: &Batch, tables: &[Table], text: &str) -> (Ns, String) {
     assert_eq!(listing, theirs.ruleset());
     let (mut a, mut z) = (mine.open(), theirs.open());
     for t in tables {
-        let (ra, rz) = (a.rules(t, None).expect("rules"), z.rules(t, None).expect("rules"));
+        let (ra, rz) = (
+            a.rules(t, None).expect("rules"),
+            z.rules(t, None).expect("rules"),
+        );
         assert_eq!(ra.len(), rz.len());
         for (x, y) in ra.iter().zip(&rz) {
-            assert_eq!((&x.chain, &x.comment, &x.exprs), (&y.chain, &y.comment, &y.exprs), "{t}");
+            assert_eq!(
+                (&x.chain, &x.comment, &x.exprs),
+                (&y.chain, &y.comment, &y.exprs),
+                "{t}"
+            );
         }
         assert_eq!(a.chains(t).expect("chains"), z.chains(t).expect("chains"));
     }
@@ -86,7 +108,10 @@ fn udata_roundtrip() {
     let u = msg::udata_comment("abc").expect("short");
     assert_eq!(u, b"\x00\x04abc\x00");
     assert_eq!(msg::udata_get_comment(&u).as_deref(), Some("abc"));
-    assert_eq!(msg::udata_get_comment(b"\x01\x01x\x00\x02y\x00").as_deref(), Some("y"));
+    assert_eq!(
+        msg::udata_get_comment(b"\x01\x01x\x00\x02y\x00").as_deref(),
+        Some("y")
+    );
     assert!(msg::udata_comment(&"x".repeat(300)).is_none());
 }
 
@@ -94,22 +119,41 @@ fn udata_roundtrip() {
 fn masquerade_like_upstream() {
     let t = Table::new(Family::Inet, "cni_plugins_masquerade");
     let mut b = Batch::new();
-    b.add_table(&t, Some("Masquerading for plugins from github.com/containernetworking/plugins"))
-        .add_chain(&t, "postrouting", Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)))
-        .add_chain(&t, "masq_checks", None)
-        .add_rule(&t, "postrouting", &Rule::new().daddr(net("224.0.0.0/4")).ret())
-        .add_rule(&t, "postrouting", &Rule::new().daddr(net("ff00::/8")).ret())
-        .add_rule(&t, "postrouting", &Rule::new().goto("masq_checks"))
-        .add_rule(
-            &t,
-            "masq_checks",
-            &Rule::new().saddr(ip("10.88.0.5")).daddr_not(net("10.88.0.0/16")).masquerade().comment("abc, net1"),
-        )
-        .add_rule(
-            &t,
-            "masq_checks",
-            &Rule::new().saddr(ip("fd00::5")).daddr_not(net("fd00::/64")).masquerade().comment("abc, net1"),
-        );
+    b.add_table(
+        &t,
+        Some("Masquerading for plugins from github.com/containernetworking/plugins"),
+    )
+    .add_chain(
+        &t,
+        "postrouting",
+        Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
+    )
+    .add_chain(&t, "masq_checks", None)
+    .add_rule(
+        &t,
+        "postrouting",
+        &Rule::new().daddr(net("224.0.0.0/4")).ret(),
+    )
+    .add_rule(&t, "postrouting", &Rule::new().daddr(net("ff00::/8")).ret())
+    .add_rule(&t, "postrouting", &Rule::new().goto("masq_checks"))
+    .add_rule(
+        &t,
+        "masq_checks",
+        &Rule::new()
+            .saddr(ip("10.88.0.5"))
+            .daddr_not(net("10.88.0.0/16"))
+            .masquerade()
+            .comment("abc, net1"),
+    )
+    .add_rule(
+        &t,
+        "masq_checks",
+        &Rule::new()
+            .saddr(ip("fd00::5"))
+            .daddr_not(net("fd00::/64"))
+            .masquerade()
+            .comment("abc, net1"),
+    );
     let text = r#"table inet cni_plugins_masquerade {
   comment "Masquerading for plugins from github.com/containernetworking/plugins"
   chain postrouting { type nat hook postrouting priority srcnat; policy accept;
@@ -124,14 +168,22 @@ fn masquerade_like_upstream() {
 }
 "#;
     let (ns, listing) = same_as_nft(&b, std::slice::from_ref(&t), text);
-    assert!(listing.contains("ip saddr 10.88.0.5 ip daddr != 10.88.0.0/16 masquerade comment \"abc, net1\""));
+    assert!(
+        listing.contains(
+            "ip saddr 10.88.0.5 ip daddr != 10.88.0.0/16 masquerade comment \"abc, net1\""
+        )
+    );
     assert!(listing.contains("type nat hook postrouting priority srcnat; policy accept;"));
     let json = ns.nft(&["-j", "list", "ruleset"], None);
     assert!(json.contains(r#""comment": "abc, net1""#), "{json}");
-    assert!(listing.contains("comment \"Masquerading for plugins"), "{listing}");
+    assert!(
+        listing.contains("comment \"Masquerading for plugins"),
+        "{listing}"
+    );
     // Adding the table again is idempotent.
     let mut nft = ns.open();
-    nft.apply(Batch::new().add_table(&t, None)).expect("re-add table");
+    nft.apply(Batch::new().add_table(&t, None))
+        .expect("re-add table");
     assert!(nft.table_exists(&t).expect("exists"));
 }
 
@@ -145,36 +197,115 @@ fn portmap_like_upstream() {
             .add_chain(t, "hostports", None)
             .add_chain(t, "hostip_hostports", None)
             .add_chain(t, "masquerading", None)
-            .add_chain(t, "prerouting", Some(BaseChain::new(ChainType::Nat, Hook::Prerouting, -100)))
-            .add_chain(t, "output", Some(BaseChain::new(ChainType::Nat, Hook::Output, -100)))
-            .add_chain(t, "postrouting", Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)))
-            .add_rule(t, "prerouting", &Rule::new().fib_daddr_local().jump("hostports"))
-            .add_rule(t, "output", &Rule::new().fib_daddr_local().jump("hostports"))
+            .add_chain(
+                t,
+                "prerouting",
+                Some(BaseChain::new(ChainType::Nat, Hook::Prerouting, -100)),
+            )
+            .add_chain(
+                t,
+                "output",
+                Some(BaseChain::new(ChainType::Nat, Hook::Output, -100)),
+            )
+            .add_chain(
+                t,
+                "postrouting",
+                Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
+            )
+            .add_rule(
+                t,
+                "prerouting",
+                &Rule::new().fib_daddr_local().jump("hostports"),
+            )
+            .add_rule(
+                t,
+                "output",
+                &Rule::new().fib_daddr_local().jump("hostports"),
+            )
             .add_rule(t, "prerouting", &Rule::new().jump("hostip_hostports"))
             .add_rule(t, "postrouting", &Rule::new().jump("masquerading"));
     }
     let c = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-    b.add_rule(&t4, "hostports", &Rule::new().l4proto(TCP).dport(8080).dnat(ip("10.88.0.5"), Some(80)).comment(c))
-        .add_rule(&t4, "hostports", &Rule::new().l4proto(UDP).dport(5353).dnat(ip("10.88.0.5"), Some(53)).comment(c))
-        .add_rule(&t4, "hostports", &Rule::new().l4proto(SCTP).dport(99).dnat(ip("10.88.0.5"), Some(99)).comment(c))
-        .add_rule(
-            &t4,
-            "hostip_hostports",
-            &Rule::new().daddr(ip("192.168.1.1")).l4proto(TCP).dport(8081).dnat(ip("10.88.0.5"), Some(80)).comment(c),
-        )
-        .add_rule(
-            &t4,
-            "masquerading",
-            &Rule::new().saddr(net("10.88.0.0/16")).daddr(ip("10.88.0.5")).masquerade().comment(c),
-        )
-        .add_rule(
-            &t4,
-            "masquerading",
-            &Rule::new().saddr(ip("127.0.0.1")).daddr(ip("10.88.0.5")).masquerade().comment(c),
-        )
-        .add_rule(&t6, "hostports", &Rule::new().l4proto(TCP).dport(8080).dnat(ip("fd00::5"), Some(80)).comment(c))
-        .add_rule(&t6, "hostports", &Rule::new().l4proto(TCP).dport(8082).dnat(ip("fd00::5"), None))
-        .add_rule(&t6, "masquerading", &Rule::new().saddr(net("fd00::/64")).daddr(ip("fd00::5")).masquerade());
+    b.add_rule(
+        &t4,
+        "hostports",
+        &Rule::new()
+            .l4proto(TCP)
+            .dport(8080)
+            .dnat(ip("10.88.0.5"), Some(80))
+            .comment(c),
+    )
+    .add_rule(
+        &t4,
+        "hostports",
+        &Rule::new()
+            .l4proto(UDP)
+            .dport(5353)
+            .dnat(ip("10.88.0.5"), Some(53))
+            .comment(c),
+    )
+    .add_rule(
+        &t4,
+        "hostports",
+        &Rule::new()
+            .l4proto(SCTP)
+            .dport(99)
+            .dnat(ip("10.88.0.5"), Some(99))
+            .comment(c),
+    )
+    .add_rule(
+        &t4,
+        "hostip_hostports",
+        &Rule::new()
+            .daddr(ip("192.168.1.1"))
+            .l4proto(TCP)
+            .dport(8081)
+            .dnat(ip("10.88.0.5"), Some(80))
+            .comment(c),
+    )
+    .add_rule(
+        &t4,
+        "masquerading",
+        &Rule::new()
+            .saddr(net("10.88.0.0/16"))
+            .daddr(ip("10.88.0.5"))
+            .masquerade()
+            .comment(c),
+    )
+    .add_rule(
+        &t4,
+        "masquerading",
+        &Rule::new()
+            .saddr(ip("127.0.0.1"))
+            .daddr(ip("10.88.0.5"))
+            .masquerade()
+            .comment(c),
+    )
+    .add_rule(
+        &t6,
+        "hostports",
+        &Rule::new()
+            .l4proto(TCP)
+            .dport(8080)
+            .dnat(ip("fd00::5"), Some(80))
+            .comment(c),
+    )
+    .add_rule(
+        &t6,
+        "hostports",
+        &Rule::new()
+            .l4proto(TCP)
+            .dport(8082)
+            .dnat(ip("fd00::5"), None),
+    )
+    .add_rule(
+        &t6,
+        "masquerading",
+        &Rule::new()
+            .saddr(net("fd00::/64"))
+            .daddr(ip("fd00::5"))
+            .masquerade(),
+    );
     let common = |fam: &str, extra: &str| {
         format!(
             r#"table {fam} cni_hostport {{
@@ -210,8 +341,16 @@ add rule ip6 cni_hostport masquerading ip6 saddr fd00::/64 ip6 daddr fd00::5 mas
 "#
         );
     let (ns, listing) = same_as_nft(&b, &[t4.clone(), t6.clone()], &text);
-    assert!(listing.contains(&format!("tcp dport 8080 dnat to [fd00::5]:80 comment \"{c}\"")), "{listing}");
-    assert!(listing.contains("sctp dport 99 dnat to 10.88.0.5:99"), "{listing}");
+    assert!(
+        listing.contains(&format!(
+            "tcp dport 8080 dnat to [fd00::5]:80 comment \"{c}\""
+        )),
+        "{listing}"
+    );
+    assert!(
+        listing.contains("sctp dport 99 dnat to 10.88.0.5:99"),
+        "{listing}"
+    );
     // Find the container's rules by comment and delete them by handle.
     let mut nft = ns.open();
     let mut del = Batch::new();
@@ -233,15 +372,48 @@ fn firewall_rules() {
     let t = Table::new(Family::Inet, "cni_firewall");
     let mut b = Batch::new();
     b.add_table(&t, None)
-        .add_chain(&t, "forward", Some(BaseChain::new(ChainType::Filter, Hook::Forward, 0).policy(Policy::Drop)))
+        .add_chain(
+            &t,
+            "forward",
+            Some(BaseChain::new(ChainType::Filter, Hook::Forward, 0).policy(Policy::Drop)),
+        )
         .add_chain(&t, "from_cni0", None)
-        .add_rule(&t, "forward", &Rule::new().daddr(ip("10.88.0.5")).ct_state(ct::ESTABLISHED | ct::RELATED).accept())
-        .add_rule(&t, "forward", &Rule::new().daddr(ip("fd00::5")).ct_state(ct::ESTABLISHED | ct::RELATED).accept())
+        .add_rule(
+            &t,
+            "forward",
+            &Rule::new()
+                .daddr(ip("10.88.0.5"))
+                .ct_state(ct::ESTABLISHED | ct::RELATED)
+                .accept(),
+        )
+        .add_rule(
+            &t,
+            "forward",
+            &Rule::new()
+                .daddr(ip("fd00::5"))
+                .ct_state(ct::ESTABLISHED | ct::RELATED)
+                .accept(),
+        )
         .add_rule(&t, "forward", &Rule::new().saddr(ip("10.88.0.5")).accept())
-        .add_rule(&t, "forward", &Rule::new().iifname("cni0").oifname_not("cni0").jump("from_cni0"))
+        .add_rule(
+            &t,
+            "forward",
+            &Rule::new()
+                .iifname("cni0")
+                .oifname_not("cni0")
+                .jump("from_cni0"),
+        )
         .add_rule(&t, "forward", &Rule::new().oifname("cni0").drop())
-        .add_rule(&t, "forward", &Rule::new().iifname_not("lo").counter().accept())
-        .add_rule(&t, "forward", &Rule::new().ct_state(ct::NEW).l4proto(TCP).sport(22).ret())
+        .add_rule(
+            &t,
+            "forward",
+            &Rule::new().iifname_not("lo").counter().accept(),
+        )
+        .add_rule(
+            &t,
+            "forward",
+            &Rule::new().ct_state(ct::NEW).l4proto(TCP).sport(22).ret(),
+        )
         .add_rule(&t, "from_cni0", &Rule::new().ret())
         .add_rule(&t, "from_cni0", &Rule::new().drop())
         .insert_rule(&t, "from_cni0", &Rule::new().accept().comment("first"));
@@ -268,9 +440,17 @@ fn firewall_rules() {
     assert_eq!(chains.len(), 2);
     assert_eq!(
         chains[0].base,
-        Some(BaseChain { kind: ChainType::Filter, hook: Hook::Forward, priority: 0, policy: Policy::Drop })
+        Some(BaseChain {
+            kind: ChainType::Filter,
+            hook: Hook::Forward,
+            priority: 0,
+            policy: Policy::Drop
+        })
     );
-    assert_eq!((chains[1].name.as_str(), chains[1].base), ("from_cni0", None));
+    assert_eq!(
+        (chains[1].name.as_str(), chains[1].base),
+        ("from_cni0", None)
+    );
 }
 
 #[test]
@@ -300,10 +480,16 @@ table ip t {
     let mut nft = ns.open();
     let rules = nft.rules(&t, None).expect("rules");
     let listed = ns.nft(&["-a", "list", "table", "ip6", "t"], None);
-    let gone: Vec<_> = rules.iter().filter(|r| r.comment.as_deref() == Some("gone")).collect();
+    let gone: Vec<_> = rules
+        .iter()
+        .filter(|r| r.comment.as_deref() == Some("gone"))
+        .collect();
     assert_eq!(gone.len(), 2);
     for r in &gone {
-        assert!(listed.contains(&format!("comment \"gone\" # handle {}", r.handle)), "{listed}");
+        assert!(
+            listed.contains(&format!("comment \"gone\" # handle {}", r.handle)),
+            "{listed}"
+        );
     }
     assert_eq!(nft.rules(&t, Some("b")).expect("rules").len(), 1);
     let mut b = Batch::new();
@@ -314,7 +500,11 @@ table ip t {
     let after = ns.ruleset();
     assert!(after.contains("comment \"keep\""));
     assert_eq!(after.matches("\"gone\"").count(), 1, "{after}"); // the ip table's rule remains
-    assert!(nft.rules(&Table::new(Family::Ip, "absent"), None).expect("rules").is_empty());
+    assert!(
+        nft.rules(&Table::new(Family::Ip, "absent"), None)
+            .expect("rules")
+            .is_empty()
+    );
 }
 
 #[test]
@@ -324,9 +514,13 @@ fn objects_errors_and_atomicity() {
     let t = Table::new(Family::Inet, "x");
     // A failing operation rolls back the whole batch and names the object.
     let mut b = Batch::new();
-    b.add_table(&t, None).add_rule(&t, "nochain", &Rule::new().accept());
+    b.add_table(&t, None)
+        .add_rule(&t, "nochain", &Rule::new().accept());
     let e = nft.apply(&b).expect_err("missing chain");
-    assert_eq!(e.msg, "nftables: add rule to inet x nochain: No such file or directory");
+    assert_eq!(
+        e.msg,
+        "nftables: add rule to inet x nochain: No such file or directory"
+    );
     assert!(!nft.table_exists(&t).expect("exists"));
     // Objects, existence and head insertion.
     let mut b = Batch::new();
@@ -339,31 +533,50 @@ fn objects_errors_and_atomicity() {
     assert!(nft.table_exists(&t).expect("exists"));
     assert!(nft.chain_exists(&t, "c1").expect("exists"));
     assert!(!nft.chain_exists(&t, "c3").expect("exists"));
-    assert!(!nft.chain_exists(&Table::new(Family::Ip, "x"), "c1").expect("exists"));
+    assert!(
+        !nft.chain_exists(&Table::new(Family::Ip, "x"), "c1")
+            .expect("exists")
+    );
     // c2 is referenced: deleting it is refused (after retries, as a try-again error).
-    let e = nft.apply(Batch::new().del_chain(&t, "c2")).expect_err("busy");
+    let e = nft
+        .apply(Batch::new().del_chain(&t, "c2"))
+        .expect_err("busy");
     assert_eq!(e.code, crate::cni::error::code::TRY_AGAIN_LATER);
-    assert!(e.msg.starts_with("nftables: delete chain inet x c2: "), "{}", e.msg);
-    nft.apply(Batch::new().flush_chain(&t, "c1").del_chain(&t, "c2")).expect("flush+delete");
+    assert!(
+        e.msg.starts_with("nftables: delete chain inet x c2: "),
+        "{}",
+        e.msg
+    );
+    nft.apply(Batch::new().flush_chain(&t, "c1").del_chain(&t, "c2"))
+        .expect("flush+delete");
     assert!(!nft.chain_exists(&t, "c2").expect("exists"));
     assert_eq!(nft.chains(&t).expect("chains").len(), 1);
     // Family mismatch is reported before anything is sent.
     let t4 = Table::new(Family::Ip, "y");
     let e = nft
-        .apply(Batch::new().add_table(&t4, None).add_chain(&t4, "c", None).add_rule(
-            &t4,
-            "c",
-            &Rule::new().saddr(ip("::1")).accept(),
-        ))
+        .apply(
+            Batch::new()
+                .add_table(&t4, None)
+                .add_chain(&t4, "c", None)
+                .add_rule(&t4, "c", &Rule::new().saddr(ip("::1")).accept()),
+        )
         .expect_err("v6 in ip");
-    assert!(e.msg.starts_with("nftables: add rule to ip y c: "), "{}", e.msg);
+    assert!(
+        e.msg.starts_with("nftables: add rule to ip y c: "),
+        "{}",
+        e.msg
+    );
     assert!(!nft.table_exists(&t4).expect("exists"));
     // Deleting the table is idempotent through ensure_no_table.
     nft.apply(Batch::new().ensure_no_table(&t)).expect("delete");
-    nft.apply(Batch::new().ensure_no_table(&t)).expect("delete again");
+    nft.apply(Batch::new().ensure_no_table(&t))
+        .expect("delete again");
     assert!(!nft.table_exists(&t).expect("exists"));
     let e = nft.apply(Batch::new().del_table(&t)).expect_err("missing");
-    assert_eq!(e.msg, "nftables: delete table inet x: No such file or directory");
+    assert_eq!(
+        e.msg,
+        "nftables: delete table inet x: No such file or directory"
+    );
     assert_eq!(ns.ruleset(), "");
 }
 
@@ -372,8 +585,20 @@ fn bridge_family_dependencies() {
     let t = Table::new(Family::Bridge, "br");
     let mut b = Batch::new();
     b.add_table(&t, None)
-        .add_chain(&t, "bfilter", Some(BaseChain::new(ChainType::Filter, Hook::Forward, 0)))
-        .add_rule(&t, "bfilter", &Rule::new().saddr(net("10.0.0.0/8")).l4proto(TCP).dport(80).accept())
+        .add_chain(
+            &t,
+            "bfilter",
+            Some(BaseChain::new(ChainType::Filter, Hook::Forward, 0)),
+        )
+        .add_rule(
+            &t,
+            "bfilter",
+            &Rule::new()
+                .saddr(net("10.0.0.0/8"))
+                .l4proto(TCP)
+                .dport(80)
+                .accept(),
+        )
         .add_rule(&t, "bfilter", &Rule::new().daddr(ip("fd00::1")).drop());
     let text = r#"table bridge br { chain bfilter { type filter hook forward priority 0; policy accept;
   ip saddr 10.0.0.0/8 tcp dport 80 accept
@@ -390,18 +615,40 @@ fn dnat_real_traffic() {
     use std::net::{TcpListener, TcpStream};
     let ns = Ns::new();
     for a in ["10.88.0.5/32", "192.168.1.1/32"] {
-        let st = Command::new("ip").args(["-n", &ns.0, "addr", "add", a, "dev", "lo"]).status().expect("ip addr");
+        let st = Command::new("ip")
+            .args(["-n", &ns.0, "addr", "add", a, "dev", "lo"])
+            .status()
+            .expect("ip addr");
         assert!(st.success());
     }
-    let st = Command::new("ip").args(["-n", &ns.0, "link", "set", "lo", "up"]).status().expect("ip link");
+    let st = Command::new("ip")
+        .args(["-n", &ns.0, "link", "set", "lo", "up"])
+        .status()
+        .expect("ip link");
     assert!(st.success());
     let t = Table::new(Family::Ip, "cni_hostport");
     let mut b = Batch::new();
     b.add_table(&t, None)
         .add_chain(&t, "hostports", None)
-        .add_chain(&t, "output", Some(BaseChain::new(ChainType::Nat, Hook::Output, -100)))
-        .add_rule(&t, "output", &Rule::new().fib_daddr_local().jump("hostports"))
-        .add_rule(&t, "hostports", &Rule::new().l4proto(TCP).dport(8080).dnat(ip("10.88.0.5"), Some(80)).comment("c"));
+        .add_chain(
+            &t,
+            "output",
+            Some(BaseChain::new(ChainType::Nat, Hook::Output, -100)),
+        )
+        .add_rule(
+            &t,
+            "output",
+            &Rule::new().fib_daddr_local().jump("hostports"),
+        )
+        .add_rule(
+            &t,
+            "hostports",
+            &Rule::new()
+                .l4proto(TCP)
+                .dport(8080)
+                .dnat(ip("10.88.0.5"), Some(80))
+                .comment("c"),
+        );
     ns.open().apply(&b).expect("apply");
     let path = ns.path();
     let got = std::thread::spawn(move || {
@@ -427,7 +674,15 @@ fn big_batch() {
     let mut b = Batch::new();
     b.add_table(&t, None).add_chain(&t, "c", None);
     for p in 1..=3000u16 {
-        b.add_rule(&t, "c", &Rule::new().l4proto(TCP).dport(p).dnat(ip("10.0.0.1"), Some(p)).comment(format!("r{p}")));
+        b.add_rule(
+            &t,
+            "c",
+            &Rule::new()
+                .l4proto(TCP)
+                .dport(p)
+                .dnat(ip("10.0.0.1"), Some(p))
+                .comment(format!("r{p}")),
+        );
     }
     let mut nft = ns.open();
     nft.apply(&b).expect("apply");
@@ -436,7 +691,12 @@ fn big_batch() {
     assert_eq!(rules[2999].comment.as_deref(), Some("r3000"));
     // A failure late in a big batch still rolls everything back and is reported.
     b.add_rule(&t, "missing", &Rule::new().accept());
-    let e = nft.apply(b.del_table(&t).add_table(&t, None)).expect_err("fails");
-    assert_eq!(e.msg, "nftables: add rule to ip big missing: No such file or directory");
+    let e = nft
+        .apply(b.del_table(&t).add_table(&t, None))
+        .expect_err("fails");
+    assert_eq!(
+        e.msg,
+        "nftables: add rule to ip big missing: No such file or directory"
+    );
     assert_eq!(nft.rules(&t, None).expect("rules").len(), 3000);
 }

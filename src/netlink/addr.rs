@@ -4,7 +4,9 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
-use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage};
+use netlink_packet_route::address::{
+    AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage,
+};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
 
 use super::{Family, Handle, Result};
@@ -37,7 +39,11 @@ pub(super) fn family(f: Family) -> AddressFamily {
 /// RTM_NEWADDR/RTM_DELADDR body for `net` on `index`.
 pub(super) fn addr_msg(index: u32, net: IpNet, flags: u32, add: bool) -> AddressMessage {
     let mut m = AddressMessage::default();
-    m.header.family = family(if net.addr().is_ipv4() { Family::V4 } else { Family::V6 });
+    m.header.family = family(if net.addr().is_ipv4() {
+        Family::V4
+    } else {
+        Family::V6
+    });
     m.header.prefix_len = net.prefix_len();
     m.header.index = index;
     m.header.flags = AddressHeaderFlags::from_bits_retain(flags as u8);
@@ -46,10 +52,14 @@ pub(super) fn addr_msg(index: u32, net: IpNet, flags: u32, add: bool) -> Address
     if let (true, IpNet::V4(n)) = (add, net)
         && n.prefix_len() < 31
     {
-        m.attributes.push(AddressAttribute::Broadcast(n.broadcast()));
+        m.attributes
+            .push(AddressAttribute::Broadcast(n.broadcast()));
     }
     if flags > 0xff {
-        m.attributes.push(AddressAttribute::Flags(AddressFlags::from_bits_retain(flags)));
+        m.attributes
+            .push(AddressAttribute::Flags(AddressFlags::from_bits_retain(
+                flags,
+            )));
     }
     m
 }
@@ -69,7 +79,12 @@ fn parse(m: AddressMessage) -> Option<Addr> {
     // For IPv4 point-to-point links IFA_ADDRESS is the peer; IFA_LOCAL is ours.
     let ip: IpAddr = local.or(address)?;
     let net = IpNet::new(ip, m.header.prefix_len).ok()?;
-    Some(Addr { index: m.header.index, net, flags, scope: m.header.scope.into() })
+    Some(Addr {
+        index: m.header.index,
+        net,
+        flags,
+        scope: m.header.scope.into(),
+    })
 }
 
 impl Handle {
@@ -77,9 +92,17 @@ impl Handle {
     pub fn addrs(&mut self, index: Option<u32>, fam: Family) -> Result<Vec<Addr>> {
         let mut m = AddressMessage::default();
         m.header.family = family(fam);
-        let r = self.dump(Rt::GetAddress(m)).map_err(|e| e.ctx("list addresses"))?;
+        let r = self
+            .dump(Rt::GetAddress(m))
+            .map_err(|e| e.ctx("list addresses"))?;
         Ok(r.into_iter()
-            .filter_map(|m| if let Rt::NewAddress(m) = m { parse(m) } else { None })
+            .filter_map(|m| {
+                if let Rt::NewAddress(m) = m {
+                    parse(m)
+                } else {
+                    None
+                }
+            })
             .filter(|a| index.is_none_or(|i| a.index == i))
             .filter(|a| match fam {
                 Family::All => true,
@@ -92,9 +115,12 @@ impl Handle {
     /// Add `net` to link `index` with IFA_F_* `flags` (e.g. [`IFA_F_NODAD`]); IPv4 addresses
     /// get the broadcast address derived from the prefix.
     pub fn add_addr(&mut self, index: u32, net: IpNet, flags: u32) -> Result<()> {
-        self.request_ack(Rt::NewAddress(addr_msg(index, net, flags, true)), NLM_F_CREATE | NLM_F_EXCL)
-            .map(drop)
-            .map_err(|e| e.ctx(format_args!("add address {net} (link {index})")))
+        self.request_ack(
+            Rt::NewAddress(addr_msg(index, net, flags, true)),
+            NLM_F_CREATE | NLM_F_EXCL,
+        )
+        .map(drop)
+        .map_err(|e| e.ctx(format_args!("add address {net} (link {index})")))
     }
 
     /// Remove `net` from link `index`.

@@ -2,8 +2,9 @@
 
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::link::{
-    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoBridgePort, InfoData, InfoKind,
-    InfoPortData, InfoVeth, InfoVlan, LinkAttribute, LinkExtentMask, LinkFlags, LinkInfo, LinkMessage,
+    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoBridgePort,
+    InfoData, InfoKind, InfoPortData, InfoVeth, InfoVlan, LinkAttribute, LinkExtentMask, LinkFlags,
+    LinkInfo, LinkMessage,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
 
@@ -83,21 +84,39 @@ pub(super) fn bridge_msg(name: &str, mtu: Option<u32>, vlan_filtering: bool) -> 
 }
 
 /// RTM_NEWLINK for a veth pair; the peer goes to `peer_ns` when given.
-pub(super) fn veth_msg(name: &str, peer: &str, mtu: Option<u32>, mac: Option<[u8; 6]>, peer_ns: Option<&NetNs>) -> LinkMessage {
+pub(super) fn veth_msg(
+    name: &str,
+    peer: &str,
+    mtu: Option<u32>,
+    mac: Option<[u8; 6]>,
+    peer_ns: Option<&NetNs>,
+) -> LinkMessage {
     let mut p = name_mtu(peer, mtu);
     p.extend(peer_ns.map(|ns| LinkAttribute::NetNsFd(ns.fd())));
     let mut a = name_mtu(name, mtu);
     a.extend(mac.map(|m| LinkAttribute::Address(m.to_vec())));
-    a.push(info(InfoKind::Veth, Some(InfoData::Veth(InfoVeth::Peer(msg(0, p))))));
+    a.push(info(
+        InfoKind::Veth,
+        Some(InfoData::Veth(InfoVeth::Peer(msg(0, p)))),
+    ));
     msg(0, a)
 }
 
 /// RTM_NEWLINK for a vlan on `parent`, created directly in `ns` when given.
-pub(super) fn vlan_msg(name: &str, parent: u32, vid: u16, mtu: Option<u32>, ns: Option<&NetNs>) -> LinkMessage {
+pub(super) fn vlan_msg(
+    name: &str,
+    parent: u32,
+    vid: u16,
+    mtu: Option<u32>,
+    ns: Option<&NetNs>,
+) -> LinkMessage {
     let mut a = name_mtu(name, mtu);
     a.push(LinkAttribute::Link(parent));
     a.extend(ns.map(|ns| LinkAttribute::NetNsFd(ns.fd())));
-    a.push(info(InfoKind::Vlan, Some(InfoData::Vlan(vec![InfoVlan::Id(vid)]))));
+    a.push(info(
+        InfoKind::Vlan,
+        Some(InfoData::Vlan(vec![InfoVlan::Id(vid)])),
+    ));
     msg(0, a)
 }
 
@@ -110,7 +129,13 @@ fn port_attrs(o: &PortOpts) -> Vec<InfoBridgePort> {
 }
 
 /// AF_BRIDGE message carrying one VLAN entry for port `index`.
-pub(super) fn vlan_filter_msg(index: u32, vid: u16, pvid: bool, untagged: bool, on_self: bool) -> LinkMessage {
+pub(super) fn vlan_filter_msg(
+    index: u32,
+    vid: u16,
+    pvid: bool,
+    untagged: bool,
+    on_self: bool,
+) -> LinkMessage {
     let mut flags = BridgeVlanInfoFlags::empty();
     if pvid {
         flags |= BridgeVlanInfoFlags::Pvid;
@@ -195,24 +220,39 @@ impl Handle {
 
     /// The link called `name`, or None.
     pub fn link_by_name(&mut self, name: &str) -> Result<Option<Link>> {
-        self.get_link(msg(0, vec![LinkAttribute::IfName(name.into()), skip_stats()]))
-            .map_err(|e| e.ctx(format_args!("get link {name}")))
+        self.get_link(msg(
+            0,
+            vec![LinkAttribute::IfName(name.into()), skip_stats()],
+        ))
+        .map_err(|e| e.ctx(format_args!("get link {name}")))
     }
 
     /// The link with index `index`, or None.
     pub fn link_by_index(&mut self, index: u32) -> Result<Option<Link>> {
-        self.get_link(msg(index, vec![skip_stats()])).map_err(|e| e.ctx(format_args!("get link {index}")))
+        self.get_link(msg(index, vec![skip_stats()]))
+            .map_err(|e| e.ctx(format_args!("get link {index}")))
     }
 
     /// The link called `name`; a missing link is an ENODEV error naming it.
     pub fn link(&mut self, name: &str) -> Result<Link> {
-        self.link_by_name(name)?.ok_or_else(|| Error::new(libc::ENODEV, format!("link {name}")))
+        self.link_by_name(name)?
+            .ok_or_else(|| Error::new(libc::ENODEV, format!("link {name}")))
     }
 
     /// All links.
     pub fn links(&mut self) -> Result<Vec<Link>> {
-        let r = self.dump(Rt::GetLink(msg(0, vec![skip_stats()]))).map_err(|e| e.ctx("list links"))?;
-        Ok(r.into_iter().filter_map(|m| if let Rt::NewLink(m) = m { Some(parse(m)) } else { None }).collect())
+        let r = self
+            .dump(Rt::GetLink(msg(0, vec![skip_stats()])))
+            .map_err(|e| e.ctx("list links"))?;
+        Ok(r.into_iter()
+            .filter_map(|m| {
+                if let Rt::NewLink(m) = m {
+                    Some(parse(m))
+                } else {
+                    None
+                }
+            })
+            .collect())
     }
 
     fn new_link(&mut self, m: LinkMessage, what: &str, name: &str) -> Result<()> {
@@ -242,12 +282,25 @@ impl Handle {
 
     /// Create a vlan `vid` on `parent` (an index in this handle's namespace), placed directly
     /// into `ns` when given.
-    pub fn add_vlan(&mut self, name: &str, parent: u32, vid: u16, mtu: Option<u32>, ns: Option<&NetNs>) -> Result<()> {
+    pub fn add_vlan(
+        &mut self,
+        name: &str,
+        parent: u32,
+        vid: u16,
+        mtu: Option<u32>,
+        ns: Option<&NetNs>,
+    ) -> Result<()> {
         self.new_link(vlan_msg(name, parent, vid, mtu, ns), "vlan", name)
     }
 
     /// Create an ifb device (down) and set its alias; returns its index.
-    pub fn add_ifb(&mut self, name: &str, mtu: Option<u32>, txqlen: Option<u32>, alias: Option<&str>) -> Result<u32> {
+    pub fn add_ifb(
+        &mut self,
+        name: &str,
+        mtu: Option<u32>,
+        txqlen: Option<u32>,
+        alias: Option<&str>,
+    ) -> Result<u32> {
         let mut a = name_mtu(name, mtu);
         a.extend(txqlen.map(LinkAttribute::TxQueueLen));
         a.push(info(InfoKind::Ifb, None));
@@ -261,10 +314,18 @@ impl Handle {
 
     fn set_link(&mut self, m: LinkMessage, what: std::fmt::Arguments) -> Result<()> {
         let index = m.header.index;
-        self.request_ack(Rt::SetLink(m), 0).map(drop).map_err(|e| e.ctx(format_args!("{what} (link {index})")))
+        self.request_ack(Rt::SetLink(m), 0)
+            .map(drop)
+            .map_err(|e| e.ctx(format_args!("{what} (link {index})")))
     }
 
-    fn set_flag(&mut self, index: u32, flag: LinkFlags, on: bool, what: std::fmt::Arguments) -> Result<()> {
+    fn set_flag(
+        &mut self,
+        index: u32,
+        flag: LinkFlags,
+        on: bool,
+        what: std::fmt::Arguments,
+    ) -> Result<()> {
         let mut m = msg(index, vec![]);
         m.header.change_mask = flag;
         if on {
@@ -275,75 +336,126 @@ impl Handle {
 
     /// Set the link administratively up or down.
     pub fn set_up(&mut self, index: u32, up: bool) -> Result<()> {
-        self.set_flag(index, LinkFlags::Up, up, format_args!("set link {}", if up { "up" } else { "down" }))
+        self.set_flag(
+            index,
+            LinkFlags::Up,
+            up,
+            format_args!("set link {}", if up { "up" } else { "down" }),
+        )
     }
 
     /// Turn promiscuous mode on or off.
     pub fn set_promisc(&mut self, index: u32, on: bool) -> Result<()> {
-        self.set_flag(index, LinkFlags::Promisc, on, format_args!("set promisc {}", if on { "on" } else { "off" }))
+        self.set_flag(
+            index,
+            LinkFlags::Promisc,
+            on,
+            format_args!("set promisc {}", if on { "on" } else { "off" }),
+        )
     }
 
     /// Enslave to `master`, or release from its master with None.
     pub fn set_master(&mut self, index: u32, master: Option<u32>) -> Result<()> {
         let m = master.unwrap_or(0);
-        self.set_link(msg(index, vec![LinkAttribute::Controller(m)]), format_args!("set master {m}"))
+        self.set_link(
+            msg(index, vec![LinkAttribute::Controller(m)]),
+            format_args!("set master {m}"),
+        )
     }
 
     pub fn set_mtu(&mut self, index: u32, mtu: u32) -> Result<()> {
-        self.set_link(msg(index, vec![LinkAttribute::Mtu(mtu)]), format_args!("set mtu {mtu}"))
+        self.set_link(
+            msg(index, vec![LinkAttribute::Mtu(mtu)]),
+            format_args!("set mtu {mtu}"),
+        )
     }
 
     pub fn set_txqlen(&mut self, index: u32, qlen: u32) -> Result<()> {
-        self.set_link(msg(index, vec![LinkAttribute::TxQueueLen(qlen)]), format_args!("set txqueuelen {qlen}"))
+        self.set_link(
+            msg(index, vec![LinkAttribute::TxQueueLen(qlen)]),
+            format_args!("set txqueuelen {qlen}"),
+        )
     }
 
     pub fn set_mac(&mut self, index: u32, mac: [u8; 6]) -> Result<()> {
         let s = super::fmt_mac(&mac);
-        self.set_link(msg(index, vec![LinkAttribute::Address(mac.to_vec())]), format_args!("set mac {s}"))
+        self.set_link(
+            msg(index, vec![LinkAttribute::Address(mac.to_vec())]),
+            format_args!("set mac {s}"),
+        )
     }
 
     /// Rename (the link must be down).
     pub fn rename(&mut self, index: u32, name: &str) -> Result<()> {
-        self.set_link(msg(index, vec![LinkAttribute::IfName(name.into())]), format_args!("rename to {name}"))
+        self.set_link(
+            msg(index, vec![LinkAttribute::IfName(name.into())]),
+            format_args!("rename to {name}"),
+        )
     }
 
     /// Move the link into namespace `ns`.
     pub fn set_netns(&mut self, index: u32, ns: &NetNs) -> Result<()> {
-        self.set_link(msg(index, vec![LinkAttribute::NetNsFd(ns.fd())]), format_args!("move to netns {}", ns.path()))
+        self.set_link(
+            msg(index, vec![LinkAttribute::NetNsFd(ns.fd())]),
+            format_args!("move to netns {}", ns.path()),
+        )
     }
 
     /// Set IFLA_IFALIAS (an empty alias removes it).
     pub fn set_alias(&mut self, index: u32, alias: &str) -> Result<()> {
-        self.set_link(msg(index, vec![LinkAttribute::IfAlias(alias.into())]), format_args!("set alias {alias:?}"))
+        self.set_link(
+            msg(index, vec![LinkAttribute::IfAlias(alias.into())]),
+            format_args!("set alias {alias:?}"),
+        )
     }
 
     /// Change bridge port settings of `index` (which must be a bridge port).
     pub fn set_bridge_port(&mut self, index: u32, opts: &PortOpts) -> Result<()> {
-        let a = vec![LinkAttribute::LinkInfo(vec![LinkInfo::PortData(InfoPortData::BridgePort(port_attrs(opts)))])];
+        let a = vec![LinkAttribute::LinkInfo(vec![LinkInfo::PortData(
+            InfoPortData::BridgePort(port_attrs(opts)),
+        )])];
         self.request_ack(Rt::NewLink(msg(index, a)), 0)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("set bridge port options (link {index})")))
     }
 
     /// Add VLAN `vid` to bridge port `index` (with `on_self`: to the bridge device itself).
-    pub fn bridge_vlan_add(&mut self, index: u32, vid: u16, pvid: bool, untagged: bool, on_self: bool) -> Result<()> {
-        self.request_ack(Rt::SetLink(vlan_filter_msg(index, vid, pvid, untagged, on_self)), 0)
-            .map(drop)
-            .map_err(|e| e.ctx(format_args!("add bridge vlan {vid} (link {index})")))
+    pub fn bridge_vlan_add(
+        &mut self,
+        index: u32,
+        vid: u16,
+        pvid: bool,
+        untagged: bool,
+        on_self: bool,
+    ) -> Result<()> {
+        self.request_ack(
+            Rt::SetLink(vlan_filter_msg(index, vid, pvid, untagged, on_self)),
+            0,
+        )
+        .map(drop)
+        .map_err(|e| e.ctx(format_args!("add bridge vlan {vid} (link {index})")))
     }
 
     /// Remove VLAN `vid` from bridge port `index` (or from the bridge itself with `on_self`).
     pub fn bridge_vlan_del(&mut self, index: u32, vid: u16, on_self: bool) -> Result<()> {
-        self.request_ack(Rt::DelLink(vlan_filter_msg(index, vid, false, false, on_self)), 0)
-            .map(drop)
-            .map_err(|e| e.ctx(format_args!("delete bridge vlan {vid} (link {index})")))
+        self.request_ack(
+            Rt::DelLink(vlan_filter_msg(index, vid, false, false, on_self)),
+            0,
+        )
+        .map(drop)
+        .map_err(|e| e.ctx(format_args!("delete bridge vlan {vid} (link {index})")))
     }
 
     /// The VLANs configured on bridge port (or bridge) `index`.
     pub fn bridge_vlans(&mut self, index: u32) -> Result<Vec<BridgeVlan>> {
-        let mut m = msg(0, vec![LinkAttribute::ExtMask(vec![LinkExtentMask::Brvlan])]);
+        let mut m = msg(
+            0,
+            vec![LinkAttribute::ExtMask(vec![LinkExtentMask::Brvlan])],
+        );
         m.header.interface_family = AddressFamily::Bridge;
-        let r = self.dump(Rt::GetLink(m)).map_err(|e| e.ctx("list bridge vlans"))?;
+        let r = self
+            .dump(Rt::GetLink(m))
+            .map_err(|e| e.ctx("list bridge vlans"))?;
         let mut out = Vec::new();
         for m in r {
             let Rt::NewLink(m) = m else { continue };
@@ -351,7 +463,9 @@ impl Handle {
                 continue;
             }
             for a in m.attributes {
-                let LinkAttribute::AfSpecBridge(spec) = a else { continue };
+                let LinkAttribute::AfSpecBridge(spec) = a else {
+                    continue;
+                };
                 for s in spec {
                     if let AfSpecBridge::VlanInfo(v) = s {
                         out.push(BridgeVlan {

@@ -16,8 +16,8 @@ mod tests;
 use std::fmt;
 
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST, NetlinkBuffer,
-    NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
+    NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
+    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
@@ -48,7 +48,11 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(errno: i32, msg: impl Into<String>) -> Self {
-        Error { errno, msg: msg.into(), ext: String::new() }
+        Error {
+            errno,
+            msg: msg.into(),
+            ext: String::new(),
+        }
     }
     fn io(what: &str, e: std::io::Error) -> Self {
         match e.raw_os_error() {
@@ -58,7 +62,11 @@ impl Error {
     }
     /// Prefix the message with what was being done.
     pub fn ctx(mut self, what: impl fmt::Display) -> Self {
-        self.msg = if self.msg.is_empty() { what.to_string() } else { format!("{what}: {}", self.msg) };
+        self.msg = if self.msg.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what}: {}", self.msg)
+        };
         self
     }
     /// The object already exists (EEXIST).
@@ -68,7 +76,10 @@ impl Error {
     /// The object is absent: no such device (ENODEV), entry (ENOENT), route (ESRCH) or
     /// address (EADDRNOTAVAIL).
     pub fn is_not_found(&self) -> bool {
-        matches!(self.errno, libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL)
+        matches!(
+            self.errno,
+            libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL
+        )
     }
 }
 
@@ -112,18 +123,26 @@ pub struct Handle {
 impl Handle {
     /// A socket in the calling thread's namespace.
     pub fn new() -> Result<Handle> {
-        let mut sock = Socket::new(NETLINK_ROUTE).map_err(|e| Error::io("open netlink socket", e))?;
-        sock.bind_auto().map_err(|e| Error::io("bind netlink socket", e))?;
-        sock.connect(&SocketAddr::new(0, 0)).map_err(|e| Error::io("connect netlink socket", e))?;
+        let mut sock =
+            Socket::new(NETLINK_ROUTE).map_err(|e| Error::io("open netlink socket", e))?;
+        sock.bind_auto()
+            .map_err(|e| Error::io("bind netlink socket", e))?;
+        sock.connect(&SocketAddr::new(0, 0))
+            .map_err(|e| Error::io("connect netlink socket", e))?;
         // Best effort: older kernels lack these and work without them.
         let _ = sock.set_ext_ack(true);
         let _ = sock.set_cap_ack(true);
-        Ok(Handle { sock, seq: 0, buf: Vec::with_capacity(RECV_BUF) })
+        Ok(Handle {
+            sock,
+            seq: 0,
+            buf: Vec::with_capacity(RECV_BUF),
+        })
     }
 
     /// A socket inside `ns`; the calling thread is back in its own namespace on return.
     pub fn in_netns(ns: &crate::netns::NetNs) -> Result<Handle> {
-        ns.enter(Handle::new).map_err(|e| Error::new(0, e.to_string()))?
+        ns.enter(Handle::new)
+            .map_err(|e| Error::new(0, e.to_string()))?
     }
 
     fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<u32> {
@@ -135,7 +154,9 @@ impl Handle {
         nl.finalize();
         let mut out = vec![0; nl.buffer_len()];
         nl.serialize(&mut out);
-        self.sock.send(&out, 0).map_err(|e| Error::io("send netlink request", e))?;
+        self.sock
+            .send(&out, 0)
+            .map_err(|e| Error::io("send netlink request", e))?;
         Ok(self.seq)
     }
 
@@ -146,14 +167,21 @@ impl Handle {
         let mut intr = false;
         loop {
             self.buf.clear();
-            let n = self.sock.recv(&mut self.buf, libc::MSG_TRUNC).map_err(|e| Error::io("receive netlink reply", e))?;
+            let n = self
+                .sock
+                .recv(&mut self.buf, libc::MSG_TRUNC)
+                .map_err(|e| Error::io("receive netlink reply", e))?;
             if n > self.buf.len() {
-                return Err(Error::new(0, format!("netlink reply truncated ({n} bytes)")));
+                return Err(Error::new(
+                    0,
+                    format!("netlink reply truncated ({n} bytes)"),
+                ));
             }
             let mut off = 0;
             while off + 16 <= n {
                 let bytes = &self.buf[off..n];
-                let nb = NetlinkBuffer::new_checked(bytes).map_err(|e| Error::new(0, format!("bad netlink reply: {e}")))?;
+                let nb = NetlinkBuffer::new_checked(bytes)
+                    .map_err(|e| Error::new(0, format!("bad netlink reply: {e}")))?;
                 let len = nb.length() as usize;
                 off += (len + 3) & !3;
                 if nb.sequence_number() != seq {
@@ -182,7 +210,11 @@ impl Handle {
 
     /// Send one request (NLM_F_ACK added) and wait for the ACK; returns the reply message,
     /// if the request has one (a GET).
-    fn request_ack(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<Option<RouteNetlinkMessage>> {
+    fn request_ack(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Option<RouteNetlinkMessage>> {
         let seq = self.send(msg, flags | NLM_F_ACK)?;
         let mut out = Vec::new();
         self.recv(seq, &mut out)?;
@@ -199,7 +231,10 @@ impl Handle {
                 return Ok(out);
             }
         }
-        Err(Error::new(libc::EINTR, "netlink dump kept being interrupted"))
+        Err(Error::new(
+            libc::EINTR,
+            "netlink dump kept being interrupted",
+        ))
     }
 }
 
@@ -212,12 +247,15 @@ fn ext_ack(flags: u16, body: &[u8]) -> String {
     let off = if flags & NLM_F_CAPPED != 0 {
         16
     } else {
-        body.get(..4).map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        body.get(..4)
+            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
     let tlvs = body.get((off + 3) & !3..).unwrap_or_default();
     for nla in NlasIterator::new(tlvs).flatten() {
         if nla.kind() == 1 {
-            return String::from_utf8_lossy(nla.value()).trim_end_matches(['\0', '\n']).to_string();
+            return String::from_utf8_lossy(nla.value())
+                .trim_end_matches(['\0', '\n'])
+                .to_string();
         }
     }
     String::new()

@@ -5,8 +5,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHop, RouteProtocol,
-    RouteScope, RouteType,
+    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHop,
+    RouteProtocol, RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
 
@@ -51,7 +51,11 @@ fn ip(a: &RouteAddress) -> Option<IpAddr> {
 }
 
 fn af(v4: bool) -> AddressFamily {
-    if v4 { AddressFamily::Inet } else { AddressFamily::Inet6 }
+    if v4 {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    }
 }
 
 /// RTM_NEWROUTE/RTM_DELROUTE body for `r`.
@@ -93,7 +97,8 @@ pub(super) fn route_msg(r: &Route, add: bool) -> RouteMessage {
             .map(|nh| {
                 let mut h = RouteNextHop::default();
                 h.interface_index = nh.oif;
-                h.attributes.extend(nh.gw.map(|g| RouteAttribute::Gateway(g.into())));
+                h.attributes
+                    .extend(nh.gw.map(|g| RouteAttribute::Gateway(g.into())));
                 h
             })
             .collect();
@@ -111,8 +116,16 @@ pub(super) fn parse(m: RouteMessage) -> Option<Route> {
         AddressFamily::Inet6 => false,
         _ => return None,
     };
-    let mut r = Route { table: m.header.table.into(), scope: m.header.scope.into(), ..Route::default() };
-    let mut dst: IpAddr = if v4 { Ipv4Addr::UNSPECIFIED.into() } else { Ipv6Addr::UNSPECIFIED.into() };
+    let mut r = Route {
+        table: m.header.table.into(),
+        scope: m.header.scope.into(),
+        ..Route::default()
+    };
+    let mut dst: IpAddr = if v4 {
+        Ipv4Addr::UNSPECIFIED.into()
+    } else {
+        Ipv6Addr::UNSPECIFIED.into()
+    };
     for a in m.attributes {
         match a {
             RouteAttribute::Destination(d) => dst = ip(&d)?,
@@ -135,7 +148,13 @@ pub(super) fn parse(m: RouteMessage) -> Option<Route> {
                     .iter()
                     .map(|h| NextHop {
                         oif: h.interface_index,
-                        gw: h.attributes.iter().find_map(|a| if let RouteAttribute::Gateway(g) = a { ip(g) } else { None }),
+                        gw: h.attributes.iter().find_map(|a| {
+                            if let RouteAttribute::Gateway(g) = a {
+                                ip(g)
+                            } else {
+                                None
+                            }
+                        }),
                     })
                     .collect()
             }
@@ -152,9 +171,17 @@ impl Handle {
     pub fn routes(&mut self, family: Family, table: Option<u32>) -> Result<Vec<Route>> {
         let mut m = RouteMessage::default();
         m.header.address_family = super::addr::family(family);
-        let r = self.dump(Rt::GetRoute(m)).map_err(|e| e.ctx("list routes"))?;
+        let r = self
+            .dump(Rt::GetRoute(m))
+            .map_err(|e| e.ctx("list routes"))?;
         Ok(r.into_iter()
-            .filter_map(|m| if let Rt::NewRoute(m) = m { parse(m) } else { None })
+            .filter_map(|m| {
+                if let Rt::NewRoute(m) = m {
+                    parse(m)
+                } else {
+                    None
+                }
+            })
             .filter(|r| table.is_none_or(|t| r.table == t))
             .collect())
     }
@@ -169,12 +196,22 @@ impl Handle {
 
     /// Add a route; EEXIST if it is already there.
     pub fn route_add(&mut self, r: &Route) -> Result<()> {
-        self.route_req(Rt::NewRoute(route_msg(r, true)), NLM_F_CREATE | NLM_F_EXCL, "add", r)
+        self.route_req(
+            Rt::NewRoute(route_msg(r, true)),
+            NLM_F_CREATE | NLM_F_EXCL,
+            "add",
+            r,
+        )
     }
 
     /// Add a route or replace the one with the same destination, table and metric.
     pub fn route_replace(&mut self, r: &Route) -> Result<()> {
-        self.route_req(Rt::NewRoute(route_msg(r, true)), NLM_F_CREATE | NLM_F_REPLACE, "replace", r)
+        self.route_req(
+            Rt::NewRoute(route_msg(r, true)),
+            NLM_F_CREATE | NLM_F_REPLACE,
+            "replace",
+            r,
+        )
     }
 
     /// Delete the route matching `r` (fields left unset match anything).
@@ -189,9 +226,13 @@ impl Handle {
         m.header.destination_prefix_length = if dst.is_ipv4() { 32 } else { 128 };
         m.attributes.push(RouteAttribute::Destination(dst.into()));
         match self.request_ack(Rt::GetRoute(m), 0) {
-            Ok(Some(Rt::NewRoute(m))) => {
-                Ok(m.attributes.iter().find_map(|a| if let RouteAttribute::Oif(i) = a { Some(*i) } else { None }))
-            }
+            Ok(Some(Rt::NewRoute(m))) => Ok(m.attributes.iter().find_map(|a| {
+                if let RouteAttribute::Oif(i) = a {
+                    Some(*i)
+                } else {
+                    None
+                }
+            })),
             Ok(_) => Ok(None),
             Err(e) if matches!(e.errno, libc::ENETUNREACH | libc::EHOSTUNREACH) => Ok(None),
             Err(e) => Err(e.ctx(format_args!("get route to {dst}"))),

@@ -33,9 +33,15 @@ fn roundtrip_link(m: &LinkMessage) -> LinkMessage {
 fn veth_message() {
     let m = link::veth_msg("eth0", "veth1", Some(1400), Some([2, 0, 0, 0, 0, 1]), None);
     let back = roundtrip_link(&m);
-    assert!(back.attributes.contains(&LinkAttribute::IfName("eth0".into())));
+    assert!(
+        back.attributes
+            .contains(&LinkAttribute::IfName("eth0".into()))
+    );
     assert!(back.attributes.contains(&LinkAttribute::Mtu(1400)));
-    assert!(back.attributes.contains(&LinkAttribute::Address(vec![2, 0, 0, 0, 0, 1])));
+    assert!(
+        back.attributes
+            .contains(&LinkAttribute::Address(vec![2, 0, 0, 0, 0, 1]))
+    );
     let peer = back.attributes.iter().find_map(|a| match a {
         LinkAttribute::LinkInfo(i) => i.iter().find_map(|x| match x {
             LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(p))) => Some(p.clone()),
@@ -44,18 +50,30 @@ fn veth_message() {
         _ => None,
     });
     let peer = peer.expect("peer");
-    assert!(peer.attributes.contains(&LinkAttribute::IfName("veth1".into())));
+    assert!(
+        peer.attributes
+            .contains(&LinkAttribute::IfName("veth1".into()))
+    );
     assert!(peer.attributes.contains(&LinkAttribute::Mtu(1400)));
 }
 
 #[test]
 fn vlan_and_bridge_messages() {
     let l = link::parse(roundtrip_link(&link::vlan_msg("v100", 7, 100, None, None)));
-    assert_eq!((l.name.as_str(), l.link, l.vlan_id, l.kind.as_deref()), ("v100", Some(7), Some(100), Some("vlan")));
+    assert_eq!(
+        (l.name.as_str(), l.link, l.vlan_id, l.kind.as_deref()),
+        ("v100", Some(7), Some(100), Some("vlan"))
+    );
     let l = link::parse(roundtrip_link(&link::bridge_msg("br0", Some(9000), true)));
-    assert_eq!((l.name.as_str(), l.mtu, l.kind.as_deref()), ("br0", 9000, Some("bridge")));
+    assert_eq!(
+        (l.name.as_str(), l.mtu, l.kind.as_deref()),
+        ("br0", 9000, Some("bridge"))
+    );
     let m = link::vlan_filter_msg(5, 42, true, true, false);
-    assert_eq!(m.header.interface_family, netlink_packet_route::AddressFamily::Bridge);
+    assert_eq!(
+        m.header.interface_family,
+        netlink_packet_route::AddressFamily::Bridge
+    );
     assert_eq!(m.header.index, 5);
 }
 
@@ -63,7 +81,10 @@ fn vlan_and_bridge_messages() {
 fn address_message() {
     use netlink_packet_route::address::AddressAttribute as A;
     let m = addr::addr_msg(3, net("10.0.0.5/24"), IFA_F_NODAD, true);
-    assert!(m.attributes.contains(&A::Broadcast("10.0.0.255".parse().unwrap())));
+    assert!(
+        m.attributes
+            .contains(&A::Broadcast("10.0.0.255".parse().unwrap()))
+    );
     assert!(!m.attributes.iter().any(|a| matches!(a, A::Flags(_))));
     assert_eq!(m.header.flags.bits(), IFA_F_NODAD as u8);
     let m = addr::addr_msg(3, net("10.0.0.5/31"), IFA_F_NOPREFIXROUTE, true);
@@ -78,14 +99,29 @@ fn route_message_roundtrip() {
         table: 100,
         metric: Some(20),
         mtu: Some(1300),
-        multipath: vec![NextHop { gw: Some(ip("10.1.0.1")), oif: 4 }, NextHop { gw: Some(ip("10.2.0.1")), oif: 5 }],
+        multipath: vec![
+            NextHop {
+                gw: Some(ip("10.1.0.1")),
+                oif: 4,
+            },
+            NextHop {
+                gw: Some(ip("10.2.0.1")),
+                oif: 5,
+            },
+        ],
         ..Route::default()
     };
     let m = route::route_msg(&r, true);
     let mut b = vec![0; m.buffer_len()];
     m.emit(&mut b);
     let back = RouteMessage::parse(b.as_slice()).unwrap();
-    assert_eq!(route::parse(back), Some(Route { scope: SCOPE_UNIVERSE, ..r }));
+    assert_eq!(
+        route::parse(back),
+        Some(Route {
+            scope: SCOPE_UNIVERSE,
+            ..r
+        })
+    );
 }
 
 #[test]
@@ -98,7 +134,10 @@ fn ext_ack_text() {
     body.extend_from_slice(&1u16.to_ne_bytes());
     body.extend_from_slice(text);
     body.resize((body.len() + 3) & !3, 0);
-    assert_eq!(ext_ack(NLM_F_ACK_TLVS | NLM_F_CAPPED, &body), "Unknown device type");
+    assert_eq!(
+        ext_ack(NLM_F_ACK_TLVS | NLM_F_CAPPED, &body),
+        "Unknown device type"
+    );
     assert_eq!(ext_ack(0, &body), "");
     assert_eq!(ext_ack(NLM_F_ACK_TLVS, &[1, 2]), "");
 }
@@ -115,7 +154,10 @@ fn error_display_and_conversion() {
     assert_eq!(c.msg, "add link cni0: File exists (os error 17)");
     let mut e = Error::new(libc::EOPNOTSUPP, "add vlan v1");
     e.ext = "Unknown device type".into();
-    assert_eq!(e.to_string(), "add vlan v1: Operation not supported (os error 95) (Unknown device type)");
+    assert_eq!(
+        e.to_string(),
+        "add vlan v1: Operation not supported (os error 95) (Unknown device type)"
+    );
     assert_eq!(fmt_mac(&[0xde, 0xad, 0, 1, 0x2, 0xff]), "de:ad:00:01:02:ff");
 }
 
@@ -140,7 +182,12 @@ fn bridge_veth_ports_and_vlans() {
     if !root() {
         return;
     }
-    let Pair { host, ctr: _ctr, mut h, mut c } = pair();
+    let Pair {
+        host,
+        ctr: _ctr,
+        mut h,
+        mut c,
+    } = pair();
     // This machine's kernel may lack CONFIG_BRIDGE_VLAN_FILTERING (EOPNOTSUPP).
     let vlans = match h.add_bridge("br0", Some(1400), true) {
         Ok(()) => true,
@@ -157,9 +204,13 @@ fn bridge_veth_ports_and_vlans() {
 
     // Created from inside the "container", peer straight into the "host".
     let mac = [0x02, 0x42, 0xac, 0x11, 0, 2];
-    c.add_veth("eth0", "vethh0", Some(1400), Some(mac), Some(&host)).unwrap();
+    c.add_veth("eth0", "vethh0", Some(1400), Some(mac), Some(&host))
+        .unwrap();
     let e0 = c.link("eth0").unwrap();
-    assert_eq!((e0.mac, e0.mtu, e0.kind.as_deref()), (Some(mac), 1400, Some("veth")));
+    assert_eq!(
+        (e0.mac, e0.mtu, e0.kind.as_deref()),
+        (Some(mac), 1400, Some("veth"))
+    );
     assert!(e0.link_netnsid.is_some());
     assert!(c.link_by_name("vethh0").unwrap().is_none());
     let vh = h.link("vethh0").unwrap();
@@ -175,15 +226,28 @@ fn bridge_veth_ports_and_vlans() {
     assert!(vh.up);
     assert_eq!(vh.port.and_then(|p| p.hairpin), Some(false));
 
-    h.set_bridge_port(vh.index, &PortOpts { hairpin: Some(true), isolated: Some(true), learning: None }).unwrap();
+    h.set_bridge_port(
+        vh.index,
+        &PortOpts {
+            hairpin: Some(true),
+            isolated: Some(true),
+            learning: None,
+        },
+    )
+    .unwrap();
     let p = h.link("vethh0").unwrap().port.unwrap();
-    assert_eq!((p.hairpin, p.isolated, p.learning), (Some(true), Some(true), Some(true)));
+    assert_eq!(
+        (p.hairpin, p.isolated, p.learning),
+        (Some(true), Some(true), Some(true))
+    );
 
     if vlans {
         bridge_vlans(&mut h, vh.index, br.index);
     } else {
         assert!(h.bridge_vlans(vh.index).unwrap().is_empty());
-        let e = h.bridge_vlan_add(vh.index, 100, true, true, false).unwrap_err();
+        let e = h
+            .bridge_vlan_add(vh.index, 100, true, true, false)
+            .unwrap_err();
         assert_eq!(e.msg, format!("add bridge vlan 100 (link {})", vh.index));
     }
     h.set_mac(vh.index, [0x02, 1, 2, 3, 4, 5]).unwrap();
@@ -201,8 +265,22 @@ fn bridge_vlans(h: &mut Handle, port: u32, br: u32) {
     h.bridge_vlan_add(port, 100, true, true, false).unwrap();
     h.bridge_vlan_add(port, 200, false, false, false).unwrap();
     let v = h.bridge_vlans(port).unwrap();
-    assert!(v.contains(&BridgeVlan { vid: 100, pvid: true, untagged: true }), "{v:?}");
-    assert!(v.contains(&BridgeVlan { vid: 200, pvid: false, untagged: false }), "{v:?}");
+    assert!(
+        v.contains(&BridgeVlan {
+            vid: 100,
+            pvid: true,
+            untagged: true
+        }),
+        "{v:?}"
+    );
+    assert!(
+        v.contains(&BridgeVlan {
+            vid: 200,
+            pvid: false,
+            untagged: false
+        }),
+        "{v:?}"
+    );
     h.bridge_vlan_del(port, 200, false).unwrap();
     h.bridge_vlan_add(br, 300, false, false, true).unwrap();
     assert!(!h.bridge_vlans(port).unwrap().iter().any(|x| x.vid == 200));
@@ -228,31 +306,60 @@ fn addresses_and_routes() {
     h.add_addr(a, net("10.1.0.2/24"), 0).unwrap();
     h.add_addr(b, net("10.2.0.2/24"), 0).unwrap();
     h.add_addr(a, net("fd00:1::2/64"), IFA_F_NODAD).unwrap();
-    assert!(h.add_addr(a, net("10.1.0.2/24"), 0).unwrap_err().is_exists());
+    assert!(
+        h.add_addr(a, net("10.1.0.2/24"), 0)
+            .unwrap_err()
+            .is_exists()
+    );
     let v4 = h.addrs(Some(a), Family::V4).unwrap();
-    assert_eq!(v4.iter().map(|x| x.net).collect::<Vec<_>>(), vec![net("10.1.0.2/24")]);
+    assert_eq!(
+        v4.iter().map(|x| x.net).collect::<Vec<_>>(),
+        vec![net("10.1.0.2/24")]
+    );
     let v6 = h.addrs(Some(a), Family::V6).unwrap();
     let ours = v6.iter().find(|x| x.net == net("fd00:1::2/64")).unwrap();
     assert_ne!(ours.flags & IFA_F_NODAD, 0);
     assert!(h.addrs(None, Family::All).unwrap().len() >= 3);
 
-    let r = Route { dst: net("10.9.0.0/16"), gw: Some(ip("10.1.0.1")), oif: Some(a), metric: Some(50), ..Route::default() };
+    let r = Route {
+        dst: net("10.9.0.0/16"),
+        gw: Some(ip("10.1.0.1")),
+        oif: Some(a),
+        metric: Some(50),
+        ..Route::default()
+    };
     h.route_add(&r).unwrap();
     assert!(h.route_add(&r).unwrap_err().is_exists());
     let main = h.routes(Family::V4, Some(TABLE_MAIN)).unwrap();
     let got = main.iter().find(|x| x.dst == r.dst).unwrap();
-    assert_eq!((got.gw, got.oif, got.metric, got.table), (r.gw, Some(a), Some(50), TABLE_MAIN));
+    assert_eq!(
+        (got.gw, got.oif, got.metric, got.table),
+        (r.gw, Some(a), Some(50), TABLE_MAIN)
+    );
     assert_eq!(h.route_get(ip("10.9.1.1")).unwrap(), Some(a));
     assert_eq!(h.route_get(ip("192.0.2.1")).unwrap(), None);
 
-    let r2 = Route { gw: Some(ip("10.2.0.1")), oif: Some(b), ..r.clone() };
+    let r2 = Route {
+        gw: Some(ip("10.2.0.1")),
+        oif: Some(b),
+        ..r.clone()
+    };
     h.route_replace(&r2).unwrap();
     assert_eq!(h.route_get(ip("10.9.1.1")).unwrap(), Some(b));
 
     let mp = Route {
         dst: net("10.10.0.0/16"),
         table: 100,
-        multipath: vec![NextHop { gw: Some(ip("10.1.0.1")), oif: a }, NextHop { gw: Some(ip("10.2.0.1")), oif: b }],
+        multipath: vec![
+            NextHop {
+                gw: Some(ip("10.1.0.1")),
+                oif: a,
+            },
+            NextHop {
+                gw: Some(ip("10.2.0.1")),
+                oif: b,
+            },
+        ],
         ..Route::default()
     };
     h.route_add(&mp).unwrap();
@@ -262,21 +369,38 @@ fn addresses_and_routes() {
     h.route_del(&mp).unwrap();
     assert!(h.routes(Family::V4, Some(100)).unwrap().is_empty());
 
-    let r6 = Route { dst: net("fd00:9::/48"), oif: Some(a), mtu: Some(1280), ..Route::default() };
+    let r6 = Route {
+        dst: net("fd00:9::/48"),
+        oif: Some(a),
+        mtu: Some(1280),
+        ..Route::default()
+    };
     h.route_add(&r6).unwrap();
     let got6 = h.routes(Family::V6, Some(TABLE_MAIN)).unwrap();
     let got6 = got6.iter().find(|x| x.dst == r6.dst).unwrap();
     assert_eq!((got6.oif, got6.mtu), (Some(a), Some(1280)));
     h.route_del(&r6).unwrap();
 
-    h.route_del(&Route { dst: net("10.9.0.0/16"), ..Route::default() }).unwrap();
+    h.route_del(&Route {
+        dst: net("10.9.0.0/16"),
+        ..Route::default()
+    })
+    .unwrap();
     let e = h.route_del(&r).unwrap_err();
     assert!(e.is_not_found(), "{e}");
-    assert!(e.to_string().starts_with("delete route 10.9.0.0/16 via 10.1.0.1"), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("delete route 10.9.0.0/16 via 10.1.0.1"),
+        "{e}"
+    );
 
     h.del_addr(a, net("10.1.0.2/24")).unwrap();
     assert!(h.addrs(Some(a), Family::V4).unwrap().is_empty());
-    assert!(h.del_addr(a, net("10.1.0.2/24")).unwrap_err().is_not_found());
+    assert!(
+        h.del_addr(a, net("10.1.0.2/24"))
+            .unwrap_err()
+            .is_not_found()
+    );
 }
 
 #[test]
@@ -284,10 +408,20 @@ fn ifb_rename_move_modify_delete() {
     if !root() {
         return;
     }
-    let Pair { host: _host, ctr, mut h, mut c } = pair();
-    let i = h.add_ifb("ifbx", Some(1450), Some(32), Some("cnibox test")).unwrap();
+    let Pair {
+        host: _host,
+        ctr,
+        mut h,
+        mut c,
+    } = pair();
+    let i = h
+        .add_ifb("ifbx", Some(1450), Some(32), Some("cnibox test"))
+        .unwrap();
     let l = h.link_by_index(i).unwrap().unwrap();
-    assert_eq!((l.name.as_str(), l.kind.as_deref(), l.mtu, l.txqlen), ("ifbx", Some("ifb"), 1450, 32));
+    assert_eq!(
+        (l.name.as_str(), l.kind.as_deref(), l.mtu, l.txqlen),
+        ("ifbx", Some("ifb"), 1450, 32)
+    );
     assert_eq!(l.alias.as_deref(), Some("cnibox test"));
 
     h.set_mtu(i, 1300).unwrap();
@@ -329,7 +463,12 @@ fn vlan_create_reports_kernel_errors() {
     }
     // Without the 8021q module the kernel refuses; with it this creates the vlan. Either way
     // the call must not panic and an error must name the operation.
-    let Pair { host: _host, ctr, mut h, c: _c } = pair();
+    let Pair {
+        host: _host,
+        ctr,
+        mut h,
+        c: _c,
+    } = pair();
     h.add_veth("p0", "p1", None, None, None).unwrap();
     let p0 = h.link("p0").unwrap();
     match h.add_vlan("tmpvl", p0.index, 42, Some(1400), Some(&ctr)) {

@@ -1,0 +1,414 @@
+//! Shared harness for integration tests: runs the BUILT cnibox through applet symlinks exactly as
+//! a container runtime would (argv[0] dispatch, CNI_* environment, config on stdin), or the
+//! reference Go plugin of the same name from `/usr/lib/cni` for compatibility comparisons.
+//!
+//! ```ignore
+//! mod common;
+//! use common::*;
+//! let sb = Sandbox::new("my_test");
+//! let out = sb.ours().add("static", &sb.env(), &conf);   // Output { status_ok, stdout, json, .. }
+//! if reference_available("static") {
+//!     let theirs = sb.reference().add("static", &sb.env(), &conf);
+//!     assert_eq!(normalize(&out.json), normalize(&theirs.json));
+//! }
+//! ```
+//!
+//! Each test binary compiles this module separately and uses a subset of it.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Applet names linked into every sandbox's bin dir.
+pub const APPLETS: &[&str] = &[
+    "bridge",
+    "host-local",
+    "static",
+    "vlan",
+    "loopback",
+    "portmap",
+    "bandwidth",
+    "firewall",
+];
+
+/// Where the Debian package installs the reference (Go, v1.1.1) plugins.
+pub const REFERENCE_DIR: &str = "/usr/lib/cni";
+
+/// Every spec version, oldest first.
+pub const ALL_VERSIONS: &[&str] = &[
+    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
+];
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+fn unique(tag: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tag: String = tag
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    format!("{}-{n}-{tag}", std::process::id())
+}
+
+/// The cnibox binary cargo built for this test run.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cnibox"))
+}
+
+/// The reference plugin's path.
+pub fn reference_path(name: &str) -> PathBuf {
+    Path::new(REFERENCE_DIR).join(name)
+}
+
+/// Whether the reference plugin `name` is installed; prints a skip note when it is not, so a
+/// compat test can simply `if !reference_available("static") { return; }`.
+pub fn reference_available(name: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let ok = std::fs::metadata(reference_path(name))
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if !ok {
+        eprintln!(
+            "note: reference plugin {} missing, skipping the comparison",
+            reference_path(name).display()
+        );
+    }
+    ok
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `if !require_root("test name") { return; }` — prints a skip note when not root.
+pub fn require_root(test: &str) -> bool {
+    let root = is_root();
+    if !root {
+        eprintln!("note: {test} needs root, skipped");
+    }
+    root
+}
+
+/// A per-test directory (`$TMPDIR/cnibox-<pid>-<n>-<test>`) whose `bin/` holds the applet
+/// symlinks; removed on drop.
+pub struct Sandbox {
+    pub root: PathBuf,
+    pub bin: PathBuf,
+}
+
+impl Sandbox {
+    pub fn new(test: &str) -> Sandbox {
+        let root = std::env::temp_dir().join(format!("cnibox-{}", unique(test)));
+        let bin = root.join("bin");
+        std::fs::create_dir_all(&bin).expect("create sandbox");
+        let sb = Sandbox { root, bin };
+        for a in APPLETS {
+            sb.link(a);
+        }
+        sb
+    }
+
+    /// Add a symlink `bin/<name>` → cnibox (e.g. an unknown applet name) and return its path.
+    pub fn link(&self, name: &str) -> PathBuf {
+        let p = self.bin.join(name);
+        std::os::unix::fs::symlink(bin(), &p).expect("symlink applet");
+        p
+    }
+
+    /// A scratch path inside the sandbox (for data dirs etc.).
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    /// The default environment: fixed container ID, `eth0`, a dummy netns path, CNI_PATH unset
+    /// (the runner then uses the implementation's own dir).
+    pub fn env(&self) -> Env {
+        Env::default()
+    }
+
+    pub fn plugin(&self, imp: Impl) -> Plugin<'_> {
+        Plugin { sb: self, imp }
+    }
+    pub fn ours(&self) -> Plugin<'_> {
+        self.plugin(Impl::Ours)
+    }
+    pub fn reference(&self) -> Plugin<'_> {
+        self.plugin(Impl::Reference)
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
+
+/// The CNI_* environment of one invocation. An empty string leaves the variable unset, which is
+/// how tests express "missing". `path: None` means the implementation's default CNI_PATH (the
+/// sandbox bin dir for ours, [`REFERENCE_DIR`] for the reference).
+#[derive(Clone, Debug)]
+pub struct Env {
+    pub container_id: String,
+    pub netns: String,
+    pub ifname: String,
+    pub args: String,
+    pub path: Option<String>,
+    /// More variables (e.g. `CNI_NETNS_OVERRIDE`).
+    pub extra: Vec<(String, String)>,
+}
+
+impl Default for Env {
+    fn default() -> Env {
+        Env {
+            container_id: "cnibox-test-1".into(),
+            netns: "/run/netns/cnibox-test-none".into(),
+            ifname: "eth0".into(),
+            args: String::new(),
+            path: None,
+            extra: Vec::new(),
+        }
+    }
+}
+
+impl Env {
+    pub fn with_args(mut self, args: &str) -> Env {
+        self.args = args.into();
+        self
+    }
+    pub fn with_netns(mut self, netns: &str) -> Env {
+        self.netns = netns.into();
+        self
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Impl {
+    /// cnibox through a symlink in the sandbox.
+    Ours,
+    /// The Go plugin in [`REFERENCE_DIR`].
+    Reference,
+}
+
+/// What a plugin run produced.
+#[derive(Clone)]
+pub struct Output {
+    pub status_ok: bool,
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// stdout parsed as JSON, `Value::Null` if empty or not JSON.
+    pub json: Value,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Output {
+    /// Assert success and return the parsed stdout.
+    #[track_caller]
+    pub fn ok(&self) -> &Value {
+        assert!(self.status_ok, "expected success, got {self:?}");
+        &self.json
+    }
+    /// Assert failure with CNI error `code` and return the error message.
+    #[track_caller]
+    pub fn err(&self, code: u64) -> String {
+        assert!(
+            !self.status_ok,
+            "expected error {code}, got success: {self:?}"
+        );
+        assert_eq!(self.json["code"].as_u64(), Some(code), "{self:?}");
+        self.json["msg"].as_str().unwrap_or_default().to_string()
+    }
+    /// The error code on stdout, if any.
+    pub fn err_code(&self) -> Option<u64> {
+        self.json["code"].as_u64()
+    }
+}
+
+/// Run any program with a clean environment (only PATH is kept) plus `vars`.
+pub fn exec(program: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Output {
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(p) = std::env::var_os("PATH") {
+        cmd.env("PATH", p);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+    if let Some(mut i) = child.stdin.take() {
+        // A plugin may exit without reading stdin (VERSION): ignore EPIPE.
+        let _ = i.write_all(stdin.as_bytes());
+    }
+    let out = child.wait_with_output().expect("wait for plugin");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    Output {
+        status_ok: out.status.success(),
+        code: out.status.code(),
+        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
+        stdout,
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `cnibox ARGS…` run directly (no CNI environment).
+pub fn cnibox(args: &[&str]) -> Output {
+    exec(&bin(), args, &[], "")
+}
+
+/// Runs one implementation of the applets.
+pub struct Plugin<'a> {
+    pub sb: &'a Sandbox,
+    pub imp: Impl,
+}
+
+impl Plugin<'_> {
+    pub fn program(&self, applet: &str) -> PathBuf {
+        match self.imp {
+            Impl::Ours => self.sb.bin.join(applet),
+            Impl::Reference => reference_path(applet),
+        }
+    }
+
+    fn default_path(&self) -> String {
+        match self.imp {
+            Impl::Ours => self.sb.bin.display().to_string(),
+            Impl::Reference => REFERENCE_DIR.to_string(),
+        }
+    }
+
+    /// Run `applet` with CNI_COMMAND=`command` (empty: unset) and `stdin`.
+    pub fn run(&self, applet: &str, command: &str, env: &Env, stdin: &str) -> Output {
+        let path = env.path.clone().unwrap_or_else(|| self.default_path());
+        let mut vars: Vec<(&str, &str)> = [
+            ("CNI_COMMAND", command),
+            ("CNI_CONTAINERID", env.container_id.as_str()),
+            ("CNI_NETNS", env.netns.as_str()),
+            ("CNI_IFNAME", env.ifname.as_str()),
+            ("CNI_ARGS", env.args.as_str()),
+            ("CNI_PATH", path.as_str()),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+        vars.extend(env.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        exec(&self.program(applet), &[], &vars, stdin)
+    }
+
+    /// Run with a JSON config.
+    pub fn cmd(&self, applet: &str, command: &str, env: &Env, conf: &Value) -> Output {
+        self.run(applet, command, env, &conf.to_string())
+    }
+    pub fn add(&self, applet: &str, env: &Env, conf: &Value) -> Output {
+        self.cmd(applet, "ADD", env, conf)
+    }
+    pub fn del(&self, applet: &str, env: &Env, conf: &Value) -> Output {
+        self.cmd(applet, "DEL", env, conf)
+    }
+    pub fn check(&self, applet: &str, env: &Env, conf: &Value) -> Output {
+        self.cmd(applet, "CHECK", env, conf)
+    }
+    pub fn status(&self, applet: &str, conf: &Value) -> Output {
+        self.cmd(applet, "STATUS", &self.sb.env(), conf)
+    }
+    pub fn gc(&self, applet: &str, conf: &Value) -> Output {
+        self.cmd(applet, "GC", &self.sb.env(), conf)
+    }
+
+    /// The spec versions the implementation's `applet` reports for VERSION.
+    pub fn versions(&self, applet: &str) -> Vec<String> {
+        let out = self.run(
+            applet,
+            "VERSION",
+            &self.sb.env(),
+            r#"{"cniVersion":"0.4.0"}"#,
+        );
+        out.ok()["supportedVersions"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A result made comparable across implementations: drops an empty top-level `dns` (Go v1.1.1
+/// prints `"dns": {}` for every version, the spec-1.x Go lib and cnibox omit it for 1.x).
+pub fn normalize(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(o) = v.as_object_mut()
+        && o.get("dns")
+            .is_some_and(|d| d.as_object().is_some_and(|d| d.is_empty()))
+    {
+        o.remove("dns");
+    }
+    v
+}
+
+/// Put `prevResult` into a config (for CHECK/DEL and chained plugins).
+pub fn with_prev(conf: &Value, prev: &Value) -> Value {
+    let mut c = conf.clone();
+    c["prevResult"] = prev.clone();
+    c
+}
+
+/// A network namespace `cnibox-t-<pid>-<n>` created with `ip netns add`, deleted on drop.
+/// Needs root: guard the test with [`require_root`].
+pub struct NetNs {
+    pub name: String,
+}
+
+impl NetNs {
+    pub fn create() -> NetNs {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!("cnibox-t-{}-{n}", std::process::id());
+        let out = exec(Path::new("ip"), &["netns", "add", &name], &[], "");
+        assert!(out.status_ok, "ip netns add {name}: {out:?}");
+        NetNs { name }
+    }
+
+    /// The path to pass as CNI_NETNS.
+    pub fn path(&self) -> String {
+        format!("/run/netns/{}", self.name)
+    }
+
+    /// Run a command inside the namespace via `ip netns exec`.
+    pub fn exec(&self, cmd: &[&str]) -> Output {
+        let mut args = vec!["netns", "exec", self.name.as_str()];
+        args.extend_from_slice(cmd);
+        exec(Path::new("ip"), &args, &[], "")
+    }
+
+    /// Like [`NetNs::exec`] but asserts success and returns stdout.
+    #[track_caller]
+    pub fn sh(&self, cmd: &[&str]) -> String {
+        let out = self.exec(cmd);
+        assert!(out.status_ok, "{cmd:?} in {}: {out:?}", self.name);
+        out.stdout
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = exec(Path::new("ip"), &["netns", "del", &self.name], &[], "");
+    }
+}
