@@ -10,5 +10,6 @@ pub mod ipam;
 pub mod netfilter;
 pub mod netlink;
 pub mod netns;
+pub mod random;
 pub mod sysctl;
 pub mod tc;

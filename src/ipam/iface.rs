@@ -1,0 +1,144 @@
+//! Apply an IPAM result to an interface inside a container namespace: addresses, link up,
+//! routes — upstream's `pkg/ipam.ConfigureIface`, shared by bridge and vlan.
+//!
+//! As upstream: IPv6 is enabled on the interface (and `lo`) when it gets an IPv6 address, with
+//! `keep_addr_on_down=1`; a route without `gw` uses the gateway of the interface's address of
+//! the same family; routes to the same destination and table become one multipath route; route
+//! `table`, `scope` and `priority` are applied, `mtu`/`advmss` are not (upstream does not).
+
+use crate::cni::result::CniResult;
+use crate::cni::{Context, Error, Result};
+use crate::netlink::{self, Family, Handle, NextHop};
+use crate::netns::NetNs;
+use crate::sysctl;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+const IFA_F_TENTATIVE: u32 = 0x40;
+
+/// Configure `ifname` (index `index` in `ns`) with the result's IPs whose `interface` points at
+/// `if_pos` (or that have no index), then set it up and add the routes.
+pub fn configure(
+    ns: &NetNs,
+    h: &mut Handle,
+    ifname: &str,
+    index: u32,
+    result: &CniResult,
+    if_pos: usize,
+) -> Result<()> {
+    let ips: Vec<_> = result
+        .ips
+        .iter()
+        .filter(|ip| ip.interface.is_none_or(|i| i == if_pos))
+        .collect();
+    if ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
+        ns.enter(|| -> Result<()> {
+            for dev in ["lo", ifname] {
+                // A kernel booted with ipv6.disable=1 has no such keys; adding the address
+                // will then fail with a clearer error.
+                let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", dev, "disable_ipv6"), "0");
+            }
+            let _ = sysctl::set(
+                &sysctl::iface("net/ipv6/conf", ifname, "keep_addr_on_down"),
+                "1",
+            );
+            Ok(())
+        })??;
+    }
+    for ip in &ips {
+        h.add_addr(index, ip.address, 0).ctx(format_args!(
+            "failed to add IP address {} to {ifname}",
+            ip.address
+        ))?;
+    }
+    h.set_up(index, true)
+        .ctx(format_args!("failed to set {ifname} up"))?;
+    let gw_for = |v4: bool| {
+        ips.iter()
+            .find(|ip| ip.address.addr().is_ipv4() == v4)
+            .and_then(|ip| ip.gateway)
+    };
+    // Group routes with the same destination and table into multipath routes (ECMP).
+    let mut routes: Vec<netlink::Route> = Vec::new();
+    for r in &result.routes {
+        let gw = r.gw.or_else(|| gw_for(r.dst.addr().is_ipv4()));
+        let table = r.table.unwrap_or(0);
+        if let Some(existing) = routes
+            .iter_mut()
+            .find(|x| x.dst == r.dst && x.table == table && gw.is_some())
+        {
+            if existing.multipath.is_empty() {
+                existing.multipath.push(NextHop {
+                    gw: existing.gw.take(),
+                    oif: index,
+                });
+                existing.oif = None;
+            }
+            existing.multipath.push(NextHop { gw, oif: index });
+            continue;
+        }
+        routes.push(netlink::Route {
+            dst: r.dst,
+            gw,
+            oif: Some(index),
+            table,
+            scope: r.scope.unwrap_or(if gw.is_none() {
+                netlink::SCOPE_LINK
+            } else {
+                netlink::SCOPE_UNIVERSE
+            }),
+            metric: r.priority,
+            ..Default::default()
+        });
+    }
+    for r in &routes {
+        h.route_add(r).ctx(format_args!(
+            "failed to add route '{}' via {:?} dev {ifname}",
+            r.dst, r.gw
+        ))?;
+    }
+    Ok(())
+}
+
+/// Wait (≤ `limit`) until no IPv6 address of `index` is tentative (DAD finished).
+pub fn wait_dad(h: &mut Handle, index: u32, limit: Duration) -> Result<()> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let addrs = h.addrs(Some(index), Family::V6)?;
+        if !addrs.iter().any(|a| a.flags & IFA_F_TENTATIVE != 0) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::internal(format!(
+                "link {index}: IPv6 duplicate address detection did not finish in {limit:?}"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Global unicast addresses of a link (for teardown of rules keyed by address).
+pub fn global_addrs(h: &mut Handle, index: u32) -> Vec<ipnet::IpNet> {
+    h.addrs(Some(index), Family::All)
+        .map(|v| {
+            v.into_iter()
+                .filter(|a| is_global(a.net.addr()))
+                .map(|a| a.net)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn is_global(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => {
+            !a.is_loopback() && !a.is_link_local() && !a.is_multicast() && !a.is_unspecified()
+        }
+        IpAddr::V6(a) => {
+            !a.is_loopback()
+                && !a.is_multicast()
+                && !a.is_unspecified()
+                && (a.segments()[0] & 0xffc0) != 0xfe80
+        }
+    }
+}
