@@ -3,10 +3,11 @@
 
 use crate::cni::Applet;
 
+mod bridge;
 mod host_local;
 mod static_ipam;
 
-pub static TABLE: &[&Applet] = &[&host_local::APPLET, &static_ipam::APPLET];
+pub static TABLE: &[&Applet] = &[&bridge::APPLET, &host_local::APPLET, &static_ipam::APPLET];
 
 pub fn find(name: &str) -> Option<&'static Applet> {
     TABLE.iter().copied().find(|a| a.name == name)

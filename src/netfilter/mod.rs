@@ -6,6 +6,7 @@
 //! `nft` tool encodes the equivalent text, so `nft list ruleset` prints them identically and
 //! comments round-trip between this crate, `nft` and the Go plugins.
 
+pub mod masq;
 mod msg;
 pub mod nft;
 pub mod rule;

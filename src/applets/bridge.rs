@@ -1,0 +1,747 @@
+//! bridge: a Linux bridge on the host, a veth pair per container, IPAM by delegation.
+//!
+//! Mirrors upstream `plugins/main/bridge` (v1.9): same keys and defaults, the same ADD order,
+//! result interfaces `[bridge, host veth, container veth]` with ips pointing at index 2, host
+//! veth named `veth` + 8 hex, gateway address on the bridge, forwarding sysctls. Deviations:
+//! CHECK works for L2-only networks (upstream's fails with "no plugin name provided"), DEL
+//! tears down ipMasq rules even when CNI_NETNS is empty (upstream leaks them), GC is forwarded
+//! to IPAM and collects ipMasq rules, and a failed ADD undoes everything it did.
+
+use crate::cni::config::Request;
+use crate::cni::result::{CniResult, Dns, Interface, IpConfig, Route};
+use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
+use crate::ipam::iface;
+use crate::netfilter::masq;
+use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac};
+use crate::netns::NetNs;
+use crate::{random, sysctl};
+use ipnet::IpNet;
+use serde::Deserialize;
+use std::net::IpAddr;
+use std::time::Duration;
+
+pub static APPLET: Applet = Applet {
+    name: "bridge",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: Some(status),
+    gc: Some(gc),
+};
+
+#[derive(Deserialize)]
+struct TrunkRange {
+    #[serde(default)]
+    id: Option<i32>,
+    #[serde(default, rename = "minID")]
+    min_id: Option<i32>,
+    #[serde(default, rename = "maxID")]
+    max_id: Option<i32>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Conf {
+    #[serde(default)]
+    bridge: String,
+    #[serde(default)]
+    is_gateway: bool,
+    #[serde(default)]
+    is_default_gateway: bool,
+    #[serde(default)]
+    force_address: bool,
+    #[serde(default)]
+    ip_masq: bool,
+    #[serde(default)]
+    ip_masq_backend: Option<String>,
+    #[serde(default)]
+    mtu: Option<u32>,
+    #[serde(default)]
+    hairpin_mode: bool,
+    #[serde(default)]
+    promisc_mode: bool,
+    #[serde(default)]
+    vlan: i32,
+    #[serde(default)]
+    vlan_trunk: Vec<TrunkRange>,
+    #[serde(default)]
+    preserve_default_vlan: bool,
+    #[serde(default, rename = "enabledad")]
+    enable_dad: bool,
+    #[serde(default)]
+    macspoofchk: bool,
+    #[serde(default)]
+    disable_container_interface: bool,
+    #[serde(default)]
+    port_isolation: bool,
+}
+
+/// The config with defaults applied and validated.
+struct Bridge {
+    c: Conf,
+    trunk: Vec<u16>,
+}
+
+fn load(req: &Request) -> Result<Bridge> {
+    let mut c: Conf = req.decode()?;
+    if c.bridge.is_empty() {
+        c.bridge = "cni0".into();
+    }
+    if c.is_default_gateway {
+        c.is_gateway = true;
+    }
+    if !(0..=4094).contains(&c.vlan) {
+        return Err(Error::config(format!(
+            "invalid VLAN ID {} (must be between 0 and 4094)",
+            c.vlan
+        )));
+    }
+    let mut trunk = Vec::new();
+    for t in &c.vlan_trunk {
+        let (lo, hi) = match (t.id, t.min_id, t.max_id) {
+            (Some(id), _, _) => (id, id),
+            (None, Some(lo), Some(hi)) => (lo, hi),
+            _ => {
+                return Err(Error::config(
+                    "vlanTrunk entries need \"id\" or both \"minID\" and \"maxID\"",
+                ));
+            }
+        };
+        if !(1..=4094).contains(&lo) || !(1..=4094).contains(&hi) || lo > hi {
+            return Err(Error::config(format!(
+                "invalid vlanTrunk range {lo}-{hi} (must be within 1-4094)"
+            )));
+        }
+        trunk.extend((lo..=hi).map(|v| v as u16));
+    }
+    if c.disable_container_interface && req.ipam_type().is_some() {
+        return Err(Error::config(
+            "cannot use IPAM when disableContainerInterface flag is set",
+        ));
+    }
+    if c.hairpin_mode && c.promisc_mode {
+        return Err(Error::config(
+            "cannot set hairpin mode and promiscuous mode at the same time",
+        ));
+    }
+    if c.macspoofchk {
+        return Err(Error::new(
+            crate::cni::error::code::UNSUPPORTED_FIELD,
+            "macspoofchk is not supported by cnibox yet",
+        ));
+    }
+    Ok(Bridge { c, trunk })
+}
+
+/// `runtimeConfig.mac` > `args.cni.mac` > CNI_ARGS `MAC`.
+fn requested_mac(req: &Request) -> Result<Option<[u8; 6]>> {
+    let text = match req.runtime_config("mac").or_else(|| req.args_cni("mac")) {
+        Some(v) => v.as_str().map(str::to_string),
+        None => req.env.cni_args(&["MAC"])?.get("MAC").map(str::to_string),
+    };
+    text.filter(|s| !s.is_empty())
+        .map(|s| parse_mac(&s))
+        .transpose()
+}
+
+pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(Error::config(format!("invalid MAC address {s:?}")));
+    }
+    for (b, p) in mac.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16)
+            .map_err(|_| Error::config(format!("invalid MAC address {s:?}")))?;
+    }
+    Ok(mac)
+}
+
+fn iface_of(l: &Link, sandbox: &str) -> Interface {
+    Interface {
+        name: l.name.clone(),
+        mac: l.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
+        sandbox: sandbox.into(),
+        ..Default::default()
+    }
+}
+
+/// Create the bridge if it is missing (tolerating a concurrent creator), else check it is one.
+fn ensure_bridge(h: &mut Handle, b: &Bridge) -> Result<Link> {
+    let name = &b.c.bridge;
+    let vlan_filtering = b.c.vlan != 0 || !b.trunk.is_empty();
+    let br = match h.link_by_name(name)? {
+        Some(l) => l,
+        None => {
+            match h.add_bridge(name, b.c.mtu, vlan_filtering) {
+                Err(e) if !e.is_exists() => {
+                    return Err(Error::from(e).context(format_args!("could not add {name:?}")));
+                }
+                _ => {}
+            }
+            h.link(name)?
+        }
+    };
+    if br.kind.as_deref() != Some("bridge") {
+        return Err(Error::config(format!(
+            "{name:?} already exists but is not a bridge"
+        )));
+    }
+    if b.c.promisc_mode && !br.promisc {
+        h.set_promisc(br.index, true)
+            .ctx(format_args!("could not set promiscuous mode on {name:?}"))?;
+    }
+    // Bridges must not autoconfigure from router advertisements of their ports.
+    let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", name, "accept_ra"), "0");
+    if !br.up {
+        h.set_up(br.index, true)
+            .ctx(format_args!("could not set {name:?} up"))?;
+    }
+    Ok(br)
+}
+
+/// Undo steps of a failed ADD, run in reverse unless the ADD completed.
+struct Undo<'a> {
+    req: &'a Request,
+    container: Option<(&'a NetNs, String)>,
+    ipam: Option<String>,
+    done: bool,
+}
+
+impl Drop for Undo<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        if let Some(name) = &self.ipam {
+            if let Err(e) = delegate::del(name, self.req) {
+                eprintln!("bridge: undo IPAM {name}: {e}");
+            }
+        }
+        if let Some((ns, ifname)) = &self.container {
+            let gone = Handle::in_netns(ns).and_then(|mut h| match h.link_by_name(ifname)? {
+                Some(l) => h.del_link(l.index),
+                None => Ok(()),
+            });
+            if let Err(e) = gone {
+                eprintln!("bridge: undo veth {ifname}: {e}");
+            }
+        }
+    }
+}
+
+fn add(req: &Request) -> Result<Option<CniResult>> {
+    let b = load(req)?;
+    let mac = requested_mac(req)?;
+    let mut host = Handle::new()?;
+    let br = ensure_bridge(&mut host, &b)?;
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let mut cont = Handle::in_netns(&ns)?;
+    let ifname = &req.env.ifname;
+    if cont.link_by_name(ifname)?.is_some() {
+        return Err(Error::config(format!(
+            "container veth name {ifname:?} already exists"
+        )));
+    }
+    let host_ns = NetNs::current()?;
+    let mut undo = Undo {
+        req,
+        container: None,
+        ipam: None,
+        done: false,
+    };
+    let host_name = create_veth(&mut cont, ifname, b.c.mtu, mac, &host_ns)?;
+    undo.container = Some((&ns, ifname.clone()));
+    let hv = host.link(&host_name)?;
+    let _ = sysctl::set(
+        &sysctl::iface("net/ipv6/conf", &host_name, "accept_ra"),
+        "0",
+    );
+    host.set_master(hv.index, Some(br.index)).ctx(format_args!(
+        "failed to connect {host_name:?} to bridge {}",
+        b.c.bridge
+    ))?;
+    host.set_up(hv.index, true)
+        .ctx(format_args!("failed to set {host_name:?} up"))?;
+    if b.c.hairpin_mode || b.c.port_isolation {
+        let opts = PortOpts {
+            hairpin: b.c.hairpin_mode.then_some(true),
+            isolated: b.c.port_isolation.then_some(true),
+            ..Default::default()
+        };
+        host.set_bridge_port(hv.index, &opts)
+            .ctx(format_args!("failed to set port options on {host_name:?}"))?;
+    }
+    setup_port_vlans(&mut host, hv.index, &b)
+        .ctx(format_args!("failed to set VLANs on {host_name:?}"))?;
+    let cv = cont.link(ifname)?;
+
+    let mut result = CniResult {
+        interfaces: vec![
+            iface_of(&br, ""),
+            iface_of(&hv, ""),
+            iface_of(&cv, &req.env.netns),
+        ],
+        ..Default::default()
+    };
+    let ipam = req.ipam_type().map(str::to_string);
+    if let Some(name) = &ipam {
+        let r = delegate::add(name, req)?;
+        undo.ipam = Some(name.clone());
+        if r.ips.is_empty() {
+            return Err(Error::internal("IPAM plugin returned missing IP config"));
+        }
+        result.ips = r.ips;
+        result.routes = r.routes;
+        result.dns = r.dns;
+        prepare_gateways(&b, &mut result)?;
+    }
+    if let Some(dns) = req.conf.dns.as_ref().filter(|d| !d.is_empty()) {
+        result.dns = Dns::clone(dns);
+    }
+
+    ns.enter(|| {
+        let v6 = format!("net/ipv6/conf/{ifname}");
+        let _ = sysctl::set(
+            &format!("{v6}/accept_dad"),
+            if b.c.enable_dad { "1" } else { "0" },
+        );
+        if b.c.enable_dad {
+            let _ = sysctl::set(&format!("{v6}/enhanced_dad"), "1");
+        }
+        let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
+    })?;
+    if result.ips.is_empty() {
+        if !b.c.disable_container_interface {
+            cont.set_up(cv.index, true)
+                .ctx(format_args!("failed to set {ifname:?} up"))?;
+        }
+    } else {
+        iface::configure(&ns, &mut cont, ifname, cv.index, &result, 2)?;
+        if b.c.enable_dad
+            && result
+                .ips
+                .iter()
+                .any(|ip| ip.address.addr().is_ipv6() && ip.gateway.is_some())
+        {
+            iface::wait_dad(&mut cont, cv.index, Duration::from_secs(5))?;
+        }
+    }
+    if b.c.is_gateway {
+        setup_gateway(&mut host, &b, &br, &result)?;
+    }
+    if b.c.ip_masq {
+        let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
+        masq::setup(
+            b.c.ip_masq_backend.as_deref(),
+            &req.conf.name,
+            &req.env.container_id,
+            ifname,
+            &nets,
+        )
+        .ctx("failed to set up IP masquerading")?;
+    }
+    if !b.c.disable_container_interface {
+        wait_oper_up(&mut host, hv.index);
+    }
+    // The bridge takes the lowest port MAC unless pinned; report what the links have now.
+    for (i, link) in [
+        host.link(&b.c.bridge),
+        host.link(&host_name),
+        cont.link(ifname),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        result.interfaces[i].mac = link?.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+    }
+    undo.done = true;
+    Ok(Some(result))
+}
+
+/// Create the pair from inside the container, the peer landing in the host with a random name.
+fn create_veth(
+    cont: &mut Handle,
+    ifname: &str,
+    mtu: Option<u32>,
+    mac: Option<[u8; 6]>,
+    host: &NetNs,
+) -> Result<String> {
+    for _ in 0..10 {
+        let peer = format!("veth{}", random::hex(8));
+        match cont.add_veth(ifname, &peer, mtu, mac, Some(host)) {
+            Ok(()) => return Ok(peer),
+            // Either name may clash; only the random one is worth retrying.
+            Err(e) if e.is_exists() => continue,
+            Err(e) => {
+                return Err(Error::from(e).context(format_args!("failed to create veth {ifname:?}")));
+            }
+        }
+    }
+    Err(Error::internal(format!(
+        "failed to find a free host veth name for {ifname:?}"
+    )))
+}
+
+fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlink::Result<()> {
+    if b.c.vlan == 0 && b.trunk.is_empty() {
+        return Ok(());
+    }
+    if !b.preserve_default() {
+        h.bridge_vlan_del(index, 1, false)?;
+    }
+    if b.c.vlan != 0 {
+        h.bridge_vlan_add(index, b.c.vlan as u16, true, true, false)?;
+    }
+    for vid in &b.trunk {
+        h.bridge_vlan_add(index, *vid, false, false, false)?;
+    }
+    Ok(())
+}
+
+impl Bridge {
+    /// VLAN 1 stays on a trunk-only port (it is the native VLAN there).
+    fn preserve_default(&self) -> bool {
+        self.c.preserve_default_vlan || (self.c.vlan == 0 && !self.trunk.is_empty())
+    }
+}
+
+/// Fill in missing gateways (network + 1), point IPs at the container veth and add default
+/// routes for isDefaultGateway, as upstream's calcGateways.
+fn prepare_gateways(b: &Bridge, result: &mut CniResult) -> Result<()> {
+    for ip in &mut result.ips {
+        ip.interface = Some(2);
+        if b.c.is_gateway && ip.gateway.is_none() {
+            ip.gateway = Some(next_ip(ip.address.network()));
+        }
+    }
+    if !b.c.is_default_gateway {
+        return Ok(());
+    }
+    for v4 in [true, false] {
+        let Some(gw) = result
+            .ips
+            .iter()
+            .find(|ip| ip.address.addr().is_ipv4() == v4)
+            .and_then(|ip| ip.gateway)
+        else {
+            continue;
+        };
+        let default: IpNet = if v4 { "0.0.0.0/0" } else { "::/0" }
+            .parse()
+            .map_err(|_| Error::internal("default route"))?;
+        match result.routes.iter_mut().find(|r| r.dst == default) {
+            Some(r) if r.gw.is_some_and(|g| g != gw) => {
+                return Err(Error::config(format!(
+                    "isDefaultGateway ineffective because IPAM sets default route via {}",
+                    r.gw.map(|g| g.to_string()).unwrap_or_default()
+                )));
+            }
+            Some(r) => r.gw = Some(gw),
+            None => result.routes.push(Route::new(default, Some(gw))),
+        }
+    }
+    Ok(())
+}
+
+fn next_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(a) => IpAddr::V4((u32::from(a).wrapping_add(1)).into()),
+        IpAddr::V6(a) => IpAddr::V6((u128::from(a).wrapping_add(1)).into()),
+    }
+}
+
+/// Put `gw/prefix` on the bridge (or on `<bridge>.<vlan>` with a VLAN), pin the bridge MAC and
+/// enable forwarding for each family that has a gateway.
+fn setup_gateway(h: &mut Handle, b: &Bridge, br: &Link, result: &CniResult) -> Result<()> {
+    let target = if b.c.vlan != 0 {
+        vlan_gateway_link(h, b, br)?
+    } else {
+        br.clone()
+    };
+    let mut v4 = false;
+    let mut v6 = false;
+    for ip in &result.ips {
+        let Some(gw) = ip.gateway else { continue };
+        let net = IpNet::new(gw, ip.address.prefix_len())
+            .map_err(|_| Error::internal("gateway prefix"))?;
+        ensure_addr(h, &target, net, b.c.force_address)?;
+        if gw.is_ipv4() { v4 = true } else { v6 = true }
+    }
+    if let Some(mac) = br.mac {
+        // Without a fixed address the bridge MAC follows its ports and neighbours lose it.
+        h.set_mac(br.index, mac)
+            .ctx(format_args!("failed to pin the MAC of {:?}", br.name))?;
+    }
+    if v4 {
+        sysctl::set("net/ipv4/ip_forward", "1")?;
+    }
+    if v6 {
+        sysctl::set("net/ipv6/conf/all/forwarding", "1")?;
+    }
+    Ok(())
+}
+
+/// The `<bridge>.<vlan>` veth whose peer is an access port of that VLAN on the bridge.
+fn vlan_gateway_link(h: &mut Handle, b: &Bridge, br: &Link) -> Result<Link> {
+    let name = format!("{}.{}", b.c.bridge, b.c.vlan);
+    if let Some(l) = h.link_by_name(&name)? {
+        return Ok(l);
+    }
+    let peer = format!("veth{}", random::hex(8));
+    match h.add_veth(&name, &peer, b.c.mtu, None, None) {
+        Err(e) if !e.is_exists() => {
+            return Err(Error::from(e).context(format_args!("failed to create {name:?}")));
+        }
+        _ => {}
+    }
+    let p = h.link(&peer)?;
+    h.set_master(p.index, Some(br.index))?;
+    h.set_up(p.index, true)?;
+    let vb = Bridge {
+        c: Conf {
+            vlan: b.c.vlan,
+            preserve_default_vlan: b.c.preserve_default_vlan,
+            ..Default::default()
+        },
+        trunk: Vec::new(),
+    };
+    setup_port_vlans(h, p.index, &vb)?;
+    let l = h.link(&name)?;
+    h.set_up(l.index, true)?;
+    Ok(l)
+}
+
+/// Add `net` to `link` unless present; another address of the family is an error unless
+/// forceAddress (IPv4: any other address; IPv6: an overlapping prefix), as upstream.
+fn ensure_addr(h: &mut Handle, link: &Link, net: IpNet, force: bool) -> Result<()> {
+    let fam = if net.addr().is_ipv4() {
+        Family::V4
+    } else {
+        Family::V6
+    };
+    for a in h.addrs(Some(link.index), fam)? {
+        if a.net == net {
+            return Ok(());
+        }
+        let clash = if net.addr().is_ipv4() {
+            true
+        } else {
+            a.net.contains(&net.addr()) || net.contains(&a.net.addr())
+        };
+        if clash && !a.net.addr().is_ipv6()
+            || clash && a.net.addr().is_ipv6() && !is_link_local(a.net.addr())
+        {
+            if !force {
+                return Err(Error::config(format!(
+                    "{:?} already has an IP address different from {net}",
+                    link.name
+                )));
+            }
+            h.del_addr(link.index, a.net).ctx(format_args!(
+                "failed to remove IP address {} from {:?}",
+                a.net, link.name
+            ))?;
+        }
+    }
+    match h.add_addr(link.index, net, 0) {
+        // A concurrent ADD on the same new bridge got there first.
+        Err(e) if e.is_exists() => Ok(()),
+        r => r.ctx(format_args!(
+            "could not add IP address {net} to {:?}",
+            link.name
+        )),
+    }
+}
+
+fn is_link_local(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(a) if (a.segments()[0] & 0xffc0) == 0xfe80)
+}
+
+/// Wait for the host veth to become operationally up (upstream: 0/50/500/1000/1000 ms).
+fn wait_oper_up(h: &mut Handle, index: u32) {
+    for ms in [0u64, 50, 500, 1000, 1000] {
+        std::thread::sleep(Duration::from_millis(ms));
+        if h.link_by_index(index)
+            .ok()
+            .flatten()
+            .is_some_and(|l| l.operstate == 6)
+        {
+            return;
+        }
+    }
+}
+
+fn del(req: &Request) -> Result<Option<CniResult>> {
+    let b = load(req)?;
+    let mut addrs = Vec::new();
+    if !req.env.netns.is_empty() {
+        match NetNs::open(&req.env.netns) {
+            Ok(ns) => {
+                let mut h = Handle::in_netns(&ns)?;
+                if let Some(l) = h.link_by_name(&req.env.ifname)? {
+                    addrs = iface::global_addrs(&mut h, l.index);
+                    match h.del_link(l.index) {
+                        Err(e) if !e.is_not_found() => {
+                            return Err(Error::from(e)
+                                .context(format_args!("failed to delete {:?}", req.env.ifname)));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if let Some(name) = req.ipam_type() {
+        delegate::del(name, req)?;
+    }
+    if b.c.ip_masq {
+        // Works from the chain name alone, so an empty CNI_NETNS does not leak rules.
+        masq::teardown(
+            &req.conf.name,
+            &req.env.container_id,
+            &req.env.ifname,
+            &addrs,
+        )?;
+    }
+    Ok(None)
+}
+
+fn check(req: &Request) -> Result<Option<CniResult>> {
+    let b = load(req)?;
+    if let Some(name) = req.ipam_type() {
+        delegate::delegate(Command::Check, name, req)?;
+    }
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("bridge: required prevResult missing"))?;
+    let mut host = Handle::new()?;
+    let br = host
+        .link_by_name(&b.c.bridge)?
+        .filter(|l| l.kind.as_deref() == Some("bridge"))
+        .ok_or_else(|| Error::internal(format!("bridge {:?} not found", b.c.bridge)))?;
+    if b.c.promisc_mode && !br.promisc {
+        return Err(Error::internal(format!(
+            "bridge {:?} is not in promiscuous mode",
+            b.c.bridge
+        )));
+    }
+    let ifname = &req.env.ifname;
+    let pos = prev
+        .interfaces
+        .iter()
+        .position(|i| &i.name == ifname && !i.sandbox.is_empty())
+        .ok_or_else(|| Error::internal(format!("interface {ifname:?} not found in prevResult")))?;
+    let want = &prev.interfaces[pos];
+    if want.sandbox != req.env.netns {
+        return Err(Error::internal(format!(
+            "sandbox in prevResult {} doesn't match configured netns {}",
+            want.sandbox, req.env.netns
+        )));
+    }
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let mut cont = Handle::in_netns(&ns)?;
+    let cv = cont
+        .link_by_name(ifname)?
+        .ok_or_else(|| Error::internal(format!("container interface {ifname:?} not found")))?;
+    if cv.kind.as_deref() != Some("veth") {
+        return Err(Error::internal(format!(
+            "container interface {ifname:?} is not a veth"
+        )));
+    }
+    let mac = cv.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+    if !want.mac.is_empty() && !want.mac.eq_ignore_ascii_case(&mac) {
+        return Err(Error::internal(format!(
+            "interface {ifname:?} has MAC {mac}, prevResult says {}",
+            want.mac
+        )));
+    }
+    let peer = cv
+        .link
+        .ok_or_else(|| Error::internal(format!("cannot find the host peer of {ifname:?}")))?;
+    let hv = host
+        .link_by_index(peer)?
+        .filter(|l| l.master == Some(br.index))
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "host veth of {ifname:?} is not attached to bridge {:?}",
+                b.c.bridge
+            ))
+        })?;
+    if !prev
+        .interfaces
+        .iter()
+        .any(|i| i.name == hv.name && i.sandbox.is_empty())
+    {
+        return Err(Error::internal(format!(
+            "host veth {:?} not found in prevResult",
+            hv.name
+        )));
+    }
+    check_ips(&mut cont, &cv, &prev, pos)?;
+    Ok(None)
+}
+
+/// Every address of prevResult meant for this interface is on it; every route is present.
+fn check_ips(h: &mut Handle, link: &Link, prev: &CniResult, pos: usize) -> Result<()> {
+    let have = h.addrs(Some(link.index), Family::All)?;
+    for ip in prev
+        .ips
+        .iter()
+        .filter(|ip: &&IpConfig| ip.interface.is_none_or(|i| i == pos))
+    {
+        if !have.iter().any(|a| a.net == ip.address) {
+            return Err(Error::internal(format!(
+                "address {} not found on {:?}",
+                ip.address, link.name
+            )));
+        }
+    }
+    let routes = h.routes(Family::All, None)?;
+    for r in &prev.routes {
+        let table = r.table.unwrap_or(netlink::TABLE_MAIN);
+        let found = routes.iter().any(|x| {
+            x.dst == r.dst
+                && (x.table == table || (x.table == 0 && table == netlink::TABLE_MAIN))
+                && (r.gw.is_none() || x.gw == r.gw || x.multipath.iter().any(|n| n.gw == r.gw))
+        });
+        if !found {
+            return Err(Error::internal(format!(
+                "route to {} not found in the container",
+                r.dst
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn status(req: &Request) -> Result<Option<CniResult>> {
+    load(req)?;
+    if let Some(name) = req.ipam_type() {
+        delegate::delegate(Command::Status, name, req)?;
+    }
+    Ok(None)
+}
+
+fn gc(req: &Request) -> Result<Option<CniResult>> {
+    let b = load(req)?;
+    let mut errors = Vec::new();
+    if let Some(name) = req.ipam_type() {
+        if let Err(e) = delegate::delegate(Command::Gc, name, req) {
+            errors.push(e.to_string());
+        }
+    }
+    if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments()) {
+        if let Err(e) = masq::gc(&req.conf.name, valid) {
+            errors.push(e.to_string());
+        }
+    }
+    if errors.is_empty() {
+        Ok(None)
+    } else {
+        Err(Error::internal(errors.join("; ")))
+    }
+}
