@@ -233,6 +233,11 @@ impl Drop for Undo<'_> {
 
 fn add(req: &Request) -> Result<Option<CniResult>> {
     let b = load(req)?;
+    if req.version.is_legacy() && req.ipam_type().is_none() {
+        // Checked up front: the 0.1/0.2 result cannot express an L2-only attachment, and
+        // failing after the veth exists would leave it behind.
+        return Err(Error::internal("cannot convert: no valid IP addresses"));
+    }
     let mac = requested_mac(req)?;
     let mut host = Handle::new()?;
     let br = ensure_bridge(&mut host, &b)?;
@@ -375,7 +380,9 @@ fn create_veth(
             // Either name may clash; only the random one is worth retrying.
             Err(e) if e.is_exists() => continue,
             Err(e) => {
-                return Err(Error::from(e).context(format_args!("failed to create veth {ifname:?}")));
+                return Err(
+                    Error::from(e).context(format_args!("failed to create veth {ifname:?}"))
+                );
             }
         }
     }
@@ -469,8 +476,13 @@ fn setup_gateway(h: &mut Handle, b: &Bridge, br: &Link, result: &CniResult) -> R
         ensure_addr(h, &target, net, b.c.force_address)?;
         if gw.is_ipv4() { v4 = true } else { v6 = true }
     }
-    if let Some(mac) = br.mac {
-        // Without a fixed address the bridge MAC follows its ports and neighbours lose it.
+    // Without a fixed address the bridge MAC follows its ports and neighbours lose it. Read it
+    // now that a port is attached: a bridge that lost its last port may have the zero address.
+    if let Some(mac) = h
+        .link_by_index(br.index)?
+        .and_then(|l| l.mac)
+        .filter(|m| *m != [0; 6])
+    {
         h.set_mac(br.index, mac)
             .ctx(format_args!("failed to pin the MAC of {:?}", br.name))?;
     }

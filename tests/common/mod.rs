@@ -129,8 +129,20 @@ impl Sandbox {
         Env::default()
     }
 
+    /// `imp`, run inside the node namespace `node`.
+    pub fn plugin_in<'a>(&'a self, imp: Impl, node: &'a NetNs) -> Plugin<'a> {
+        Plugin {
+            sb: self,
+            imp,
+            node: Some(node),
+        }
+    }
     pub fn plugin(&self, imp: Impl) -> Plugin<'_> {
-        Plugin { sb: self, imp }
+        Plugin {
+            sb: self,
+            imp,
+            node: None,
+        }
     }
     pub fn ours(&self) -> Plugin<'_> {
         self.plugin(Impl::Ours)
@@ -277,6 +289,9 @@ pub fn cnibox(args: &[&str]) -> Output {
 pub struct Plugin<'a> {
     pub sb: &'a Sandbox,
     pub imp: Impl,
+    /// Run the plugin inside this "node" namespace (`ip netns exec`), so bridges, rules and
+    /// sysctls it creates never touch the machine's own namespace.
+    pub node: Option<&'a NetNs>,
 }
 
 impl Plugin<'_> {
@@ -309,7 +324,18 @@ impl Plugin<'_> {
         .filter(|(_, v)| !v.is_empty())
         .collect();
         vars.extend(env.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        exec(&self.program(applet), &[], &vars, stdin)
+        match self.node {
+            None => exec(&self.program(applet), &[], &vars, stdin),
+            Some(node) => {
+                let prog = self.program(applet).display().to_string();
+                exec(
+                    Path::new("ip"),
+                    &["netns", "exec", &node.name, &prog],
+                    &vars,
+                    stdin,
+                )
+            }
+        }
     }
 
     /// Run with a JSON config.

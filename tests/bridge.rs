@@ -1,0 +1,428 @@
+//! bridge, exec'd like a runtime does, inside throwaway "node" namespaces with real container
+//! namespaces: traffic, CHECK/DEL behaviour, result shape per version, concurrency, undo on
+//! failure, and side by side with the reference plugin.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+
+fn conf(sb: &Sandbox, version: &str, extra: Value) -> Value {
+    let mut c = json!({
+        "cniVersion": version,
+        "name": "brnet",
+        "type": "bridge",
+        "bridge": "cni0",
+        "isGateway": true,
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": "10.77.0.0/24"}], [{"subnet": "fd77::/64"}]],
+            "dataDir": sb.path("ipam").display().to_string(),
+        }
+    });
+    merge(&mut c, extra);
+    c
+}
+
+fn merge(c: &mut Value, extra: Value) {
+    if let Value::Object(m) = extra {
+        for (k, v) in m {
+            if v.is_null() {
+                c.as_object_mut().unwrap().remove(&k);
+            } else {
+                c[k] = v;
+            }
+        }
+    }
+}
+
+fn env_for(ns: &NetNs, id: &str) -> Env {
+    Env {
+        container_id: id.into(),
+        netns: ns.path(),
+        ..Env::default()
+    }
+}
+
+fn links(node: &NetNs) -> Vec<String> {
+    node.sh(&["ip", "-o", "link", "show"])
+        .lines()
+        .filter_map(|l| {
+            l.split(": ")
+                .nth(1)
+                .map(|n| n.split('@').next().unwrap_or(n).to_string())
+        })
+        .collect()
+}
+
+fn ping(from: &NetNs, to: &str) -> bool {
+    from.exec(&["ping", "-c1", "-W2", to]).status_ok
+}
+
+#[test]
+fn add_check_del_with_real_traffic() {
+    if !require_root("add_check_del_with_real_traffic") {
+        return;
+    }
+    let sb = Sandbox::new("br-traffic");
+    let (node, c1, c2) = (NetNs::create(), NetNs::create(), NetNs::create());
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let cf = conf(&sb, "1.0.0", json!({}));
+    let r1 = p.add("bridge", &env_for(&c1, "c1"), &cf).ok().clone();
+    let r2 = p.add("bridge", &env_for(&c2, "c2"), &cf).ok().clone();
+    assert_eq!(r1["interfaces"][0]["name"], "cni0");
+    assert!(
+        r1["interfaces"][1]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("veth")
+    );
+    assert_eq!(r1["interfaces"][1]["name"].as_str().unwrap().len(), 12);
+    assert_eq!(r1["interfaces"][2]["sandbox"], json!(c1.path()));
+    assert_eq!(r1["ips"][0]["interface"], 2);
+    let ip2 = r2["ips"][0]["address"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let ip2v6 = r2["ips"][1]["address"]
+        .as_str()
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    // IPv6 DAD on the bridge's own gateway address can take a moment.
+    assert!(ping(&c1, "10.77.0.1"), "container -> gateway");
+    assert!(ping(&c1, &ip2), "container -> container");
+    assert!(
+        (0..30).any(|_| ping(&c1, &ip2v6) || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            false
+        }),
+        "v6 container -> container"
+    );
+    assert!(
+        (0..30).any(|_| ping(&c1, "fd77::1") || {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            false
+        }),
+        "v6 container -> gateway"
+    );
+    assert_eq!(
+        node.sh(&["sysctl", "-n", "net.ipv4.ip_forward"]).trim(),
+        "1"
+    );
+
+    let chk = with_prev(&cf, &r1);
+    p.check("bridge", &env_for(&c1, "c1"), &chk).ok();
+    let addr = r1["ips"][0]["address"].as_str().unwrap();
+    c1.sh(&["ip", "addr", "del", addr, "dev", "eth0"]);
+    let msg = p.check("bridge", &env_for(&c1, "c1"), &chk).err(999);
+    assert!(msg.contains(addr), "{msg}");
+
+    let host_veth = r1["interfaces"][1]["name"].as_str().unwrap();
+    p.del("bridge", &env_for(&c1, "c1"), &cf).ok();
+    assert!(
+        !links(&node).iter().any(|l| l == host_veth),
+        "host veth removed"
+    );
+    assert!(
+        !sb.path(&format!("ipam/brnet/{}", addr.split('/').next().unwrap()))
+            .exists(),
+        "IP released"
+    );
+    p.del("bridge", &env_for(&c1, "c1"), &cf).ok();
+    // DEL with an empty CNI_NETNS still releases the IPAM reservation.
+    p.del(
+        "bridge",
+        &Env {
+            netns: String::new(),
+            ..env_for(&c2, "c2")
+        },
+        &cf,
+    )
+    .ok();
+    assert!(!sb.path(&format!("ipam/brnet/{ip2}")).exists());
+}
+
+#[test]
+fn result_shape_for_every_version() {
+    if !require_root("result_shape_for_every_version") {
+        return;
+    }
+    let sb = Sandbox::new("br-versions");
+    let node = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    for v in ALL_VERSIONS {
+        let c = NetNs::create();
+        let id = format!("v{}", v.replace('.', ""));
+        let cf = conf(&sb, v, json!({}));
+        let r = p.add("bridge", &env_for(&c, &id), &cf).ok().clone();
+        assert_eq!(r["cniVersion"], json!(v));
+        if v.starts_with("0.1") || v.starts_with("0.2") {
+            assert!(
+                r["ip4"]["ip"].as_str().unwrap().starts_with("10.77.0."),
+                "{v}: {r}"
+            );
+            assert_eq!(r["ip4"]["gateway"], "10.77.0.1");
+            assert!(
+                r["ip6"]["ip"].as_str().unwrap().starts_with("fd77::"),
+                "{v}: {r}"
+            );
+            assert!(r.get("interfaces").is_none());
+        } else {
+            assert_eq!(r["interfaces"].as_array().unwrap().len(), 3, "{v}");
+            assert_eq!(r["ips"][0]["interface"], 2);
+            assert_eq!(
+                r["ips"][0].get("version").is_some(),
+                v.starts_with("0."),
+                "{v}: {r}"
+            );
+        }
+        if *v >= "0.4.0" {
+            p.check("bridge", &env_for(&c, &id), &with_prev(&cf, &r))
+                .ok();
+        } else {
+            p.check("bridge", &env_for(&c, &id), &cf).err(1);
+        }
+        if *v == "1.1.0" {
+            p.status("bridge", &cf).ok();
+        } else {
+            p.status("bridge", &cf).err(1);
+        }
+        p.del("bridge", &env_for(&c, &id), &cf).ok();
+        // L2-only: no IPAM. Below 0.3.0 this cannot be expressed, and nothing is created.
+        let l2 = conf(
+            &sb,
+            v,
+            json!({"ipam": null, "isGateway": false, "bridge": "l2br"}),
+        );
+        let before = links(&node).len();
+        let out = p.add("bridge", &env_for(&c, &id), &l2);
+        if v.starts_with("0.1") || v.starts_with("0.2") {
+            assert!(
+                out.err(999)
+                    .contains("cannot convert: no valid IP addresses")
+            );
+            assert!(links(&node).len() <= before + 1, "no veth left behind");
+        } else {
+            let r = out.ok().clone();
+            assert!(r.get("ips").is_none(), "{r}");
+            if *v >= "0.4.0" {
+                p.check("bridge", &env_for(&c, &id), &with_prev(&l2, &r))
+                    .ok();
+            }
+        }
+        p.del("bridge", &env_for(&c, &id), &l2).ok();
+    }
+}
+
+#[test]
+fn twenty_concurrent_adds_on_a_new_bridge() {
+    if !require_root("twenty_concurrent_adds_on_a_new_bridge") {
+        return;
+    }
+    let sb = Sandbox::new("br-concurrent");
+    let node = NetNs::create();
+    let cf = conf(&sb, "1.0.0", json!({"bridge": "br-race"}));
+    let conts: Vec<NetNs> = (0..20).map(|_| NetNs::create()).collect();
+    let results: Vec<Value> = std::thread::scope(|s| {
+        let hs: Vec<_> = conts
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let (sb, cf, node) = (&sb, &cf, &node);
+                s.spawn(move || {
+                    sb.plugin_in(Impl::Ours, node)
+                        .add("bridge", &env_for(c, &format!("c{i}")), cf)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap().ok().clone())
+            .collect()
+    });
+    let ips: HashSet<String> = results
+        .iter()
+        .map(|r| r["ips"][0]["address"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ips.len(), 20, "distinct addresses");
+    let addrs = node.sh(&["ip", "-4", "-o", "addr", "show", "dev", "br-race"]);
+    assert_eq!(addrs.lines().count(), 1, "one gateway address: {addrs}");
+    assert!(ping(
+        &conts[0],
+        results[19]["ips"][0]["address"]
+            .as_str()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+    ));
+}
+
+#[test]
+fn failed_add_leaves_no_veth_and_no_reservation() {
+    if !require_root("failed_add_leaves_no_veth_and_no_reservation") {
+        return;
+    }
+    let sb = Sandbox::new("br-undo");
+    let node = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    // A /30 has one allocatable address besides the gateway.
+    let cf = conf(
+        &sb,
+        "1.0.0",
+        json!({"ipam": {"type": "host-local", "subnet": "10.78.0.0/30",
+        "dataDir": sb.path("ipam").display().to_string()}, "bridge": "br-undo"}),
+    );
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    p.add("bridge", &env_for(&c1, "c1"), &cf).ok();
+    let before = links(&node);
+    let msg = p.add("bridge", &env_for(&c2, "c2"), &cf).err(999);
+    assert!(msg.contains("no IP addresses available"), "{msg}");
+    assert_eq!(links(&node), before, "no host veth left");
+    assert!(
+        !c2.sh(&["ip", "-o", "link"]).contains("eth0"),
+        "no container veth left"
+    );
+
+    // Address conflict on the bridge with forceAddress=false.
+    let cf2 = conf(&sb, "1.0.0", json!({"bridge": "br-conflict"}));
+    node.sh(&["ip", "link", "add", "br-conflict", "type", "bridge"]);
+    node.sh(&["ip", "addr", "add", "10.99.0.1/24", "dev", "br-conflict"]);
+    let before = links(&node);
+    let msg = p.add("bridge", &env_for(&c2, "c2"), &cf2).err(7);
+    assert!(
+        msg.contains("already has an IP address different from"),
+        "{msg}"
+    );
+    assert_eq!(links(&node), before);
+    let left: Vec<_> = std::fs::read_dir(sb.path("ipam/brnet"))
+        .unwrap()
+        .flatten()
+        .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|s| s.starts_with("c2")))
+        .collect();
+    assert!(left.is_empty(), "reservation released: {left:?}");
+    // With forceAddress the old address is replaced.
+    let cf3 = conf(
+        &sb,
+        "1.0.0",
+        json!({"bridge": "br-conflict", "forceAddress": true}),
+    );
+    p.add("bridge", &env_for(&c2, "c2"), &cf3).ok();
+    let a = node.sh(&["ip", "-4", "-o", "addr", "show", "dev", "br-conflict"]);
+    assert!(
+        a.contains("10.77.0.1/24") && !a.contains("10.99.0.1"),
+        "{a}"
+    );
+}
+
+#[test]
+fn port_options_and_validation() {
+    if !require_root("port_options_and_validation") {
+        return;
+    }
+    let sb = Sandbox::new("br-opts");
+    let node = NetNs::create();
+    let c = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let bad = conf(
+        &sb,
+        "1.0.0",
+        json!({"hairpinMode": true, "promiscMode": true}),
+    );
+    p.add("bridge", &env_for(&c, "x"), &bad).err(7);
+    p.add(
+        "bridge",
+        &env_for(&c, "x"),
+        &conf(&sb, "1.0.0", json!({"vlan": 5000})),
+    )
+    .err(7);
+    p.add(
+        "bridge",
+        &env_for(&c, "x"),
+        &conf(&sb, "1.0.0", json!({"disableContainerInterface": true})),
+    )
+    .err(7);
+    let cf = conf(
+        &sb,
+        "1.0.0",
+        json!({"hairpinMode": true, "portIsolation": true, "mtu": 1400,
+        "runtimeConfig": {"mac": "0a:58:0a:4d:00:99"}, "dns": {"nameservers": ["10.77.0.53"]}}),
+    );
+    let r = p.add("bridge", &env_for(&c, "x"), &cf).ok().clone();
+    assert_eq!(r["interfaces"][2]["mac"], "0a:58:0a:4d:00:99");
+    assert_eq!(r["dns"]["nameservers"][0], "10.77.0.53");
+    let hv = r["interfaces"][1]["name"].as_str().unwrap();
+    let d = node.sh(&["ip", "-d", "link", "show", hv]);
+    assert!(
+        d.contains("hairpin on") && d.contains("isolated on") && d.contains("mtu 1400"),
+        "{d}"
+    );
+}
+
+/// Same config in twin node namespaces: same result modulo random names and MACs, same host
+/// state.
+#[test]
+fn matches_reference_bridge() {
+    if !require_root("matches_reference_bridge") || !reference_available("bridge") {
+        return;
+    }
+    let sb = Sandbox::new("br-ref");
+    let mut results = Vec::new();
+    let mut states = Vec::new();
+    for imp in [Impl::Ours, Impl::Reference] {
+        let node = NetNs::create();
+        let c = NetNs::create();
+        let mut cf = conf(
+            &sb,
+            "1.0.0",
+            json!({"isDefaultGateway": true, "hairpinMode": true}),
+        );
+        cf["ipam"]["dataDir"] = json!(sb.path(&format!("ipam-{imp:?}")).display().to_string());
+        let p = sb.plugin_in(imp, &node);
+        let mut r = p.add("bridge", &env_for(&c, "ref1"), &cf).ok().clone();
+        for i in r["interfaces"].as_array_mut().unwrap() {
+            i["mac"] = json!("<mac>");
+        }
+        r["interfaces"][1]["name"] = json!("<veth>");
+        r["interfaces"][2]["sandbox"] = json!("<netns>");
+        results.push(normalize(&r));
+        let probe = NetNs::create();
+        let hv = p.add("bridge", &env_for(&probe, "probe"), &cf).ok()["interfaces"][1]["name"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        states.push((
+            node.sh(&["ip", "-o", "addr", "show", "dev", "cni0"])
+                .lines()
+                .filter(|l| !l.contains("fe80"))
+                .map(|l| {
+                    l.split_whitespace()
+                        .skip(1)
+                        .take(3)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect::<Vec<_>>(),
+            node.sh(&[
+                "sysctl",
+                "-n",
+                "net.ipv4.ip_forward",
+                "net.ipv6.conf.all.forwarding",
+            ]),
+            node.sh(&["ip", "-d", "link", "show", &hv])
+                .contains("hairpin on"),
+            c.sh(&["ip", "route"])
+                .lines()
+                .map(str::to_string)
+                .collect::<Vec<_>>(),
+        ));
+        p.del("bridge", &env_for(&c, "ref1"), &cf).ok();
+    }
+    assert_eq!(results[0], results[1], "result JSON, ours vs reference");
+    assert_eq!(states[0], states[1], "host state, ours vs reference");
+}
