@@ -214,10 +214,10 @@ impl Drop for Undo<'_> {
         if self.done {
             return;
         }
-        if let Some(name) = &self.ipam {
-            if let Err(e) = delegate::del(name, self.req) {
-                eprintln!("bridge: undo IPAM {name}: {e}");
-            }
+        if let Some(name) = &self.ipam
+            && let Err(e) = delegate::del(name, self.req)
+        {
+            eprintln!("bridge: undo IPAM {name}: {e}");
         }
         if let Some((ns, ifname)) = &self.container {
             let gone = Handle::in_netns(ns).and_then(|mut h| match h.link_by_name(ifname)? {
@@ -741,15 +741,15 @@ fn status(req: &Request) -> Result<Option<CniResult>> {
 fn gc(req: &Request) -> Result<Option<CniResult>> {
     let b = load(req)?;
     let mut errors = Vec::new();
-    if let Some(name) = req.ipam_type() {
-        if let Err(e) = delegate::delegate(Command::Gc, name, req) {
-            errors.push(e.to_string());
-        }
+    if let Some(name) = req.ipam_type()
+        && let Err(e) = delegate::delegate(Command::Gc, name, req)
+    {
+        errors.push(e.to_string());
     }
-    if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments()) {
-        if let Err(e) = masq::gc(&req.conf.name, valid) {
-            errors.push(e.to_string());
-        }
+    if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments())
+        && let Err(e) = masq::gc(&req.conf.name, valid)
+    {
+        errors.push(e.to_string());
     }
     if errors.is_empty() {
         Ok(None)

@@ -301,10 +301,8 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             Some(i) => keep.contains(&(owner.container_id.as_str(), i.as_str())),
             None => keep_cid.contains(owner.container_id.as_str()),
         };
-        if !valid {
-            if let Err(e) = store.release_owner(&owner) {
-                errors.push(e.msg);
-            }
+        if !valid && let Err(e) = store.release_owner(&owner) {
+            errors.push(e.msg);
         }
     }
     store.remove_orphans()?;

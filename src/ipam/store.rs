@@ -370,14 +370,14 @@ impl Store {
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if self.dirty {
-            if let Err(e) = self.seal() {
-                // Not fatal: the next operation rebuilds the index.
-                eprintln!(
-                    "host-local: could not seal index of {}: {e}",
-                    self.dir.display()
-                );
-            }
+        if self.dirty
+            && let Err(e) = self.seal()
+        {
+            // Not fatal: the next operation rebuilds the index.
+            eprintln!(
+                "host-local: could not seal index of {}: {e}",
+                self.dir.display()
+            );
         }
     }
 }
