@@ -4,9 +4,16 @@
 use crate::cni::Applet;
 
 mod host_local;
+mod loopback;
 mod static_ipam;
+mod vlan;
 
-pub static TABLE: &[&Applet] = &[&host_local::APPLET, &static_ipam::APPLET];
+pub static TABLE: &[&Applet] = &[
+    &host_local::APPLET,
+    &static_ipam::APPLET,
+    &vlan::APPLET,
+    &loopback::APPLET,
+];
 
 pub fn find(name: &str) -> Option<&'static Applet> {
     TABLE.iter().copied().find(|a| a.name == name)
