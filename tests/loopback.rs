@@ -16,7 +16,9 @@ fn conf(ver: &str) -> Value {
 }
 
 fn lo_flags(ns: &NetNs) -> String {
-    ns.sh(&["cat", "/sys/class/net/lo/flags"]).trim().to_string()
+    ns.sh(&["cat", "/sys/class/net/lo/flags"])
+        .trim()
+        .to_string()
 }
 
 fn lo_is_up(ns: &NetNs) -> bool {
@@ -94,9 +96,15 @@ fn add_brings_lo_up_with_result_per_version() {
         let out = sb.ours().add("loopback", &env, &conf(ver));
         let got = out.ok().clone();
         assert!(lo_is_up(&ns), "{ver}: lo is not up after ADD");
-        assert_eq!(normalize(&got), normalize(&expected(ver, &ns.path())), "{ver}");
+        assert_eq!(
+            normalize(&got),
+            normalize(&expected(ver, &ns.path())),
+            "{ver}"
+        );
         assert!(
-            ns.exec(&["ip", "link", "show", "eth0"]).status_ok.eq(&false),
+            ns.exec(&["ip", "link", "show", "eth0"])
+                .status_ok
+                .eq(&false),
             "{ver}: no eth0 must appear"
         );
 
