@@ -9,6 +9,11 @@
 //! * DEL sets `lo` down; an empty or missing CNI_NETNS is success.
 //! * CHECK fails unless `lo` is up.
 //! * STATUS and GC have nothing to do.
+//!
+//! One deliberate difference: upstream builds a 1.0.0 result, labels it with the config's
+//! version and prints it unconverted, so for 0.1.0–0.4.0 it emits `interfaces`/`ips` without
+//! `ips[].version` (and no `ip4`/`ip6` for 0.1.0/0.2.0). cnibox prints the shape the spec
+//! defines for the requested version, which is what a runtime of that version can parse.
 
 use crate::cni::result::{Interface, IpConfig};
 use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
