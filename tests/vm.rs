@@ -7,7 +7,9 @@
 //! is unset, or the runner reports a missing host dependency (qemu, kernel, static busybox:
 //! exit 3), the test prints a SKIP note and passes — unless `CNIBOX_VM_REQUIRED=1`, which makes
 //! that a failure (for CI, where the dependencies are installed on purpose).
-//! `CNIBOX_VM_ACCEL`, `CNIBOX_VM_TIMEOUT` etc. are passed through to the runner.
+//! `CNIBOX_VM_ACCEL`, `CNIBOX_VM_TIMEOUT` etc. are passed through to the runner. When the Go
+//! reference plugins are installed in `/usr/lib/cni`, they are copied into the VM as well and
+//! the script compares against them.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,6 +25,36 @@ fn required() -> bool {
 fn skip(test: &str, why: &str) {
     assert!(!required(), "{test}: {why}, and CNIBOX_VM_REQUIRED is set");
     eprintln!("SKIP {test}: {why}");
+}
+
+/// The reference plugins in `/usr/lib/cni` are dynamically linked (Debian): they go into the VM
+/// as `/ref/<name>` together with their loader and libc, when all of those exist.
+const REFERENCE: &[&str] = &["vlan"];
+const REFERENCE_LIBS: &[&str] = &[
+    "/lib64/ld-linux-x86-64.so.2",
+    "/lib/x86_64-linux-gnu/libc.so.6",
+];
+
+fn reference_args() -> Vec<String> {
+    let present = |p: &str| Path::new(p).is_file();
+    let plugins: Vec<String> = REFERENCE
+        .iter()
+        .map(|n| format!("/usr/lib/cni/{n}"))
+        .filter(|p| present(p))
+        .collect();
+    if plugins.is_empty() || !REFERENCE_LIBS.iter().all(|l| present(l)) {
+        eprintln!("note: reference plugins or their libc missing, no comparison in the VM");
+        return Vec::new();
+    }
+    let mut args = Vec::new();
+    for p in &plugins {
+        let name = p.rsplit('/').next().unwrap_or_default();
+        args.extend(["--add".to_string(), format!("{p}:/ref/{name}")]);
+    }
+    for l in REFERENCE_LIBS {
+        args.extend(["--add".to_string(), format!("{l}:{l}")]);
+    }
+    args
 }
 
 /// Boot the VM with `script`; panics on failure with the runner's whole output.
@@ -47,6 +79,7 @@ fn run_in_vm(test: &str, script: &str) {
         .arg(&bin)
         .arg("--script")
         .arg(root.join(script))
+        .args(reference_args())
         .output()
         .expect("run tests/vm/run.sh");
     let secs = start.elapsed().as_secs_f64();
@@ -66,7 +99,7 @@ fn run_in_vm(test: &str, script: &str) {
 }
 
 /// vlan end to end (two masters on a veth wire, ping, CHECK, GC, DEL, errors,
-/// linkInContainer) and loopback, from an initramfs.
+/// linkInContainer, side by side with the reference) and loopback, from an initramfs.
 #[test]
 fn vlan_and_loopback_in_vm() {
     run_in_vm("vlan_and_loopback_in_vm", "tests/vm/vlan.sh");

@@ -7,7 +7,8 @@
 # (IPv4 + IPv6, dataDir /tmp/ipam). Then: ping across, CHECK (good and bad), STATUS, GC
 # forwarded to host-local, DEL (links gone, addresses released, repeated DEL, DEL without
 # netns), config errors as CNI error JSON, undo after an IPAM failure, `mtu`, and
-# `linkInContainer` (masters inside the namespaces). Last, loopback in a fresh namespace.
+# `linkInContainer` (masters inside the namespaces), loopback in a fresh namespace, and, when
+# tests/vm.rs put the Go reference plugin in the VM, a side-by-side comparison with it.
 . /lib/cnibox-vm.sh
 
 BIN=/opt/cni/bin
@@ -279,6 +280,52 @@ run DEL loopback ctr-l "$NSL" eth0 "$LCONF"; must_ok "loopback DEL"
 check "lo is down" is_down l lo
 netns_del l
 run DEL loopback ctr-l "$NSL" eth0 "$LCONF"; must_ok "loopback DEL after the netns is gone"
+
+# ------------------------------------------------------------------ the reference plugin, if given
+# tests/vm.rs adds the Go plugin as /ref/vlan (with its libc) when /usr/lib/cni has it. Ours and
+# the reference each attach one end of a new wire; the results must be the same apart from
+# MACs, sandboxes and addresses; traffic flows between them, and each one's CHECK and DEL
+# accept what the other built.
+if [ -x /ref/vlan ] && /ref/vlan </dev/null >/dev/null 2>&1; then
+    run_ref() {
+        OUT=$(printf '%s' "$6" | env CNI_COMMAND="$1" CNI_CONTAINERID="$3" CNI_NETNS="$4" \
+            CNI_IFNAME="$5" CNI_PATH="$BIN" "/ref/$2" 2>/tmp/stderr)
+        RC=$?
+    }
+    generic() {
+        echo "$1" | sed -e 's/"mac": "[^"]*"/"mac": "M"/' -e 's#"sandbox": "[^"]*"#"sandbox": "S"#' \
+            -e 's#10\.100\.0\.[0-9]*/#10.100.0.X/#' -e 's#fd00:100::[0-9a-f]*/#fd00:100::X/#'
+    }
+    check "veth pair wr1 <-> wr2" veth_add wr1 wr2
+    ip link set wr1 up && ip link set wr2 up
+    check "netns r1" netns_add r1
+    check "netns r2" netns_add r2
+    NSR1=$(netns_path r1)
+    NSR2=$(netns_path r2)
+    CONF_R1=$(vconf 1.0.0 wr1 400)
+    CONF_R2=$(vconf 1.0.0 wr2 400)
+    run ADD vlan ctr-r1 "$NSR1" eth0 "$CONF_R1"; must_ok "ours: ADD on wr1"
+    OURS=$OUT
+    run_ref ADD vlan ctr-r2 "$NSR2" eth0 "$CONF_R2"; must_ok "reference: ADD on wr2"
+    THEIRS=$OUT
+    generic "$OURS" > /tmp/ours.json
+    generic "$THEIRS" > /tmp/theirs.json
+    check "same result as the reference (MACs, sandboxes, addresses aside)" \
+        diff -u /tmp/theirs.json /tmp/ours.json
+    check "ping ours -> reference" netns_exec r1 ping -q -c 1 -W 5 "$(ip4_of "$THEIRS")"
+    run_ref CHECK vlan ctr-r1 "$NSR1" eth0 "$(with_prev "$CONF_R1" "$OURS")"
+    must_ok "reference CHECK accepts our attachment"
+    run CHECK vlan ctr-r2 "$NSR2" eth0 "$(with_prev "$CONF_R2" "$THEIRS")"
+    must_ok "our CHECK accepts the reference's attachment"
+    run_ref DEL vlan ctr-r1 "$NSR1" eth0 "$CONF_R1"; must_ok "reference DEL of ours"
+    run DEL vlan ctr-r2 "$NSR2" eth0 "$CONF_R2"; must_ok "our DEL of the reference's"
+    check "both links gone" sh -c "! nsenter --net=$NSR1 ip link show eth0 2>/dev/null && ! nsenter --net=$NSR2 ip link show eth0 2>/dev/null"
+    check "no reservations left" [ "$(reservations)" = 0 ]
+    netns_del r1
+    netns_del r2
+else
+    echo "note: no runnable /ref/vlan in the VM, reference comparison skipped"
+fi
 
 netns_del a
 netns_del c
