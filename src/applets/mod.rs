@@ -5,9 +5,17 @@ use crate::cni::Applet;
 
 mod bridge;
 mod host_local;
+mod loopback;
 mod static_ipam;
+mod vlan;
 
-pub static TABLE: &[&Applet] = &[&bridge::APPLET, &host_local::APPLET, &static_ipam::APPLET];
+pub static TABLE: &[&Applet] = &[
+    &bridge::APPLET,
+    &host_local::APPLET,
+    &loopback::APPLET,
+    &static_ipam::APPLET,
+    &vlan::APPLET,
+];
 
 pub fn find(name: &str) -> Option<&'static Applet> {
     TABLE.iter().copied().find(|a| a.name == name)

@@ -1,0 +1,433 @@
+//! `vlan`: an 802.1Q sub-interface of a master link, placed in the container namespace
+//! (upstream `plugins/main/vlan`).
+//!
+//! Keys: `master` (required; a host interface, or with `linkInContainer` one inside the
+//! container namespace), `vlanId` (0–4094), `mtu` (0 = inherit, at most the master's MTU),
+//! `linkInContainer`, `ipam` (required) and `dns` (the result's DNS is always this one; what the
+//! IPAM plugin returns for DNS is dropped, as upstream).
+//!
+//! * ADD creates the VLAN under a random temporary name (`veth` + 8 hex) directly in the target
+//!   namespace, so it cannot clash with a host interface called CNI_IFNAME, renames it, runs the
+//!   IPAM ADD and applies the addresses and routes. Any failure after the link exists deletes it,
+//!   and a failure after IPAM ADD also releases the addresses (upstream leaves the link to the
+//!   runtime's DEL).
+//! * DEL releases the addresses first, then deletes the link. A missing namespace or link is
+//!   success. Unlike upstream, DEL does not need the master to exist (a master that disappeared,
+//!   or a `linkInContainer` master whose namespace is gone, does not block cleanup), and it only
+//!   deletes CNI_IFNAME when that is a VLAN link.
+//! * CHECK runs the IPAM CHECK, then compares `prevResult` with the container: the interface is
+//!   a VLAN with the configured id, MTU (when set), MAC, parent (the master), addresses, routes.
+//! * STATUS and GC are forwarded to the IPAM plugin.
+
+use crate::cni::delegate;
+use crate::cni::result::Interface;
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
+use crate::ipam::iface;
+use crate::netlink::{self, Family, Handle, Link, fmt_mac};
+use crate::netns::NetNs;
+use crate::random;
+use serde::Deserialize;
+
+pub static APPLET: Applet = Applet {
+    name: "vlan",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: Some(status),
+    gc: Some(gc),
+};
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Conf {
+    #[serde(default)]
+    master: String,
+    #[serde(default)]
+    vlan_id: i64,
+    #[serde(default)]
+    mtu: i64,
+    #[serde(default)]
+    link_in_container: bool,
+}
+
+/// A validated configuration.
+struct Vlan {
+    master: String,
+    vid: u16,
+    /// 0: inherit the master's MTU.
+    mtu: u32,
+    in_container: bool,
+    ipam: String,
+}
+
+/// Decode and validate the keys that need no kernel lookup.
+fn load(req: &Request) -> Result<Vlan> {
+    let c: Conf = req.decode()?;
+    if c.master.is_empty() {
+        return Err(Error::config(
+            "\"master\" field is required. It specifies the host interface name to create the VLAN for",
+        ));
+    }
+    let vid = u16::try_from(c.vlan_id)
+        .ok()
+        .filter(|&v| v <= 4094)
+        .ok_or_else(|| {
+            Error::config(format!(
+                "invalid VLAN ID {} (must be between 0 and 4094 inclusive)",
+                c.vlan_id
+            ))
+        })?;
+    let mtu = u32::try_from(c.mtu)
+        .map_err(|_| Error::config(format!("invalid MTU {}, must be [0, master MTU]", c.mtu)))?;
+    let ipam = req
+        .ipam_type()
+        .ok_or_else(|| Error::config("vlan: an \"ipam\" section with a \"type\" is required"))?
+        .to_string();
+    Ok(Vlan {
+        master: c.master,
+        vid,
+        mtu,
+        in_container: c.link_in_container,
+        ipam,
+    })
+}
+
+/// Look up the master in the handle's namespace and check the MTU against it.
+fn master(v: &Vlan, h: &mut Handle) -> Result<Link> {
+    let m = h
+        .link_by_name(&v.master)
+        .ctx(format_args!("failed to lookup master {:?}", v.master))?
+        .ok_or_else(|| {
+            let where_ = if v.in_container {
+                "in the container namespace"
+            } else {
+                "on the host"
+            };
+            Error::internal(format!(
+                "failed to lookup master {:?}: no such interface {where_}",
+                v.master
+            ))
+        })?;
+    if v.mtu > m.mtu {
+        return Err(Error::config(format!(
+            "invalid MTU {}, must be [0, master MTU({})]",
+            v.mtu, m.mtu
+        )));
+    }
+    Ok(m)
+}
+
+fn open_ns(req: &Request) -> Result<NetNs> {
+    NetNs::open(&req.env.netns).map_err(Error::from)
+}
+
+/// Create the VLAN in the container under a temporary name, rename it to CNI_IFNAME and return
+/// it (re-read after the rename). On failure nothing is left behind.
+fn create(v: &Vlan, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Link> {
+    let ifname = &req.env.ifname;
+    if cont.link_by_name(ifname)?.is_some() {
+        return Err(Error::internal(format!(
+            "container veth name provided ({ifname}) already exists"
+        )));
+    }
+    let tmp = format!("veth{}", random::hex(8));
+    let mtu = (v.mtu > 0).then_some(v.mtu);
+    let created = if v.in_container {
+        let m = master(v, cont)?;
+        cont.add_vlan(&tmp, m.index, v.vid, mtu, None)
+    } else {
+        let mut host = Handle::new()?;
+        let m = master(v, &mut host)?;
+        host.add_vlan(&tmp, m.index, v.vid, mtu, Some(ns))
+    };
+    created.map_err(|e| {
+        let hint = if e.is_exists() {
+            format!(" (is VLAN {} already in use on {}?)", v.vid, v.master)
+        } else {
+            String::new()
+        };
+        Error::internal(format!("failed to create vlan: {e}{hint}"))
+    })?;
+    let tmp_link = cont
+        .link_by_name(&tmp)?
+        .ok_or_else(|| Error::internal(format!("vlan {tmp} vanished after creation")))?;
+    let renamed = cont
+        .rename(tmp_link.index, ifname)
+        .ctx(format_args!("failed to rename vlan to {ifname:?}"))
+        .and_then(|()| {
+            cont.link_by_index(tmp_link.index)?
+                .ok_or_else(|| Error::internal(format!("failed to refetch vlan {ifname:?}")))
+        });
+    if renamed.is_err() {
+        let _ = cont.del_link(tmp_link.index);
+    }
+    renamed
+}
+
+fn add(req: &Request) -> Result<Option<CniResult>> {
+    let v = load(req)?;
+    let ns = open_ns(req)?;
+    let mut cont = Handle::in_netns(&ns)?;
+    let link = create(&v, req, &ns, &mut cont)?;
+    let ipam = match delegate::add(&v.ipam, req) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = cont.del_link(link.index);
+            return Err(e.context("failed to execute IPAM delegate"));
+        }
+    };
+    match finish(req, &ns, &mut cont, &link, ipam) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            if let Err(d) = delegate::del(&v.ipam, req) {
+                eprintln!("vlan: releasing addresses after a failed ADD: {d}");
+            }
+            let _ = cont.del_link(link.index);
+            Err(e)
+        }
+    }
+}
+
+/// Turn the IPAM result into ours and apply it to the link.
+fn finish(
+    req: &Request,
+    ns: &NetNs,
+    cont: &mut Handle,
+    link: &Link,
+    mut result: CniResult,
+) -> Result<CniResult> {
+    if result.ips.is_empty() {
+        return Err(Error::internal("IPAM plugin returned missing IP config"));
+    }
+    for ip in &mut result.ips {
+        ip.interface = Some(0);
+    }
+    result.interfaces = vec![Interface {
+        name: req.env.ifname.clone(),
+        mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
+        sandbox: ns.path().to_string(),
+        ..Default::default()
+    }];
+    iface::configure(ns, cont, &req.env.ifname, link.index, &result, 0)?;
+    result.dns = req.conf.dns.clone().unwrap_or_default();
+    Ok(result)
+}
+
+fn del(req: &Request) -> Result<Option<CniResult>> {
+    let v = load(req)?;
+    delegate::del(&v.ipam, req)?;
+    if req.env.netns.is_empty() {
+        return Ok(None);
+    }
+    let ns = match NetNs::open(&req.env.netns) {
+        Ok(ns) => ns,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let mut cont = Handle::in_netns(&ns)?;
+    let ifname = &req.env.ifname;
+    match cont.link_by_name(ifname)? {
+        None => {}
+        Some(l) if l.kind.as_deref() != Some("vlan") => {
+            eprintln!(
+                "vlan: {ifname} in {} is a {} link, not a vlan: left alone",
+                req.env.netns,
+                l.kind.as_deref().unwrap_or("physical")
+            );
+        }
+        Some(l) => match cont.del_link(l.index) {
+            Err(e) if !e.is_not_found() => {
+                return Err(Error::from(e).context(format_args!("failed to delete {ifname}")));
+            }
+            _ => {}
+        },
+    }
+    Ok(None)
+}
+
+fn check(req: &Request) -> Result<Option<CniResult>> {
+    let v = load(req)?;
+    let ns = open_ns(req)?;
+    delegate::delegate(Command::Check, &v.ipam, req)?;
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("vlan: Required prevResult missing"))?;
+    let ifname = &req.env.ifname;
+    let pos = prev
+        .interfaces
+        .iter()
+        .position(|i| &i.name == ifname && i.sandbox == req.env.netns)
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "interface {ifname:?} with sandbox {:?} not found in prevResult",
+                req.env.netns
+            ))
+        })?;
+    let want = &prev.interfaces[pos];
+    let mut cont = Handle::in_netns(&ns)?;
+    let m = if v.in_container {
+        master(&v, &mut cont)?
+    } else {
+        master(&v, &mut Handle::new()?)?
+    };
+    let link = cont.link_by_name(ifname)?.ok_or_else(|| {
+        Error::internal(format!(
+            "vlan: container interface {ifname:?} from prevResult not found"
+        ))
+    })?;
+    if link.kind.as_deref() != Some("vlan") {
+        return Err(Error::internal(format!(
+            "container interface {ifname:?} is not a vlan"
+        )));
+    }
+    if link.vlan_id != Some(v.vid) {
+        return Err(Error::internal(format!(
+            "container interface {ifname:?} has VLAN ID {}, configured {}",
+            link.vlan_id.map_or("none".into(), |i| i.to_string()),
+            v.vid
+        )));
+    }
+    // IFLA_LINK names the parent in its own namespace: the master's index in either case.
+    if link.link.is_some_and(|p| p != m.index) {
+        return Err(Error::internal(format!(
+            "container interface {ifname:?} is not a VLAN of master {:?}",
+            v.master
+        )));
+    }
+    if v.mtu != 0 && link.mtu != v.mtu {
+        return Err(Error::internal(format!(
+            "container interface {ifname:?} has MTU {}, configured {}",
+            link.mtu, v.mtu
+        )));
+    }
+    let mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+    if !want.mac.is_empty() && !want.mac.eq_ignore_ascii_case(&mac) {
+        return Err(Error::internal(format!(
+            "vlan: interface {ifname} MAC {} doesn't match container MAC {mac}",
+            want.mac
+        )));
+    }
+    check_ips(&mut cont, &link, &prev, pos).map(|()| None)
+}
+
+/// Every address of prevResult meant for this interface is on it; every route is present.
+fn check_ips(h: &mut Handle, link: &Link, prev: &CniResult, pos: usize) -> Result<()> {
+    let have = h.addrs(Some(link.index), Family::All)?;
+    for ip in prev
+        .ips
+        .iter()
+        .filter(|ip| ip.interface.is_none_or(|i| i == pos))
+    {
+        if !have.iter().any(|a| a.net == ip.address) {
+            return Err(Error::internal(format!(
+                "address {} not found on {:?}",
+                ip.address, link.name
+            )));
+        }
+    }
+    if prev.routes.is_empty() {
+        return Ok(());
+    }
+    let routes = h.routes(Family::All, None)?;
+    for r in &prev.routes {
+        let table = r.table.unwrap_or(netlink::TABLE_MAIN);
+        let found = routes.iter().any(|x| {
+            x.dst == r.dst
+                && (x.table == table || (x.table == 0 && table == netlink::TABLE_MAIN))
+                && (r.gw.is_none() || x.gw == r.gw || x.multipath.iter().any(|n| n.gw == r.gw))
+        });
+        if !found {
+            return Err(Error::internal(format!(
+                "route to {} not found in the container",
+                r.dst
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn status(req: &Request) -> Result<Option<CniResult>> {
+    let v = load(req)?;
+    delegate::delegate(Command::Status, &v.ipam, req)?;
+    Ok(None)
+}
+
+fn gc(req: &Request) -> Result<Option<CniResult>> {
+    let v = load(req)?;
+    delegate::delegate(Command::Gc, &v.ipam, req)?;
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cni::env::Env;
+    use crate::cni::error::code;
+
+    fn req(conf: serde_json::Value) -> Request {
+        let env = Env::from_lookup(|k| {
+            Some(
+                match k {
+                    "CNI_COMMAND" => "ADD",
+                    "CNI_CONTAINERID" => "c1",
+                    "CNI_NETNS" => "/run/netns/x",
+                    "CNI_IFNAME" => "eth0",
+                    "CNI_PATH" => "/opt/cni/bin",
+                    _ => return None,
+                }
+                .to_string(),
+            )
+        })
+        .ok()
+        .flatten()
+        .expect("env");
+        let conf_common = serde_json::from_value(conf.clone()).expect("netconf");
+        Request {
+            env,
+            stdin: conf.to_string().into_bytes(),
+            raw: conf,
+            conf: conf_common,
+            version: Version::V100,
+        }
+    }
+
+    fn base() -> serde_json::Value {
+        serde_json::json!({
+            "cniVersion": "1.0.0", "name": "n", "type": "vlan",
+            "master": "eth0", "vlanId": 100, "ipam": {"type": "host-local"}
+        })
+    }
+
+    #[test]
+    fn valid_config() {
+        let v = load(&req(base())).expect("valid");
+        assert_eq!((v.vid, v.mtu, v.in_container), (100, 0, false));
+        assert_eq!(v.ipam, "host-local");
+    }
+
+    #[test]
+    fn rejects_bad_values() {
+        for (key, val) in [
+            ("vlanId", serde_json::json!(4095)),
+            ("vlanId", serde_json::json!(-1)),
+            ("mtu", serde_json::json!(-5)),
+            ("master", serde_json::json!("")),
+            ("ipam", serde_json::json!({})),
+        ] {
+            let mut c = base();
+            c[key] = val;
+            let e = load(&req(c)).err().expect("must fail");
+            assert_eq!(e.code, code::INVALID_CONFIG, "{key}: {e}");
+        }
+        let mut c = base();
+        c["vlanId"] = serde_json::json!("100");
+        assert_eq!(
+            load(&req(c)).err().map(|e| e.code),
+            Some(code::DECODE_FAILURE)
+        );
+        let mut c = base();
+        c["vlanId"] = serde_json::json!(4094);
+        assert_eq!(load(&req(c)).map(|v| v.vid).ok(), Some(4094));
+    }
+}

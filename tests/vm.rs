@@ -1,0 +1,106 @@
+//! Tests that need kernel features the build machine may lack (8021q for `vlan`): each boots
+//! the static release binary in a throwaway QEMU VM with `tests/vm/run.sh` and runs a shell
+//! script there (see tests/vm/README.md). The VM has no network device and touches nothing on
+//! the host.
+//!
+//! `CNIBOX_STATIC` must point at the static musl release binary (`make test` sets it). When it
+//! is unset, or the runner reports a missing host dependency (qemu, kernel, static busybox:
+//! exit 3), the test prints a SKIP note and passes — unless `CNIBOX_VM_REQUIRED=1`, which makes
+//! that a failure (for CI, where the dependencies are installed on purpose).
+//! `CNIBOX_VM_ACCEL`, `CNIBOX_VM_TIMEOUT` etc. are passed through to the runner. When the Go
+//! reference plugins are installed in `/usr/lib/cni`, they are copied into the VM as well and
+//! the script compares against them.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+/// The runner's "missing host dependency" exit status.
+const EX_MISSING: i32 = 3;
+
+fn required() -> bool {
+    std::env::var("CNIBOX_VM_REQUIRED").is_ok_and(|v| v == "1" || v == "true")
+}
+
+fn skip(test: &str, why: &str) {
+    assert!(!required(), "{test}: {why}, and CNIBOX_VM_REQUIRED is set");
+    eprintln!("SKIP {test}: {why}");
+}
+
+/// The reference plugins in `/usr/lib/cni` are dynamically linked (Debian): they go into the VM
+/// as `/ref/<name>` together with their loader and libc, when all of those exist.
+const REFERENCE: &[&str] = &["vlan"];
+const REFERENCE_LIBS: &[&str] = &[
+    "/lib64/ld-linux-x86-64.so.2",
+    "/lib/x86_64-linux-gnu/libc.so.6",
+];
+
+fn reference_args() -> Vec<String> {
+    let present = |p: &str| Path::new(p).is_file();
+    let plugins: Vec<String> = REFERENCE
+        .iter()
+        .map(|n| format!("/usr/lib/cni/{n}"))
+        .filter(|p| present(p))
+        .collect();
+    if plugins.is_empty() || !REFERENCE_LIBS.iter().all(|l| present(l)) {
+        eprintln!("note: reference plugins or their libc missing, no comparison in the VM");
+        return Vec::new();
+    }
+    let mut args = Vec::new();
+    for p in &plugins {
+        let name = p.rsplit('/').next().unwrap_or_default();
+        args.extend(["--add".to_string(), format!("{p}:/ref/{name}")]);
+    }
+    for l in REFERENCE_LIBS {
+        args.extend(["--add".to_string(), format!("{l}:{l}")]);
+    }
+    args
+}
+
+/// Boot the VM with `script`; panics on failure with the runner's whole output.
+fn run_in_vm(test: &str, script: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let Some(bin) = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty()) else {
+        skip(
+            test,
+            "CNIBOX_STATIC is not set (build with `make build`, or run `make test`)",
+        );
+        return;
+    };
+    let bin = root.join(PathBuf::from(bin));
+    assert!(
+        bin.is_file(),
+        "CNIBOX_STATIC={} does not exist: run `cargo build --release --target x86_64-unknown-linux-musl`",
+        bin.display()
+    );
+    let start = Instant::now();
+    let out = Command::new(root.join("tests/vm/run.sh"))
+        .arg("--bin")
+        .arg(&bin)
+        .arg("--script")
+        .arg(root.join(script))
+        .args(reference_args())
+        .output()
+        .expect("run tests/vm/run.sh");
+    let secs = start.elapsed().as_secs_f64();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    match out.status.code() {
+        Some(0) => eprintln!("{text}\n{test}: VM run passed in {secs:.1} s"),
+        Some(EX_MISSING) => skip(
+            test,
+            &format!("the VM runner is missing a host dependency:\n{text}"),
+        ),
+        code => panic!("{test}: VM run failed ({code:?}) after {secs:.1} s:\n{text}"),
+    }
+}
+
+/// vlan end to end (two masters on a veth wire, ping, CHECK, GC, DEL, errors,
+/// linkInContainer, side by side with the reference) and loopback, from an initramfs.
+#[test]
+fn vlan_and_loopback_in_vm() {
+    run_in_vm("vlan_and_loopback_in_vm", "tests/vm/vlan.sh");
+}
