@@ -1,0 +1,413 @@
+//! host-local exec'd through symlinks against temporary data directories: every verb, requested
+//! addresses, concurrency, exhaustion and STATUS, GC, malformed input leaving the disk untouched,
+//! and compatibility with the reference plugin on the same store.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+fn conf(sb: &Sandbox, version: &str, ipam: Value) -> Value {
+    let mut c = json!({"cniVersion": version, "name": "hlnet", "type": "bridge",
+        "ipam": {"type": "host-local", "dataDir": sb.path("data").display().to_string()}});
+    for (k, v) in ipam.as_object().unwrap() {
+        c["ipam"][k] = v.clone();
+    }
+    c
+}
+
+fn id(cid: &str) -> Env {
+    Env {
+        container_id: cid.into(),
+        ..Env::default()
+    }
+}
+
+/// File name → content of the network directory (what upstream keeps on disk).
+fn store(dir: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| {
+                    (
+                        e.file_name().into_string().unwrap(),
+                        std::fs::read_to_string(e.path()).unwrap_or_default(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn addr(r: &Value, i: usize) -> String {
+    r["ips"][i]["address"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn add_check_del_in_every_version() {
+    let sb = Sandbox::new("hl-verbs");
+    let p = sb.ours();
+    for v in ALL_VERSIONS {
+        let c = conf(
+            &sb,
+            v,
+            json!({"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "fd01::/64"}]],
+            "routes": [{"dst": "0.0.0.0/0"}]}),
+        );
+        let e = id(&format!("c{}", v.replace('.', "")));
+        let r = p.add("host-local", &e, &c).ok().clone();
+        if v.starts_with("0.1") || v.starts_with("0.2") {
+            assert!(
+                r["ip4"]["ip"].as_str().unwrap().starts_with("10.1.0."),
+                "{r}"
+            );
+            assert_eq!(r["ip4"]["routes"][0]["dst"], "0.0.0.0/0");
+            assert!(r["ip6"]["ip"].as_str().unwrap().starts_with("fd01::"));
+        } else {
+            assert_eq!(r["ips"][0]["gateway"], "10.1.0.1");
+            assert_eq!(r["ips"][1]["gateway"], "fd01::1");
+            assert_eq!(r["ips"][0].get("version").is_some(), v.starts_with("0."));
+        }
+        if *v >= "0.4.0" {
+            p.check("host-local", &e, &c).ok();
+        }
+        p.del("host-local", &e, &c).ok();
+        p.del("host-local", &e, &c).ok();
+        if *v >= "0.4.0" {
+            assert!(
+                p.check("host-local", &e, &c)
+                    .err(999)
+                    .contains("Failed to find address")
+            );
+        }
+    }
+    let files = store(&sb.path("data/hlnet"));
+    assert!(
+        files
+            .keys()
+            .all(|k| k == "lock" || k.starts_with("last_reserved_ip.")),
+        "{files:?}"
+    );
+}
+
+#[test]
+fn legacy_keys_requested_ips_and_resolv_conf() {
+    let sb = Sandbox::new("hl-inputs");
+    let p = sb.ours();
+    std::fs::write(
+        sb.path("resolv.conf"),
+        "# c\nnameserver 10.0.0.53\nsearch a.example b.example\noptions ndots:2\ndomain example\n",
+    )
+    .unwrap();
+    let c = conf(
+        &sb,
+        "1.0.0",
+        json!({"subnet": "10.2.0.0/24", "rangeStart": "10.2.0.10", "rangeEnd": "10.2.0.20",
+        "gateway": "10.2.0.254", "resolvConf": sb.path("resolv.conf").display().to_string()}),
+    );
+    let r = p.add("host-local", &id("a"), &c).ok().clone();
+    assert_eq!(addr(&r, 0), "10.2.0.10/24");
+    assert_eq!(r["ips"][0]["gateway"], "10.2.0.254");
+    assert_eq!(
+        r["dns"],
+        json!({"nameservers": ["10.0.0.53"], "domain": "example",
+        "search": ["a.example", "b.example"], "options": ["ndots:2"]})
+    );
+    // CNI_ARGS IP (other keys need IgnoreUnknown), args.cni.ips, runtimeConfig.ips.
+    let r = p
+        .add(
+            "host-local",
+            &id("b").with_args("IgnoreUnknown=1;K8S_POD_NAME=x;IP=10.2.0.15"),
+            &c,
+        )
+        .ok()
+        .clone();
+    assert_eq!(addr(&r, 0), "10.2.0.15/24");
+    p.add(
+        "host-local",
+        &id("b2").with_args("K8S_POD_NAME=x;IP=10.2.0.16"),
+        &c,
+    )
+    .err(4);
+    let mut c2 = c.clone();
+    c2["args"] = json!({"cni": {"ips": ["10.2.0.17"]}});
+    assert_eq!(
+        addr(p.add("host-local", &id("c"), &c2).ok(), 0),
+        "10.2.0.17/24"
+    );
+    let mut c3 = c.clone();
+    c3["runtimeConfig"] = json!({"ips": ["10.2.0.18/24"]});
+    assert_eq!(
+        addr(p.add("host-local", &id("d"), &c3).ok(), 0),
+        "10.2.0.18/24"
+    );
+    // The gateway, a taken address, or one outside every range: error and nothing kept.
+    let before = store(&sb.path("data/hlnet"));
+    c3["runtimeConfig"] = json!({"ips": ["10.2.0.254"]});
+    assert!(
+        p.add("host-local", &id("e"), &c3)
+            .err(7)
+            .contains("failed to allocate all requested IPs: 10.2.0.254")
+    );
+    let mut gw = conf(&sb, "1.0.0", json!({"subnet": "10.2.1.0/24"}));
+    gw["runtimeConfig"] = json!({"ips": ["10.2.1.1"]});
+    assert!(
+        p.add("host-local", &id("e"), &gw)
+            .err(7)
+            .contains("requested ip 10.2.1.1 is subnet's gateway")
+    );
+    c3["runtimeConfig"] = json!({"ips": ["10.2.0.18"]});
+    p.add("host-local", &id("e"), &c3).err(999);
+    c3["runtimeConfig"] = json!({"ips": ["10.9.9.9"]});
+    assert!(
+        p.add("host-local", &id("e"), &c3)
+            .err(7)
+            .contains("10.9.9.9")
+    );
+    let after = store(&sb.path("data/hlnet"));
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>()
+    );
+    // runtimeConfig.ipRanges is prepended to the ranges.
+    let mut c4 = conf(
+        &sb,
+        "1.0.0",
+        json!({"ranges": [[{"subnet": "10.3.0.0/24"}]]}),
+    );
+    c4["runtimeConfig"] = json!({"ipRanges": [[{"subnet": "10.4.0.0/24"}]]});
+    let r = p.add("host-local", &id("f"), &c4).ok().clone();
+    assert_eq!(
+        (addr(&r, 0).as_str(), addr(&r, 1).as_str()),
+        ("10.4.0.2/24", "10.3.0.2/24")
+    );
+    // A second ADD of the same attachment is refused; another ifname is fine.
+    assert!(
+        p.add("host-local", &id("f"), &c4)
+            .err(999)
+            .contains("duplicate allocation is not allowed")
+    );
+    p.add(
+        "host-local",
+        &Env {
+            ifname: "net1".into(),
+            ..id("f")
+        },
+        &c4,
+    )
+    .ok();
+}
+
+#[test]
+fn fifty_concurrent_adds_get_distinct_addresses() {
+    let sb = Sandbox::new("hl-concurrent");
+    let c = conf(&sb, "1.0.0", json!({"subnet": "10.5.0.0/24"}));
+    let results: Vec<String> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..50)
+            .map(|i| {
+                let (sb, c) = (&sb, &c);
+                s.spawn(move || {
+                    addr(
+                        sb.ours().add("host-local", &id(&format!("c{i}")), c).ok(),
+                        0,
+                    )
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(results.iter().collect::<HashSet<_>>().len(), 50);
+    let files = store(&sb.path("data/hlnet"));
+    let owners: HashSet<&String> = files
+        .iter()
+        .filter(|(k, _)| k.starts_with("10."))
+        .map(|(_, v)| v)
+        .collect();
+    assert_eq!(
+        owners.len(),
+        50,
+        "50 reservation files with distinct owners"
+    );
+    assert!(
+        owners
+            .iter()
+            .all(|o| o.starts_with('c') && o.ends_with("\r\neth0"))
+    );
+    for i in 0..50 {
+        sb.ours().del("host-local", &id(&format!("c{i}")), &c).ok();
+    }
+    assert!(
+        store(&sb.path("data/hlnet"))
+            .keys()
+            .all(|k| !k.starts_with("10."))
+    );
+}
+
+#[test]
+fn exhaustion_status_and_gc() {
+    let sb = Sandbox::new("hl-gc");
+    let p = sb.ours();
+    let c = conf(&sb, "1.1.0", json!({"subnet": "10.6.0.0/29"})); // .2 … .6 allocatable
+    p.status("host-local", &c).ok();
+    for i in 0..5 {
+        p.add("host-local", &id(&format!("c{i}")), &c).ok();
+    }
+    let msg = p.add("host-local", &id("c5"), &c).err(999);
+    assert!(
+        msg.contains("no IP addresses available in range set: 10.6.0.1-10.6.0.6"),
+        "{msg}"
+    );
+    p.status("host-local", &c).err(50);
+    p.del("host-local", &id("c0"), &c).ok();
+    p.status("host-local", &c).ok();
+    p.add("host-local", &id("c5"), &c).ok();
+
+    let dir = sb.path("data/hlnet");
+    std::fs::write(dir.join("10.6.0.20"), "legacy-keep").unwrap();
+    std::fs::write(dir.join("10.6.0.21"), "legacy-drop").unwrap();
+    std::fs::write(dir.join("10.6.0.22"), "").unwrap();
+    let mut gc = c.clone();
+    // No list: nothing is collected.
+    p.gc("host-local", &gc).ok();
+    assert_eq!(store(&dir).len(), 5 + 3 + 2);
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "c1", "ifname": "eth0"},
+        {"containerID": "c5", "ifname": "eth0"}, {"containerID": "legacy-keep", "ifname": "eth0"}]);
+    p.gc("host-local", &gc).ok();
+    let left: BTreeMap<String, String> = store(&dir);
+    let owners: HashSet<&str> = left
+        .values()
+        .map(|v| v.split("\r\n").next().unwrap())
+        .collect();
+    assert!(
+        owners.contains("c1") && owners.contains("c5") && owners.contains("legacy-keep"),
+        "{left:?}"
+    );
+    assert!(
+        !owners.contains("c2")
+            && !owners.contains("legacy-drop")
+            && !left.contains_key("10.6.0.22"),
+        "{left:?}"
+    );
+    assert!(left.contains_key("lock") && left.contains_key("last_reserved_ip.0"));
+    gc["cni.dev/valid-attachments"] = json!([]);
+    p.gc("host-local", &gc).ok();
+    assert!(store(&dir).keys().all(|k| !k.starts_with("10.")));
+    // GC is a 1.1.0 verb.
+    p.gc(
+        "host-local",
+        &conf(&sb, "1.0.0", json!({"subnet": "10.6.0.0/29"})),
+    )
+    .err(1);
+}
+
+#[test]
+fn malformed_input_changes_nothing_on_disk() {
+    let sb = Sandbox::new("hl-bad");
+    let p = sb.ours();
+    let data = sb.path("data");
+    let e = id("x");
+    assert_eq!(p.run("host-local", "ADD", &e, "{not json").code, Some(1));
+    p.run("host-local", "ADD", &e, "{not json").err(6);
+    let cases: Vec<(Value, u64)> = vec![
+        (
+            json!({"cniVersion": "1.0.0", "name": "hlnet", "type": "bridge"}),
+            7,
+        ),
+        (
+            json!({"cniVersion": "1.0.0", "name": "../x", "type": "bridge", "ipam": {"subnet": "10.7.0.0/24", "dataDir": data}}),
+            7,
+        ),
+        (conf(&sb, "1.0.0", json!({"subnet": "10.7.0.1/24"})), 7),
+        (conf(&sb, "1.0.0", json!({"subnet": "10.7.0.0/31"})), 7),
+        (
+            conf(
+                &sb,
+                "1.0.0",
+                json!({"ranges": [[{"subnet": "10.7.0.0/24"}], [{"subnet": "10.7.0.0/25"}]]}),
+            ),
+            7,
+        ),
+        (
+            conf(
+                &sb,
+                "0.2.0",
+                json!({"ranges": [[{"subnet": "10.7.0.0/24"}], [{"subnet": "10.8.0.0/24"}]]}),
+            ),
+            7,
+        ),
+        (conf(&sb, "9.9.9", json!({"subnet": "10.7.0.0/24"})), 1),
+    ];
+    for (c, code) in cases {
+        let msg = p.add("host-local", &e, &c).err(code);
+        assert!(!msg.is_empty());
+    }
+    p.add(
+        "host-local",
+        &e.clone().with_args("FOO=1"),
+        &conf(&sb, "1.0.0", json!({"subnet": "10.7.0.0/24"})),
+    )
+    .err(4);
+    p.add(
+        "host-local",
+        &Env {
+            container_id: "-bad".into(),
+            ..e.clone()
+        },
+        &conf(&sb, "1.0.0", json!({"subnet": "10.7.0.0/24"})),
+    )
+    .err(4);
+    assert!(!data.exists(), "nothing written for rejected requests");
+}
+
+/// Same config on two fresh stores: identical output and files; then each side releases what
+/// the other reserved, and round-robin continues across implementations.
+#[test]
+fn compatible_with_reference_store() {
+    if !reference_available("host-local") {
+        return;
+    }
+    let sb = Sandbox::new("hl-ref");
+    let ranges = json!({"ranges": [[{"subnet": "10.9.0.0/24"}], [{"subnet": "fd09::/64"}]], "routes": [{"dst": "0.0.0.0/0"}]});
+    let mut outs = Vec::new();
+    for (imp, dir) in [(Impl::Ours, "ours"), (Impl::Reference, "ref")] {
+        let mut c = conf(&sb, "0.4.0", ranges.clone());
+        c["ipam"]["dataDir"] = json!(sb.path(dir).display().to_string());
+        let p = sb.plugin(imp);
+        let mut texts = Vec::new();
+        for cid in ["a", "b", "c"] {
+            texts.push(p.add("host-local", &id(cid), &c).stdout.clone());
+        }
+        p.del("host-local", &id("b"), &c).ok();
+        texts.push(p.add("host-local", &id("d"), &c).stdout.clone());
+        outs.push((texts, store(&sb.path(&format!("{dir}/hlnet")))));
+    }
+    assert_eq!(outs[0].0, outs[1].0, "result text, ours vs reference");
+    assert_eq!(
+        outs[0].1, outs[1].1,
+        "store files and contents, ours vs reference"
+    );
+
+    // Mixed operation on one store.
+    let c = conf(&sb, "0.4.0", ranges);
+    let (ours, theirs) = (sb.ours(), sb.reference());
+    let r1 = theirs.add("host-local", &id("m1"), &c).ok().clone();
+    ours.check("host-local", &id("m1"), &c).ok();
+    let r2 = ours.add("host-local", &id("m2"), &c).ok().clone();
+    assert_ne!(addr(&r1, 0), addr(&r2, 0));
+    assert_eq!(
+        addr(&r2, 0),
+        "10.9.0.3/24",
+        "round-robin continues after the reference's reservation"
+    );
+    ours.del("host-local", &id("m1"), &c).ok();
+    theirs.del("host-local", &id("m2"), &c).ok();
+    let left = store(&sb.path("data/hlnet"));
+    assert!(
+        left.keys()
+            .all(|k| !k.starts_with("10.") && !k.starts_with("fd09")),
+        "{left:?}"
+    );
+    let r3 = ours.add("host-local", &id("m3"), &c).ok().clone();
+    assert_eq!(addr(&r3, 0), "10.9.0.4/24");
+}
