@@ -426,3 +426,71 @@ fn matches_reference_bridge() {
     assert_eq!(results[0], results[1], "result JSON, ours vs reference");
     assert_eq!(states[0], states[1], "host state, ours vs reference");
 }
+
+/// macspoofchk: frames with another source MAC are dropped; the nftables layout equals the
+/// reference's, and DEL removes it (also what the reference created).
+#[test]
+fn macspoofchk_drops_spoofed_frames() {
+    if !require_root("macspoofchk_drops_spoofed_frames") {
+        return;
+    }
+    let sb = Sandbox::new("br-spoof");
+    let node = NetNs::create();
+    let c = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let cf = conf(&sb, "1.0.0", json!({"macspoofchk": true}));
+    let r = p.add("bridge", &env_for(&c, "sp1"), &cf).ok().clone();
+    let table = node.sh(&["nft", "list", "table", "bridge", "nat"]);
+    assert!(
+        table.contains("chain cni-br-iface-sp1-eth0-mac")
+            && table.contains("comment \"macspoofchk-sp1-eth0\""),
+        "{table}"
+    );
+    assert!(ping(&c, "10.77.0.1"));
+    c.sh(&["ip", "link", "set", "eth0", "address", "02:11:22:33:44:55"]);
+    c.sh(&["ip", "neigh", "flush", "all"]);
+    assert!(!ping(&c, "10.77.0.1"), "spoofed MAC must be dropped");
+    p.del("bridge", &env_for(&c, "sp1"), &cf).ok();
+    let table = node.sh(&["nft", "list", "table", "bridge", "nat"]);
+    assert!(!table.contains("sp1"), "{table}");
+
+    if reference_available("bridge") && reference_available("host-local") {
+        let normalize_listing =
+            |s: String, veth: &str| s.replace(veth, "<veth>").replace(char::is_whitespace, "");
+        let mut listings = Vec::new();
+        for imp in [Impl::Ours, Impl::Reference] {
+            let node = NetNs::create();
+            let c = NetNs::create();
+            let mut cf = cf.clone();
+            cf["ipam"]["dataDir"] = json!(sb.path(&format!("spoof-{imp:?}")).display().to_string());
+            let r = sb
+                .plugin_in(imp, &node)
+                .add("bridge", &env_for(&c, "sp2"), &cf)
+                .ok()
+                .clone();
+            let veth = r["interfaces"][1]["name"].as_str().unwrap().to_string();
+            let mac = r["interfaces"][2]["mac"].as_str().unwrap().to_string();
+            let listing = node
+                .sh(&["nft", "list", "table", "bridge", "nat"])
+                .replace(&mac, "<mac>");
+            listings.push(normalize_listing(listing, &veth));
+            // The other implementation's DEL removes it.
+            let other = if imp == Impl::Ours {
+                Impl::Reference
+            } else {
+                Impl::Ours
+            };
+            sb.plugin_in(other, &node)
+                .del("bridge", &env_for(&c, "sp2"), &cf)
+                .ok();
+            assert!(
+                !node
+                    .sh(&["nft", "list", "table", "bridge", "nat"])
+                    .contains("sp2"),
+                "{imp:?} rules removed by {other:?}"
+            );
+        }
+        assert_eq!(listings[0], listings[1], "nft layout, ours vs reference");
+    }
+    let _ = r;
+}

@@ -11,7 +11,7 @@ use crate::cni::config::Request;
 use crate::cni::result::{CniResult, Dns, Interface, IpConfig, Route};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::ipam::iface;
-use crate::netfilter::masq;
+use crate::netfilter::{masq, spoofcheck};
 use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac};
 use crate::netns::NetNs;
 use crate::{random, sysctl};
@@ -125,12 +125,6 @@ fn load(req: &Request) -> Result<Bridge> {
             "cannot set hairpin mode and promiscuous mode at the same time",
         ));
     }
-    if c.macspoofchk {
-        return Err(Error::new(
-            crate::cni::error::code::UNSUPPORTED_FIELD,
-            "macspoofchk is not supported by cnibox yet",
-        ));
-    }
     Ok(Bridge { c, trunk })
 }
 
@@ -206,6 +200,7 @@ struct Undo<'a> {
     req: &'a Request,
     container: Option<(&'a NetNs, String)>,
     ipam: Option<String>,
+    spoofcheck: bool,
     done: bool,
 }
 
@@ -254,6 +249,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         req,
         container: None,
         ipam: None,
+        spoofcheck: false,
         done: false,
     };
     let host_name = create_veth(&mut cont, ifname, b.c.mtu, mac, &host_ns)?;
@@ -290,6 +286,14 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         ],
         ..Default::default()
     };
+    if b.c.macspoofchk {
+        let mac = cv
+            .mac
+            .ok_or_else(|| Error::internal(format!("{ifname:?} has no MAC address")))?;
+        undo.spoofcheck = true;
+        spoofcheck::setup(&host_name, &req.env.container_id, ifname, mac)
+            .ctx("failed to set up macspoofchk")?;
+    }
     let ipam = req.ipam_type().map(str::to_string);
     if let Some(name) = &ipam {
         let r = delegate::add(name, req)?;
@@ -609,6 +613,12 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
     }
     if let Some(name) = req.ipam_type() {
         delegate::del(name, req)?;
+    }
+    if b.c.macspoofchk {
+        // As upstream: a leftover anti-spoofing rule must not fail the DEL.
+        if let Err(e) = spoofcheck::teardown(&req.env.container_id, &req.env.ifname) {
+            eprintln!("bridge: macspoofchk teardown: {e}");
+        }
     }
     if b.c.ip_masq {
         // Works from the chain name alone, so an empty CNI_NETNS does not leak rules.

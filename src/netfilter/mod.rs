@@ -10,6 +10,7 @@ pub mod masq;
 mod msg;
 pub mod nft;
 pub mod rule;
+pub mod spoofcheck;
 #[cfg(test)]
 mod tests;
 

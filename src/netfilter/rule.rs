@@ -37,6 +37,7 @@ enum Stmt {
         neq: bool,
     },
     CtState(u32),
+    EtherSaddr([u8; 6]),
     FibDaddrLocal,
     Counter,
     Masq,
@@ -143,6 +144,10 @@ impl Rule {
         self.push(Stmt::CtState(bits))
     }
     /// `fib daddr type local`.
+    /// `ether saddr MAC` (bridge family: no dependency match needed).
+    pub fn ether_saddr(self, mac: [u8; 6]) -> Self {
+        self.push(Stmt::EtherSaddr(mac))
+    }
     pub fn fib_daddr_local(self) -> Self {
         self.push(Stmt::FibDaddrLocal)
     }
@@ -232,6 +237,7 @@ const META_IIFNAME: u32 = 6;
 const META_OIFNAME: u32 = 7;
 const META_NFPROTO: u32 = 15;
 const META_L4PROTO: u32 = 16;
+const BASE_LINK: u32 = 0;
 const BASE_NETWORK: u32 = 1;
 const BASE_TRANSPORT: u32 = 2;
 
@@ -368,6 +374,10 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
             });
             bitwise(w, &bits.to_ne_bytes());
             cmp(w, CMP_NEQ, &[0; 4]);
+        }
+        Stmt::EtherSaddr(mac) => {
+            payload(w, BASE_LINK, 6, 6);
+            cmp(w, CMP_EQ, mac);
         }
         Stmt::FibDaddrLocal => {
             expr(w, "fib", |w| {
