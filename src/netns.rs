@@ -88,6 +88,19 @@ impl NetNs {
     }
 
     /// The namespace of the calling thread.
+    /// For DEL: `None` when `path` is empty or the namespace is already gone, which DEL treats
+    /// as nothing left to do inside it.
+    pub fn open_existing(path: &str) -> cni::Result<Option<NetNs>> {
+        if path.is_empty() {
+            return Ok(None);
+        }
+        match NetNs::open(path) {
+            Ok(ns) => Ok(Some(ns)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     pub fn current() -> cni::Result<NetNs> {
         let path = "/proc/thread-self/ns/net";
         let f = File::open(path).ctx("open current netns")?;

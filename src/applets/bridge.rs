@@ -8,7 +8,7 @@
 //! to IPAM and collects ipMasq rules, and a failed ADD undoes everything it did.
 
 use crate::cni::config::Request;
-use crate::cni::result::{CniResult, Dns, Interface, IpConfig, Route};
+use crate::cni::result::{CniResult, Dns, Interface, Route};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::ipam::iface;
 use crate::netfilter::{masq, spoofcheck};
@@ -592,23 +592,17 @@ fn wait_oper_up(h: &mut Handle, index: u32) {
 fn del(req: &Request) -> Result<Option<CniResult>> {
     let b = load(req)?;
     let mut addrs = Vec::new();
-    if !req.env.netns.is_empty() {
-        match NetNs::open(&req.env.netns) {
-            Ok(ns) => {
-                let mut h = Handle::in_netns(&ns)?;
-                if let Some(l) = h.link_by_name(&req.env.ifname)? {
-                    addrs = iface::global_addrs(&mut h, l.index);
-                    match h.del_link(l.index) {
-                        Err(e) if !e.is_not_found() => {
-                            return Err(Error::from(e)
-                                .context(format_args!("failed to delete {:?}", req.env.ifname)));
-                        }
-                        _ => {}
-                    }
+    if let Some(ns) = NetNs::open_existing(&req.env.netns)? {
+        let mut h = Handle::in_netns(&ns)?;
+        if let Some(l) = h.link_by_name(&req.env.ifname)? {
+            addrs = iface::global_addrs(&mut h, l.index);
+            match h.del_link(l.index) {
+                Err(e) if !e.is_not_found() => {
+                    return Err(Error::from(e)
+                        .context(format_args!("failed to delete {:?}", req.env.ifname)));
                 }
+                _ => {}
             }
-            Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
         }
     }
     if let Some(name) = req.ipam_type() {
@@ -703,41 +697,8 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
             hv.name
         )));
     }
-    check_ips(&mut cont, &cv, &prev, pos)?;
+    iface::check(&mut cont, &cv, &prev, pos)?;
     Ok(None)
-}
-
-/// Every address of prevResult meant for this interface is on it; every route is present.
-fn check_ips(h: &mut Handle, link: &Link, prev: &CniResult, pos: usize) -> Result<()> {
-    let have = h.addrs(Some(link.index), Family::All)?;
-    for ip in prev
-        .ips
-        .iter()
-        .filter(|ip: &&IpConfig| ip.interface.is_none_or(|i| i == pos))
-    {
-        if !have.iter().any(|a| a.net == ip.address) {
-            return Err(Error::internal(format!(
-                "address {} not found on {:?}",
-                ip.address, link.name
-            )));
-        }
-    }
-    let routes = h.routes(Family::All, None)?;
-    for r in &prev.routes {
-        let table = r.table.unwrap_or(netlink::TABLE_MAIN);
-        let found = routes.iter().any(|x| {
-            x.dst == r.dst
-                && (x.table == table || (x.table == 0 && table == netlink::TABLE_MAIN))
-                && (r.gw.is_none() || x.gw == r.gw || x.multipath.iter().any(|n| n.gw == r.gw))
-        });
-        if !found {
-            return Err(Error::internal(format!(
-                "route to {} not found in the container",
-                r.dst
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn status(req: &Request) -> Result<Option<CniResult>> {

@@ -83,13 +83,8 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
 }
 
 fn del(req: &Request) -> Result<Option<CniResult>> {
-    if req.env.netns.is_empty() {
+    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
         return Ok(None);
-    }
-    let ns = match NetNs::open(&req.env.netns) {
-        Ok(ns) => ns,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e.into()),
     };
     let mut h = Handle::in_netns(&ns)?;
     let link = lo(&mut h)?;

@@ -23,7 +23,7 @@ use crate::cni::delegate;
 use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
 use crate::ipam::iface;
-use crate::netlink::{self, Family, Handle, Link, fmt_mac};
+use crate::netlink::{Handle, Link, fmt_mac};
 use crate::netns::NetNs;
 use crate::random;
 use serde::Deserialize;
@@ -217,13 +217,8 @@ fn finish(
 fn del(req: &Request) -> Result<Option<CniResult>> {
     let v = load(req)?;
     delegate::del(&v.ipam, req)?;
-    if req.env.netns.is_empty() {
+    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
         return Ok(None);
-    }
-    let ns = match NetNs::open(&req.env.netns) {
-        Ok(ns) => ns,
-        Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(e.into()),
     };
     let mut cont = Handle::in_netns(&ns)?;
     let ifname = &req.env.ifname;
@@ -308,43 +303,7 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
             want.mac
         )));
     }
-    check_ips(&mut cont, &link, &prev, pos).map(|()| None)
-}
-
-/// Every address of prevResult meant for this interface is on it; every route is present.
-fn check_ips(h: &mut Handle, link: &Link, prev: &CniResult, pos: usize) -> Result<()> {
-    let have = h.addrs(Some(link.index), Family::All)?;
-    for ip in prev
-        .ips
-        .iter()
-        .filter(|ip| ip.interface.is_none_or(|i| i == pos))
-    {
-        if !have.iter().any(|a| a.net == ip.address) {
-            return Err(Error::internal(format!(
-                "address {} not found on {:?}",
-                ip.address, link.name
-            )));
-        }
-    }
-    if prev.routes.is_empty() {
-        return Ok(());
-    }
-    let routes = h.routes(Family::All, None)?;
-    for r in &prev.routes {
-        let table = r.table.unwrap_or(netlink::TABLE_MAIN);
-        let found = routes.iter().any(|x| {
-            x.dst == r.dst
-                && (x.table == table || (x.table == 0 && table == netlink::TABLE_MAIN))
-                && (r.gw.is_none() || x.gw == r.gw || x.multipath.iter().any(|n| n.gw == r.gw))
-        });
-        if !found {
-            return Err(Error::internal(format!(
-                "route to {} not found in the container",
-                r.dst
-            )));
-        }
-    }
-    Ok(())
+    iface::check(&mut cont, &link, &prev, pos).map(|()| None)
 }
 
 fn status(req: &Request) -> Result<Option<CniResult>> {

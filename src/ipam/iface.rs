@@ -8,7 +8,7 @@
 
 use crate::cni::result::CniResult;
 use crate::cni::{Context, Error, Result};
-use crate::netlink::{self, Family, Handle, NextHop};
+use crate::netlink::{self, Family, Handle, Link, NextHop};
 use crate::netns::NetNs;
 use crate::sysctl;
 use std::net::IpAddr;
@@ -115,6 +115,42 @@ pub fn wait_dad(h: &mut Handle, index: u32, limit: Duration) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// CHECK: every address of prevResult meant for this interface is on it; every route is present.
+pub fn check(h: &mut Handle, link: &Link, prev: &CniResult, pos: usize) -> Result<()> {
+    let have = h.addrs(Some(link.index), Family::All)?;
+    for ip in prev
+        .ips
+        .iter()
+        .filter(|ip| ip.interface.is_none_or(|i| i == pos))
+    {
+        if !have.iter().any(|a| a.net == ip.address) {
+            return Err(Error::internal(format!(
+                "address {} not found on {:?}",
+                ip.address, link.name
+            )));
+        }
+    }
+    if prev.routes.is_empty() {
+        return Ok(());
+    }
+    let routes = h.routes(Family::All, None)?;
+    for r in &prev.routes {
+        let table = r.table.unwrap_or(netlink::TABLE_MAIN);
+        let found = routes.iter().any(|x| {
+            x.dst == r.dst
+                && (x.table == table || (x.table == 0 && table == netlink::TABLE_MAIN))
+                && (r.gw.is_none() || x.gw == r.gw || x.multipath.iter().any(|n| n.gw == r.gw))
+        });
+        if !found {
+            return Err(Error::internal(format!(
+                "route to {} not found in the container",
+                r.dst
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Global unicast addresses of a link (for teardown of rules keyed by address).
