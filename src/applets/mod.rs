@@ -3,6 +3,7 @@
 
 use crate::cni::Applet;
 
+mod bandwidth;
 mod bridge;
 mod host_local;
 mod loopback;
@@ -10,6 +11,7 @@ mod static_ipam;
 mod vlan;
 
 pub static TABLE: &[&Applet] = &[
+    &bandwidth::APPLET,
     &bridge::APPLET,
     &host_local::APPLET,
     &loopback::APPLET,

@@ -210,7 +210,7 @@ impl Handle {
 
     /// Send one request (NLM_F_ACK added) and wait for the ACK; returns the reply message,
     /// if the request has one (a GET).
-    fn request_ack(
+    pub(crate) fn request_ack(
         &mut self,
         msg: RouteNetlinkMessage,
         flags: u16,
@@ -223,7 +223,7 @@ impl Handle {
 
     /// Dump all objects matching `msg`, retrying up to 5 times if the dump was interrupted
     /// by a concurrent change (NLM_F_DUMP_INTR).
-    fn dump(&mut self, msg: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
+    pub(crate) fn dump(&mut self, msg: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
         for _ in 0..5 {
             let seq = self.send(msg.clone(), NLM_F_DUMP)?;
             let mut out = Vec::new();

@@ -1,0 +1,296 @@
+//! bandwidth (chained): shapes a veth-attached container with TBF, over netlink.
+//!
+//! Mirrors upstream `plugins/meta/bandwidth` (the TBF implementation of v1.6+): ingress
+//! (traffic into the container) is a TBF at the root of the host veth; egress is redirected
+//! from the host veth's ingress qdisc by a u32 match-all mirred filter to an ifb named
+//! `bwp` + 12 hex of sha512(network + containerID), shaped by a TBF there; the ifb is appended
+//! to the result. Static limits win over runtimeConfig.bandwidth. Beyond upstream: the ifb
+//! records its owner in its ifalias so GC can remove ifbs of containers that are gone; an
+//! ingress or clsact qdisc someone else put on the host veth is named in the error instead of
+//! "file exists"; a failed ADD removes what it added.
+
+use crate::cni::result::{CniResult, Interface};
+use crate::cni::{Applet, Context, Error, Request, Result, Version};
+use crate::hash::sha512_hex;
+use crate::netlink::{Handle, Link, fmt_mac};
+use crate::netns::NetNs;
+use crate::tc::{self, Tbf};
+use serde::Deserialize;
+use std::collections::HashSet;
+
+pub static APPLET: Applet = Applet {
+    name: "bandwidth",
+    versions: &[
+        Version::V030,
+        Version::V031,
+        Version::V040,
+        Version::V100,
+        Version::V110,
+    ],
+    add,
+    del,
+    check,
+    status: None,
+    gc: Some(gc),
+};
+
+const ALIAS_PREFIX: &str = "cnibox-bandwidth";
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct Limits {
+    #[serde(default)]
+    ingress_rate: u64,
+    #[serde(default)]
+    ingress_burst: u64,
+    #[serde(default)]
+    egress_rate: u64,
+    #[serde(default)]
+    egress_burst: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Conf {
+    #[serde(default)]
+    ingress_rate: Option<u64>,
+    #[serde(default)]
+    ingress_burst: Option<u64>,
+    #[serde(default)]
+    egress_rate: Option<u64>,
+    #[serde(default)]
+    egress_burst: Option<u64>,
+}
+
+/// The limits in force: the static keys if any is present, else runtimeConfig.bandwidth.
+fn limits(req: &Request) -> Result<Limits> {
+    let c: Conf = req.decode()?;
+    let any_static = c
+        .ingress_rate
+        .or(c.ingress_burst)
+        .or(c.egress_rate)
+        .or(c.egress_burst)
+        .is_some();
+    let l = if any_static {
+        Limits {
+            ingress_rate: c.ingress_rate.unwrap_or(0),
+            ingress_burst: c.ingress_burst.unwrap_or(0),
+            egress_rate: c.egress_rate.unwrap_or(0),
+            egress_burst: c.egress_burst.unwrap_or(0),
+        }
+    } else if let Some(v) = req.runtime_config("bandwidth") {
+        Limits::deserialize(v)
+            .map_err(|e| Error::decode(format!("runtimeConfig.bandwidth: {e}")))?
+    } else {
+        Limits::default()
+    };
+    for (rate, burst) in [
+        (l.ingress_rate, l.ingress_burst),
+        (l.egress_rate, l.egress_burst),
+    ] {
+        if burst == 0 && rate != 0 {
+            return Err(Error::config("if rate is set, burst must also be set"));
+        }
+        if rate == 0 && burst != 0 {
+            return Err(Error::config("if burst is set, rate must also be set"));
+        }
+        if burst / 8 >= u64::from(u32::MAX) {
+            return Err(Error::config("burst cannot be more than 4GB"));
+        }
+    }
+    Ok(l)
+}
+
+pub fn ifb_name(network: &str, container_id: &str) -> String {
+    format!(
+        "bwp{}",
+        sha512_hex(format!("{network}{container_id}").as_bytes(), 12)
+    )
+}
+
+fn alias(network: &str, container_id: &str) -> String {
+    format!("{ALIAS_PREFIX} {network} {container_id}")
+}
+
+/// The host end of the container's veth, which must be listed in prevResult without sandbox.
+fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link> {
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let mut cont = Handle::in_netns(&ns)?;
+    let ifname = &req.env.ifname;
+    let peer = cont
+        .link_by_name(ifname)?
+        .filter(|l| l.kind.as_deref() == Some("veth"))
+        .and_then(|l| l.link)
+        .ok_or_else(|| Error::internal(format!("container interface {ifname} has no veth peer")))?;
+    let link = host
+        .link_by_index(peer)?
+        .ok_or_else(|| Error::internal(format!("veth peer with index {peer} is not in host ns")))?;
+    if !prev
+        .interfaces
+        .iter()
+        .any(|i| i.sandbox.is_empty() && i.name == link.name)
+    {
+        return Err(Error::internal(
+            "no veth peer of container interface found in host ns",
+        ));
+    }
+    Ok(link)
+}
+
+fn add(req: &Request) -> Result<Option<CniResult>> {
+    let l = limits(req)?;
+    let prev = req.prev_result()?;
+    if l == Limits::default() {
+        return Ok(Some(prev.unwrap_or_default()));
+    }
+    let mut result = prev.ok_or_else(|| Error::config("must be called as chained plugin"))?;
+    let mut host = Handle::new()?;
+    let hv = host_veth(req, &result, &mut host)?;
+    if l.egress_rate > 0
+        && let Some(kind) = tc::ingress_user(&mut host, hv.index)?
+    {
+        return Err(Error::internal(format!(
+            "host veth {} already has an {kind:?} qdisc (another tc user such as an eBPF agent); \
+             bandwidth cannot add its ingress qdisc for egress shaping",
+            hv.name
+        )));
+    }
+    let ifb = ifb_name(&req.conf.name, &req.env.container_id);
+    let undo = |host: &mut Handle| {
+        // Removing the ifb also removes the filter's target; what was added on the host veth
+        // goes away with the veth on the runtime's DEL of the main plugin.
+        if let Ok(Some(l)) = host.link_by_name(&ifb) {
+            let _ = host.del_link(l.index);
+        }
+    };
+    if l.ingress_rate > 0 {
+        tc::add_tbf(
+            &mut host,
+            hv.index,
+            Tbf::from_bits(l.ingress_rate, l.ingress_burst),
+        )
+        .map_err(|e| Error::from(e).context(format_args!("create ingress qdisc on {}", hv.name)))?;
+    }
+    if l.egress_rate > 0 {
+        let steps = (|| -> Result<Interface> {
+            let index = host.add_ifb(
+                &ifb,
+                Some(hv.mtu),
+                None,
+                Some(&alias(&req.conf.name, &req.env.container_id)),
+            )?;
+            host.set_up(index, true)?;
+            let link = host.link(&ifb)?;
+            tc::add_ingress(&mut host, hv.index)
+                .ctx(format_args!("create ingress qdisc on {}", hv.name))?;
+            tc::add_redirect(&mut host, hv.index, index).ctx("add filter")?;
+            tc::add_tbf(
+                &mut host,
+                index,
+                Tbf::from_bits(l.egress_rate, l.egress_burst),
+            )
+            .ctx(format_args!("create ifb qdisc on {ifb}"))?;
+            Ok(Interface {
+                name: ifb.clone(),
+                mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
+                ..Default::default()
+            })
+        })();
+        match steps {
+            Ok(i) => result.interfaces.push(i),
+            Err(e) => {
+                undo(&mut host);
+                return Err(e);
+            }
+        }
+    }
+    Ok(Some(result))
+}
+
+fn del(req: &Request) -> Result<Option<CniResult>> {
+    limits(req)?;
+    let mut host = Handle::new()?;
+    let ifb = ifb_name(&req.conf.name, &req.env.container_id);
+    if let Some(l) = host.link_by_name(&ifb)? {
+        match host.del_link(l.index) {
+            Err(e) if !e.is_not_found() => {
+                return Err(Error::from(e).context(format_args!("delete {ifb}")));
+            }
+            _ => {}
+        }
+    }
+    Ok(None)
+}
+
+fn check(req: &Request) -> Result<Option<CniResult>> {
+    let l = limits(req)?;
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("must be called as a chained plugin"))?;
+    let mut host = Handle::new()?;
+    let hv = host_veth(req, &prev, &mut host)?;
+    let mut want = Vec::new();
+    if l.ingress_rate > 0 {
+        want.push((
+            hv.index,
+            hv.name.clone(),
+            Tbf::from_bits(l.ingress_rate, l.ingress_burst),
+        ));
+    }
+    if l.egress_rate > 0 {
+        let ifb = ifb_name(&req.conf.name, &req.env.container_id);
+        let link = host
+            .link_by_name(&ifb)?
+            .ok_or_else(|| Error::internal(format!("get ifb device: {ifb} not found")))?;
+        want.push((
+            link.index,
+            ifb,
+            Tbf::from_bits(l.egress_rate, l.egress_burst),
+        ));
+    }
+    for (index, name, w) in want {
+        let have = tc::root_tbf(&mut host, index)?
+            .ok_or_else(|| Error::internal(format!("Failed to find tbf qdisc on {name}")))?;
+        for (what, a, b) in [
+            ("Rate", have.rate, w.rate),
+            ("Limit", have.limit.into(), w.limit.into()),
+            ("Buffer", have.buffer.into(), w.buffer.into()),
+        ] {
+            if a != b {
+                return Err(Error::internal(format!(
+                    "{what} doesn't match on {name}: {a} != {b}"
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Remove the ifbs this network created for containers that are no longer valid attachments
+/// (only ifbs whose alias names their owner, i.e. created by cnibox).
+fn gc(req: &Request) -> Result<Option<CniResult>> {
+    let Some(valid) = req.valid_attachments() else {
+        return Ok(None);
+    };
+    let keep: HashSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
+    let prefix = format!("{ALIAS_PREFIX} {} ", req.conf.name);
+    let mut host = Handle::new()?;
+    let mut errors = Vec::new();
+    for l in host.links()? {
+        let Some(cid) = l.alias.as_deref().and_then(|a| a.strip_prefix(&prefix)) else {
+            continue;
+        };
+        if l.kind.as_deref() == Some("ifb")
+            && l.name.starts_with("bwp")
+            && !keep.contains(cid)
+            && let Err(e) = host.del_link(l.index)
+        {
+            errors.push(format!("delete {}: {e}", l.name));
+        }
+    }
+    if errors.is_empty() {
+        Ok(None)
+    } else {
+        Err(Error::internal(errors.join("; ")))
+    }
+}
