@@ -257,26 +257,14 @@ fn shaped_throughput() {
     }
     let sb = Sandbox::new("bw-rate");
     let p = pair("d");
-    let c = conf(&p, "1.0.0", serde_json::from_str(LIMITS).unwrap());
-    sb.plugin_in(Impl::Ours, &p.node)
-        .add("bandwidth", &env(&p, "tp"), &c)
-        .ok();
-    let mut server = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &p.node.name,
-            "iperf3",
-            "-s",
-            "-1",
-            "-p",
-            "5301",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let rate = |reverse: bool| -> f64 {
+    let measure = |reverse: bool| -> f64 {
+        let node = p.node.name.as_str();
+        let mut server = std::process::Command::new("ip")
+            .args(["netns", "exec", node, "iperf3", "-s", "-1", "-p", "5301"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(500));
         let mut args = vec![
             "iperf3",
             "-c",
@@ -293,30 +281,24 @@ fn shaped_throughput() {
             args.push("-R");
         }
         let out = p.cont.sh(&args);
+        let _ = server.wait();
         let v: Value = serde_json::from_str(&out).unwrap();
         v["end"]["sum_received"]["bits_per_second"]
             .as_f64()
             .unwrap()
     };
-    let egress = rate(false);
-    let _ = server.wait();
-    let mut server = std::process::Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &p.node.name,
-            "iperf3",
-            "-s",
-            "-1",
-            "-p",
-            "5301",
-        ])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
-    let ingress = rate(true);
-    let _ = server.wait();
+    let unshaped = measure(false);
+    let c = conf(&p, "1.0.0", serde_json::from_str(LIMITS).unwrap());
+    sb.plugin_in(Impl::Ours, &p.node)
+        .add("bandwidth", &env(&p, "tp"), &c)
+        .ok();
+    let egress = measure(false);
+    let ingress = measure(true);
+    eprintln!("unshaped: {:.1} Mbit/s", unshaped / 1e6);
+    assert!(
+        unshaped > 50e6,
+        "unshaped {unshaped} bit/s should be far above the limit"
+    );
     eprintln!(
         "shaped at 8 Mbit/s: egress {:.2} Mbit/s, ingress {:.2} Mbit/s",
         egress / 1e6,
