@@ -7,6 +7,7 @@ mod bandwidth;
 mod bridge;
 mod host_local;
 mod loopback;
+mod portmap;
 mod static_ipam;
 mod vlan;
 
@@ -15,6 +16,7 @@ pub static TABLE: &[&Applet] = &[
     &bridge::APPLET,
     &host_local::APPLET,
     &loopback::APPLET,
+    &portmap::APPLET,
     &static_ipam::APPLET,
     &vlan::APPLET,
 ];

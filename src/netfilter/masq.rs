@@ -1,26 +1,331 @@
-//! Placeholder for bridge ipMasq (being written on its own branch).
+//! IP masquerading for a container's addresses (bridge `ipMasq`), in upstream's two layouts so
+//! either implementation's DEL removes the other's rules:
+//!
+//! ```text
+//! iptables, nat table, per family:
+//!   -A POSTROUTING -s <ip>/32 -m comment --comment "name: \"<net>\" id: \"<cid>\"" -j CNI-<24 hex>
+//!   -A CNI-<24 hex> -d <subnet> -m comment --comment … -j ACCEPT
+//!   -A CNI-<24 hex> ! -d 224.0.0.0/4 -m comment --comment … -j MASQUERADE
+//! nftables, table inet cni_plugins_masquerade:
+//!   chain postrouting (nat, postrouting, srcnat): ip daddr 224.0.0.0/4 return;
+//!                                                 ip6 daddr ff00::/8 return; goto masq_checks
+//!   chain masq_checks: ip saddr <ip> ip daddr != <subnet> masquerade comment "<hashes>, net: …"
+//! ```
+//!
+//! Teardown needs neither the addresses nor the netns: the iptables chain name and the nftables
+//! comment derive from network, container ID and ifname, so a DEL with an empty CNI_NETNS still
+//! removes everything (upstream leaks the rules then). It tries both backends, as upstream.
 
+use super::iptables::{self, Ipt, Proto, Saved, Script};
+use super::{Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table};
 use crate::cni::config::Attachment;
 use crate::cni::{Error, Result};
+use crate::hash::sha512_hex;
 use ipnet::IpNet;
+use std::collections::HashSet;
 
+const NFT_TABLE: &str = "cni_plugins_masquerade";
+const NFT_CHAIN: &str = "masq_checks";
+/// knftables' CommentLengthMax.
+const NFT_COMMENT_MAX: usize = 128;
+
+/// `CNI-` + 24 hex of sha512(network + containerID).
+pub fn chain_name(network: &str, cid: &str) -> String {
+    format!("CNI-{}", sha512_hex(format!("{network}{cid}").as_bytes(), 24))
+}
+
+/// Go's `fmt.Sprintf("name: %q id: %q", …)` for ordinary names.
+pub fn comment(network: &str, cid: &str) -> String {
+    format!("name: {network:?} id: {cid:?}")
+}
+
+fn hash_for_network(network: &str) -> String {
+    sha512_hex(network.as_bytes(), 16)
+}
+
+fn hash_for_instance(network: &str, ifname: &str, cid: &str) -> String {
+    format!(
+        "{}-{}",
+        hash_for_network(network),
+        sha512_hex(format!("{ifname}:{cid}").as_bytes(), 16)
+    )
+}
+
+fn nft_comment(network: &str, ifname: &str, cid: &str) -> String {
+    let strip = |s: &str| s.replace('"', "");
+    let mut c = format!(
+        "{}, net: {}, if: {}, id: {}",
+        hash_for_instance(network, ifname, cid),
+        strip(network),
+        strip(ifname),
+        strip(cid)
+    );
+    if c.len() > NFT_COMMENT_MAX {
+        let mut end = NFT_COMMENT_MAX;
+        while !c.is_char_boundary(end) {
+            end -= 1;
+        }
+        c.truncate(end);
+    }
+    c
+}
+
+fn table() -> Table {
+    Table::new(Family::Inet, NFT_TABLE)
+}
+
+fn families(ips: &[IpNet]) -> Vec<Proto> {
+    let mut v = Vec::new();
+    for ip in ips {
+        let p = Proto::of(&ip.addr());
+        if !v.contains(&p) {
+            v.push(p);
+        }
+    }
+    v
+}
+
+/// Masquerade traffic from `ips` (container addresses with their subnet prefix) leaving the
+/// subnet. `backend` is the `ipMasqBackend` key.
 pub fn setup(
-    _backend: Option<&str>,
-    _network: &str,
-    _cid: &str,
-    _ifname: &str,
-    _ips: &[IpNet],
+    backend: Option<&str>,
+    network: &str,
+    cid: &str,
+    ifname: &str,
+    ips: &[IpNet],
 ) -> Result<()> {
-    Err(Error::new(
-        crate::cni::error::code::UNSUPPORTED_FIELD,
-        "ipMasq is not available in this build",
-    ))
+    match Backend::parse("ipMasqBackend", backend)? {
+        Backend::Iptables => setup_iptables(network, cid, ips),
+        Backend::Nftables => setup_nftables(network, cid, ifname, ips),
+    }
 }
 
-pub fn teardown(_network: &str, _cid: &str, _ifname: &str, _ips: &[IpNet]) -> Result<()> {
+fn iptables_rules(network: &str, cid: &str, ip: &IpNet) -> (String, [String; 2], String) {
+    let chain = chain_name(network, cid);
+    let c = iptables::comment(&comment(network, cid));
+    let multicast = match ip {
+        IpNet::V4(_) => "224.0.0.0/4",
+        IpNet::V6(_) => "ff00::/8",
+    };
+    let rules = [
+        format!("-d {} {c} -j ACCEPT", ip.trunc()),
+        format!("! -d {multicast} {c} -j MASQUERADE"),
+    ];
+    let host = Proto::of(&ip.addr()).host_bits();
+    let jump = format!("-s {}/{host} {c} -j {chain}", ip.addr());
+    (chain, rules, jump)
+}
+
+fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
+    for proto in families(ips) {
+        let ipt = Ipt::new(proto)?;
+        ipt.transact("nat", |saved| {
+            let mut s = Script::new();
+            for ip in ips.iter().filter(|ip| Proto::of(&ip.addr()) == proto) {
+                let (chain, rules, jump) = iptables_rules(network, cid, ip);
+                s.ensure_chain(saved, &chain);
+                for r in &rules {
+                    s.append_unique(saved, &chain, r);
+                }
+                s.append_unique(saved, "POSTROUTING", &jump);
+            }
+            Ok(s)
+        })?;
+    }
     Ok(())
 }
 
-pub fn gc(_network: &str, _valid: &[Attachment]) -> Result<()> {
-    Ok(())
+fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Result<()> {
+    let t = table();
+    let mut nft = Nft::open()?;
+    let prefix = hash_for_instance(network, ifname, cid);
+    let stale = if nft.table_exists(&t)? && nft.chain_exists(&t, NFT_CHAIN)? {
+        nft.rules(&t, Some(NFT_CHAIN))?
+            .into_iter()
+            .filter(|r| r.comment.as_deref().is_some_and(|c| c.starts_with(&prefix)))
+            .map(|r| r.handle)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut b = Batch::new();
+    b.add_table(
+        &t,
+        Some("Masquerading for plugins from github.com/containernetworking/plugins"),
+    )
+    .add_chain(&t, NFT_CHAIN, None)
+    .add_chain(
+        &t,
+        "postrouting",
+        Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
+    )
+    .flush_chain(&t, "postrouting")
+    .add_rule(
+        &t,
+        "postrouting",
+        &Rule::new()
+            .daddr("224.0.0.0/4".parse::<IpNet>().expect("literal"))
+            .ret(),
+    )
+    .add_rule(
+        &t,
+        "postrouting",
+        &Rule::new()
+            .daddr("ff00::/8".parse::<IpNet>().expect("literal"))
+            .ret(),
+    )
+    .add_rule(&t, "postrouting", &Rule::new().goto(NFT_CHAIN));
+    for h in stale {
+        b.del_rule(&t, NFT_CHAIN, h);
+    }
+    let c = nft_comment(network, ifname, cid);
+    for ip in ips {
+        b.add_rule(
+            &t,
+            NFT_CHAIN,
+            &Rule::new()
+                .saddr(ip.addr())
+                .daddr_not(ip.trunc())
+                .masquerade()
+                .comment(c.clone()),
+        );
+    }
+    nft.apply(&b)
+}
+
+/// Remove the container's masquerading from both backends. `_ips` is unused: everything is
+/// found by name.
+pub fn teardown(network: &str, cid: &str, ifname: &str, _ips: &[IpNet]) -> Result<()> {
+    let mut errs = Vec::new();
+    let chain = chain_name(network, cid);
+    for proto in [Proto::V4, Proto::V6] {
+        let Ok(ipt) = Ipt::new(proto) else { continue };
+        if let Err(e) = ipt.transact("nat", |saved| {
+            let mut s = Script::new();
+            s.remove_chain(saved, &chain);
+            Ok(s)
+        }) {
+            errs.push(e.to_string());
+        }
+    }
+    if let Err(e) = teardown_nftables(&hash_for_instance(network, ifname, cid)) {
+        errs.push(e.to_string());
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::internal(errs.join("; ")))
+    }
+}
+
+/// Delete the `masq_checks` rules whose comment starts with `prefix`, keeping those `keep`
+/// says to keep.
+fn nft_delete_where(prefix: &str, keep: impl Fn(&str) -> bool) -> Result<()> {
+    let t = table();
+    let Ok(mut nft) = Nft::open() else {
+        // No nf_tables in this kernel: nothing of ours can be there.
+        return Ok(());
+    };
+    if !nft.table_exists(&t)? || !nft.chain_exists(&t, NFT_CHAIN)? {
+        return Ok(());
+    }
+    let mut b = Batch::new();
+    for r in nft.rules(&t, Some(NFT_CHAIN))? {
+        if let Some(c) = r.comment.as_deref()
+            && c.starts_with(prefix)
+            && !keep(c)
+        {
+            b.del_rule(&t, NFT_CHAIN, r.handle);
+        }
+    }
+    nft.apply(&b)
+}
+
+fn teardown_nftables(prefix: &str) -> Result<()> {
+    nft_delete_where(prefix, |_| false)
+}
+
+/// Remove the masquerading of every attachment of `network` not in `valid`, from both
+/// backends. iptables chains are recognised by their comment naming this network.
+pub fn gc(network: &str, valid: &[Attachment]) -> Result<()> {
+    let mut errs = Vec::new();
+    let keep_chains: HashSet<String> = valid
+        .iter()
+        .map(|a| chain_name(network, &a.container_id))
+        .collect();
+    let mine = iptables::quote(&format!("name: {network:?} id: "));
+    // The saved comment is quoted: `"name: \"net\" id: \"cid\""`; match up to the id.
+    let mine = mine.trim_end_matches('"').to_string();
+    for proto in [Proto::V4, Proto::V6] {
+        let Ok(ipt) = Ipt::new(proto) else { continue };
+        if let Err(e) = ipt.transact("nat", |saved| {
+            let mut s = Script::new();
+            for chain in stale_chains(saved, &mine, &keep_chains) {
+                s.remove_chain(saved, &chain);
+            }
+            Ok(s)
+        }) {
+            errs.push(e.to_string());
+        }
+    }
+    let keep: HashSet<String> = valid
+        .iter()
+        .map(|a| nft_comment(network, &a.ifname, &a.container_id))
+        .collect();
+    if let Err(e) = nft_delete_where(&format!("{}-", hash_for_network(network)), |c| {
+        keep.contains(c)
+    }) {
+        errs.push(e.to_string());
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::internal(errs.join("; ")))
+    }
+}
+
+/// Masquerade chains (`CNI-` + 24 hex) whose rules carry this network's comment and whose name
+/// is not one of `keep`.
+fn stale_chains(saved: &Saved, mine: &str, keep: &HashSet<String>) -> Vec<String> {
+    saved
+        .chains
+        .iter()
+        .filter(|c| {
+            c.len() == 28
+                && c.strip_prefix("CNI-")
+                    .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
+                && !keep.contains(c.as_str())
+                && saved.rules_in(c).any(|r| r.contains(mine))
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_upstream_derivation() {
+        let c = chain_name("net", "cid");
+        assert_eq!(c.len(), 28);
+        assert!(c.starts_with("CNI-"));
+        assert_eq!(comment("mynet", "abc"), r#"name: "mynet" id: "abc""#);
+        let n = nft_comment("net", "eth0", "cid");
+        assert!(n.ends_with(", net: net, if: eth0, id: cid"), "{n}");
+        assert_eq!(n.split(',').next().unwrap().len(), 33);
+        assert!(nft_comment("n", "eth0", &"x".repeat(200)).len() <= NFT_COMMENT_MAX);
+    }
+
+    #[test]
+    fn iptables_rules_are_in_saved_form() {
+        let ip: IpNet = "10.88.0.5/16".parse().unwrap();
+        let (_, rules, jump) = iptables_rules("net", "c1", &ip);
+        assert_eq!(
+            rules[0],
+            r#"-d 10.88.0.0/16 -m comment --comment "name: \"net\" id: \"c1\"" -j ACCEPT"#
+        );
+        assert!(rules[1].starts_with("! -d 224.0.0.0/4 -m comment"));
+        assert!(jump.starts_with("-s 10.88.0.5/32 -m comment"));
+    }
 }

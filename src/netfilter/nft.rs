@@ -24,7 +24,7 @@ const DELRULE: u8 = 8;
 const F_REQUEST: u16 = 1;
 const F_ACK: u16 = 4;
 const F_DUMP_INTR: u16 = 0x10;
-const F_DUMP: u16 = 0x300;
+pub(crate) const F_DUMP: u16 = 0x300;
 const F_CREATE: u16 = 0x400;
 const F_APPEND: u16 = 0x800;
 const TRIES: u32 = 3;
@@ -527,14 +527,26 @@ impl Nft {
         flags: u16,
         body: &[u8],
     ) -> std::result::Result<Vec<Vec<u8>>, i32> {
+        self.request_raw(nft_type(ty), family as u8, flags, body)
+    }
+
+    /// One request of any netfilter subsystem (`msg_type` = subsystem << 8 | message): the
+    /// payloads (after the nfgenmsg header) of the replies, or the errno.
+    pub(crate) fn request_raw(
+        &mut self,
+        msg_type: u16,
+        family: u8,
+        flags: u16,
+        body: &[u8],
+    ) -> std::result::Result<Vec<Vec<u8>>, i32> {
         let mut w = Writer::default();
         let seq = self.next_seq();
         let at = header(
             &mut w,
-            nft_type(ty),
+            msg_type,
             F_REQUEST | F_ACK | flags,
             seq,
-            family as u8,
+            family,
             0,
         );
         w.buf.extend_from_slice(body);

@@ -1,0 +1,881 @@
+//! portmap (chained): forward host ports to a container (`runtimeConfig.portMappings`), with
+//! hairpin and localhost access (`snat`), on either backend in upstream's layout so a node can
+//! switch between the Go plugin and cnibox with containers running:
+//!
+//! ```text
+//! iptables (nat, per family):
+//!   PREROUTING/OUTPUT: -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT
+//!   CNI-HOSTPORT-DNAT: -p P -m comment --comment "dnat name: …" -m multiport --dports … -j CNI-DN-<21 hex>
+//!   CNI-DN-<21 hex>:   [-s subnet|127.0.0.1 … -j CNI-HOSTPORT-SETMARK] … -j DNAT --to-destination IP:port
+//!   CNI-HOSTPORT-SETMARK: -j MARK --set-xmark 0x2000/0x2000; CNI-HOSTPORT-MASQ: -m mark … -j MASQUERADE
+//! nftables (tables ip/ip6 cni_hostport): chains hostports (DNAT rules), hostports_all,
+//!   hostip_hostports, prerouting/output (fib daddr type local jump hostports_all), masquerading;
+//!   every per-container rule is commented with the container ID.
+//! ```
+//!
+//! iptables changes go through one `iptables-restore` per family; nftables through one netlink
+//! batch per family. Beyond upstream: `conditionsV4/V6` on the nftables backend apply to this
+//! container's rules only (upstream puts the latest ADD's conditions on the shared prerouting
+//! rule, i.e. on every container); a repeated ADD replaces the container's rules instead of
+//! duplicating them; GC removes the rules of containers that are gone; DEL also cleans up the
+//! other backend; when `backend` is not set, nftables-syntax conditions select nftables (as
+//! upstream's documentation says) instead of failing.
+
+use crate::cni::result::CniResult;
+use crate::cni::{Applet, Error, Request, Result, Version};
+use crate::hash::sha512_hex;
+use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
+use crate::netfilter::{
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, SCTP, TCP, Table, UDP, owners,
+};
+use crate::netlink::Handle;
+use ipnet::IpNet;
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+pub static APPLET: Applet = Applet {
+    name: "portmap",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: None,
+    gc: Some(gc),
+};
+
+const TOP_DNAT: &str = "CNI-HOSTPORT-DNAT";
+const SETMARK: &str = "CNI-HOSTPORT-SETMARK";
+const MARK_MASQ: &str = "CNI-HOSTPORT-MASQ";
+const NFT_TABLE: &str = "cni_hostport";
+const OWNERS: &str = "portmap-nft";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Conf {
+    backend: Option<String>,
+    snat: Option<bool>,
+    #[serde(rename = "conditionsV4")]
+    conditions_v4: Option<Vec<String>>,
+    #[serde(rename = "conditionsV6")]
+    conditions_v6: Option<Vec<String>>,
+    #[serde(default)]
+    masq_all: bool,
+    mark_masq_bit: Option<i64>,
+    external_set_mark_chain: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawMapping {
+    host_port: i64,
+    container_port: i64,
+    #[serde(default)]
+    protocol: String,
+    #[serde(default, rename = "hostIP")]
+    host_ip: String,
+}
+
+#[derive(Debug, Clone)]
+struct Mapping {
+    host_port: u16,
+    container_port: u16,
+    proto: &'static str,
+    /// `None`: no hostIP; `Some(unspecified)` still means "all addresses" of its family.
+    host_ip: Option<IpAddr>,
+}
+
+impl Mapping {
+    /// Whether the mapping applies to the family of `cip` and, if so, the destination to match.
+    fn for_family(&self, v6: bool) -> Option<Option<IpAddr>> {
+        match self.host_ip {
+            None => Some(None),
+            Some(h) if h.is_ipv6() != v6 => None,
+            Some(h) if h.is_unspecified() => Some(None),
+            Some(h) => Some(Some(h)),
+        }
+    }
+    fn proto_num(&self) -> u8 {
+        match self.proto {
+            "udp" => UDP,
+            "sctp" => SCTP,
+            _ => TCP,
+        }
+    }
+}
+
+struct Pm {
+    backend: Backend,
+    snat: bool,
+    masq_all: bool,
+    mark: u32,
+    set_mark_chain: Option<String>,
+    cond4: Vec<String>,
+    cond6: Vec<String>,
+    maps: Vec<Mapping>,
+    network: String,
+    cid: String,
+    ifname: String,
+}
+
+/// iptables syntax if the first token starts with `-` or `!`, else nftables (upstream's test).
+fn conditions_backend(c: &[String]) -> Option<Backend> {
+    let first = c.first()?.chars().next()?;
+    Some(if first == '-' || first == '!' {
+        Backend::Iptables
+    } else {
+        Backend::Nftables
+    })
+}
+
+fn load(req: &Request) -> Result<Pm> {
+    let c: Conf = req.decode()?;
+    if c.mark_masq_bit.is_some() && c.external_set_mark_chain.is_some() {
+        return Err(Error::config(
+            "Cannot specify externalSetMarkChain and markMasqBit",
+        ));
+    }
+    let bit = c.mark_masq_bit.unwrap_or(13);
+    if !(0..=31).contains(&bit) {
+        return Err(Error::config(format!(
+            "MasqMarkBit must be between 0 and 31 (got {bit})"
+        )));
+    }
+    let cond4 = c.conditions_v4.unwrap_or_default();
+    let cond6 = c.conditions_v6.unwrap_or_default();
+    let mut wants: Vec<(Backend, &str)> = Vec::new();
+    if c.external_set_mark_chain.is_some() {
+        wants.push((Backend::Iptables, "externalSetMarkChain"));
+    }
+    for (cond, key) in [(&cond4, "conditionsV4"), (&cond6, "conditionsV6")] {
+        if let Some(b) = conditions_backend(cond) {
+            wants.push((b, key));
+        }
+    }
+    let backend = match c.backend.as_deref() {
+        None | Some("") => match wants.first() {
+            Some((b, _)) => *b,
+            None => Backend::default_backend(),
+        },
+        explicit => Backend::parse("backend", explicit)?,
+    };
+    let wrong: Vec<&str> = wants
+        .iter()
+        .filter(|(b, _)| *b != backend)
+        .map(|(_, k)| *k)
+        .collect();
+    if !wrong.is_empty() {
+        let (name, other) = match backend {
+            Backend::Iptables => ("iptables", "nftables"),
+            Backend::Nftables => ("nftables", "iptables"),
+        };
+        return Err(Error::config(format!(
+            "{name} backend was requested but configuration contains {other}-specific options {wrong:?}"
+        )));
+    }
+    let raw: Vec<RawMapping> = match req.runtime_config("portMappings") {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(v) => Vec::<RawMapping>::deserialize(v)
+            .map_err(|e| Error::decode(format!("runtimeConfig.portMappings: {e}")))?,
+    };
+    let mut maps = Vec::with_capacity(raw.len());
+    for m in raw {
+        let port = |what: &str, p: i64| {
+            u16::try_from(p)
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| Error::config(format!("Invalid {what} port number: {p}")))
+        };
+        let proto = match m.protocol.to_ascii_lowercase().as_str() {
+            "tcp" => "tcp",
+            "udp" => "udp",
+            "sctp" => "sctp",
+            _ => {
+                return Err(Error::config(format!(
+                    "invalid protocol {:?} in portMappings: use tcp, udp or sctp",
+                    m.protocol
+                )));
+            }
+        };
+        let host_ip = if m.host_ip.is_empty() {
+            None
+        } else {
+            Some(m.host_ip.parse::<IpAddr>().map_err(|_| {
+                Error::config(format!("invalid hostIP {:?} in portMappings", m.host_ip))
+            })?)
+        };
+        maps.push(Mapping {
+            container_port: port("container", m.container_port)?,
+            host_port: port("host", m.host_port)?,
+            proto,
+            host_ip,
+        });
+    }
+    Ok(Pm {
+        backend,
+        snat: c.snat.unwrap_or(true),
+        masq_all: c.masq_all,
+        mark: 1u32 << bit,
+        set_mark_chain: c.external_set_mark_chain,
+        cond4,
+        cond6,
+        maps,
+        network: req.conf.name.clone(),
+        cid: req.env.container_id.clone(),
+        ifname: req.env.ifname.clone(),
+    })
+}
+
+/// The first IPv4 and first IPv6 address of the container interface IFNAME (addresses without
+/// an interface index count, as upstream).
+fn container_ips(prev: &CniResult, ifname: &str) -> Vec<IpNet> {
+    let mut out: Vec<IpNet> = Vec::new();
+    for ip in &prev.ips {
+        if out.iter().any(|o| o.addr().is_ipv4() == ip.address.addr().is_ipv4()) {
+            continue;
+        }
+        if let Some(i) = ip.interface
+            && let Some(iface) = prev.interfaces.get(i)
+            && (iface.name != ifname || iface.sandbox.is_empty())
+        {
+            continue;
+        }
+        out.push(ip.address);
+    }
+    out
+}
+
+fn dnat_chain(network: &str, cid: &str) -> String {
+    format!("CNI-DN-{}", sha512_hex(format!("{network}{cid}").as_bytes(), 21))
+}
+
+fn old_snat_chain(network: &str, cid: &str) -> String {
+    format!("CNI-SN-{}", sha512_hex(format!("{network}{cid}").as_bytes(), 21))
+}
+
+fn trim_comment(s: String) -> String {
+    if s.len() <= 255 {
+        return s;
+    }
+    let mut end = 253;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}
+
+fn dnat_comment(network: &str, cid: &str) -> String {
+    trim_comment(format!("dnat name: {network:?} id: {cid:?}"))
+}
+
+fn mark_def(mark: u32) -> String {
+    format!("{mark:#x}/{mark:#x}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// iptables
+
+/// The rules of the container's DNAT chain, in iptables-save's canonical form.
+fn dn_rules(pm: &Pm, cip: &IpNet) -> Vec<String> {
+    let v6 = cip.addr().is_ipv6();
+    let host = Proto::of(&cip.addr()).host_bits();
+    let mark_chain = pm.set_mark_chain.as_deref().unwrap_or(SETMARK);
+    let mut rules = Vec::new();
+    for m in &pm.maps {
+        let Some(dst) = m.for_family(v6) else {
+            continue;
+        };
+        let dst = dst.map(|d| format!("-d {d}/{host} ")).unwrap_or_default();
+        let l4 = format!("-p {p} -m {p} --dport {}", m.host_port, p = m.proto);
+        if pm.snat {
+            let src = if pm.masq_all {
+                String::new()
+            } else {
+                format!("-s {} ", cip.trunc())
+            };
+            rules.push(format!("{src}{dst}{l4} -j {mark_chain}"));
+            if !v6 && !pm.masq_all {
+                rules.push(format!("-s 127.0.0.1/32 {dst}{l4} -j {mark_chain}"));
+            }
+        }
+        let to = match cip.addr() {
+            IpAddr::V4(a) => format!("{a}:{}", m.container_port),
+            IpAddr::V6(a) => format!("[{a}]:{}", m.container_port),
+        };
+        rules.push(format!("{dst}{l4} -j DNAT --to-destination {to}"));
+    }
+    rules
+}
+
+/// The jumps from CNI-HOSTPORT-DNAT: per protocol (sorted), ports in chunks of 15.
+fn entry_rules(pm: &Pm, v6: bool) -> Vec<String> {
+    let comment = iptables::comment(&dnat_comment(&pm.network, &pm.cid));
+    let mut protos: Vec<&str> = pm.maps.iter().map(|m| m.proto).collect();
+    protos.sort_unstable();
+    protos.dedup();
+    let cond = if v6 { &pm.cond6 } else { &pm.cond4 };
+    let cond: String = cond.iter().map(|t| format!(" {}", iptables::quote(t))).collect();
+    let mut out = Vec::new();
+    for p in protos {
+        let ports: Vec<String> = pm
+            .maps
+            .iter()
+            .filter(|m| m.proto == p)
+            .map(|m| m.host_port.to_string())
+            .collect();
+        for chunk in ports.chunks(15) {
+            out.push(format!(
+                "-p {p} {comment} -m multiport --dports {}{cond} -j {}",
+                chunk.join(","),
+                dnat_chain(&pm.network, &pm.cid)
+            ));
+        }
+    }
+    out
+}
+
+fn ipt_add(pm: &Pm, cip: &IpNet) -> Result<()> {
+    let ipt = Ipt::new(Proto::of(&cip.addr()))?;
+    let v6 = cip.addr().is_ipv6();
+    let chain = dnat_chain(&pm.network, &pm.cid);
+    let rules = dn_rules(pm, cip);
+    let entries = entry_rules(pm, v6);
+    ipt.transact("nat", |saved| {
+        let mut s = Script::new();
+        if pm.snat && pm.set_mark_chain.is_none() {
+            let def = mark_def(pm.mark);
+            s.ensure_chain(saved, SETMARK).append_unique(
+                saved,
+                SETMARK,
+                &format!(
+                    "{} -j MARK --set-xmark {def}",
+                    iptables::comment("CNI portfwd masquerade mark")
+                ),
+            );
+            s.ensure_chain(saved, MARK_MASQ).append_unique(
+                saved,
+                MARK_MASQ,
+                &format!("-m mark --mark {def} -j MASQUERADE"),
+            );
+            s.insert_unique(
+                saved,
+                "POSTROUTING",
+                &format!(
+                    "{} -j {MARK_MASQ}",
+                    iptables::comment("CNI portfwd requiring masquerade")
+                ),
+            );
+        }
+        s.ensure_chain(saved, TOP_DNAT);
+        for entry in ["PREROUTING", "OUTPUT"] {
+            s.append_unique(
+                saved,
+                entry,
+                &format!("-m addrtype --dst-type LOCAL -j {TOP_DNAT}"),
+            );
+        }
+        // Replace whatever this container had (a repeated ADD must not duplicate rules).
+        if saved.has_chain(&chain) {
+            for (from, spec) in saved.jumps_to(&chain) {
+                s.delete(from, spec);
+            }
+            s.flush(&chain);
+        } else {
+            s.new_chain(&chain);
+        }
+        for r in &rules {
+            s.append(&chain, r);
+        }
+        for e in &entries {
+            s.append(TOP_DNAT, e);
+        }
+        Ok(s)
+    })
+}
+
+fn ipt_check(pm: &Pm, cip: &IpNet) -> Result<()> {
+    let ipt = Ipt::new(Proto::of(&cip.addr()))?;
+    let saved = ipt.save("nat")?;
+    let chain = dnat_chain(&pm.network, &pm.cid);
+    if !saved.has_chain(&chain) {
+        return Err(Error::internal(format!(
+            "chain {chain} not found in iptables table nat"
+        )));
+    }
+    for r in dn_rules(pm, cip) {
+        if !saved.has_rule(&chain, &r) {
+            return Err(Error::internal(format!(
+                "rule {r:?} in chain {chain} not found in table nat"
+            )));
+        }
+    }
+    let want = entry_rules(pm, cip.addr().is_ipv6()).len();
+    let have = saved.jumps_to(&chain).filter(|(c, _)| *c == TOP_DNAT).count();
+    if have < want {
+        return Err(Error::internal(format!(
+            "{TOP_DNAT} has {have} of the {want} rules jumping to {chain}"
+        )));
+    }
+    Ok(())
+}
+
+fn ipt_remove(ipt: &Ipt, chains: &[String]) -> Result<()> {
+    ipt.transact("nat", |saved| {
+        let mut s = Script::new();
+        for c in chains {
+            s.remove_chain(saved, c);
+        }
+        Ok(s)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// nftables
+
+fn nft_table(v6: bool) -> Table {
+    Table::new(if v6 { Family::Ip6 } else { Family::Ip }, NFT_TABLE)
+}
+
+/// Parse nftables-syntax conditions into rule statements. The native backend understands
+/// `ip|ip6 saddr|daddr [==|!=] PREFIX` and `iifname|oifname [==|!=] NAME`.
+fn nft_conditions(mut rule: Rule, cond: &[String], v6: bool, key: &str) -> Result<Rule> {
+    let text = cond.join(" ");
+    let toks: Vec<&str> = text.split_whitespace().collect();
+    let bad = |why: &str| {
+        Error::config(format!(
+            "{key}: {why} in {text:?}; cnibox's native nftables backend understands \
+             `ip saddr|daddr [!=] PREFIX`, `ip6 saddr|daddr [!=] PREFIX` and \
+             `iifname|oifname [!=] NAME`"
+        ))
+    };
+    let mut i = 0;
+    while i < toks.len() {
+        let t = toks[i];
+        let neg = |j: usize| -> (bool, usize) {
+            match toks.get(j) {
+                Some(&"!=") => (true, j + 1),
+                Some(&"==") => (false, j + 1),
+                _ => (false, j),
+            }
+        };
+        match t {
+            "ip" | "ip6" => {
+                if (t == "ip6") != v6 {
+                    return Err(bad(&format!("`{t}` in the other family's conditions")));
+                }
+                let dst = match toks.get(i + 1) {
+                    Some(&"saddr") => false,
+                    Some(&"daddr") => true,
+                    _ => return Err(bad("expected saddr or daddr")),
+                };
+                let (neq, j) = neg(i + 2);
+                let v = toks.get(j).ok_or_else(|| bad("missing address"))?;
+                let net: IpNet = v
+                    .parse::<IpNet>()
+                    .or_else(|_| v.parse::<IpAddr>().map(IpNet::from))
+                    .map_err(|_| bad(&format!("bad address {v:?}")))?;
+                rule = match (dst, neq) {
+                    (false, false) => rule.saddr(net),
+                    (false, true) => rule.saddr_not(net),
+                    (true, false) => rule.daddr(net),
+                    (true, true) => rule.daddr_not(net),
+                };
+                i = j + 1;
+            }
+            "iifname" | "oifname" => {
+                let (neq, j) = neg(i + 1);
+                let v = toks.get(j).ok_or_else(|| bad("missing interface name"))?;
+                let name = v.trim_matches('"');
+                rule = match (t == "oifname", neq) {
+                    (false, false) => rule.iifname(name),
+                    (false, true) => rule.iifname_not(name),
+                    (true, false) => rule.oifname(name),
+                    (true, true) => rule.oifname_not(name),
+                };
+                i = j + 1;
+            }
+            other => return Err(bad(&format!("unsupported token {other:?}"))),
+        }
+    }
+    Ok(rule)
+}
+
+/// Handles of the rules commented `cid` in the per-container chains of one table.
+fn nft_owned(nft: &mut Nft, t: &Table, cid: &str) -> Result<Vec<(String, u64)>> {
+    let mut out = Vec::new();
+    if !nft.table_exists(t)? {
+        return Ok(out);
+    }
+    let chains: Vec<String> = nft.chains(t)?.into_iter().map(|c| c.name).collect();
+    for chain in ["hostports", "hostip_hostports", "masquerading"] {
+        if !chains.iter().any(|c| c == chain) {
+            continue;
+        }
+        for r in nft.rules(t, Some(chain))? {
+            if r.comment.as_deref() == Some(cid) {
+                out.push((chain.to_string(), r.handle));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
+    let v6 = cip.addr().is_ipv6();
+    let t = nft_table(v6);
+    let (cond, key) = if v6 {
+        (&pm.cond6, "conditionsV6")
+    } else {
+        (&pm.cond4, "conditionsV4")
+    };
+    let base = nft_conditions(Rule::new(), cond, v6, key)?;
+    let mut nft = Nft::open()?;
+    let stale = nft_owned(&mut nft, &t, &pm.cid)?;
+    let mut b = Batch::new();
+    b.add_table(&t, Some("CNI portmap plugin"))
+        .add_chain(&t, "hostports", None)
+        .add_chain(&t, "hostip_hostports", None)
+        .add_chain(&t, "hostports_all", None)
+        .flush_chain(&t, "hostports_all")
+        .add_rule(&t, "hostports_all", &Rule::new().jump("hostip_hostports"))
+        .add_rule(&t, "hostports_all", &Rule::new().jump("hostports"));
+    for (chain, hook) in [("prerouting", Hook::Prerouting), ("output", Hook::Output)] {
+        b.add_chain(&t, chain, Some(BaseChain::new(ChainType::Nat, hook, -100)))
+            .flush_chain(&t, chain)
+            .add_rule(
+                &t,
+                chain,
+                &Rule::new().fib_daddr_local().jump("hostports_all"),
+            );
+    }
+    if pm.snat {
+        b.add_chain(
+            &t,
+            "masquerading",
+            Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
+        );
+    }
+    for (chain, h) in stale {
+        b.del_rule(&t, &chain, h);
+    }
+    for m in &pm.maps {
+        let Some(dst) = m.for_family(v6) else {
+            continue;
+        };
+        let mut r = base.clone();
+        if let Some(d) = dst {
+            r = r.daddr(d);
+        }
+        r = r
+            .l4proto(m.proto_num())
+            .dport(m.host_port)
+            .dnat(cip.addr(), Some(m.container_port))
+            .comment(pm.cid.clone());
+        b.add_rule(&t, "hostports", &r);
+    }
+    if pm.snat {
+        let src: IpNet = if pm.masq_all {
+            if v6 {
+                "::/0".parse().expect("literal")
+            } else {
+                "0.0.0.0/0".parse().expect("literal")
+            }
+        } else {
+            cip.addr().into()
+        };
+        b.add_rule(
+            &t,
+            "masquerading",
+            &Rule::new()
+                .saddr(src)
+                .daddr(cip.addr())
+                .masquerade()
+                .comment(pm.cid.clone()),
+        );
+        if !v6 && !pm.masq_all {
+            b.add_rule(
+                &t,
+                "masquerading",
+                &Rule::new()
+                    .saddr("127.0.0.1".parse::<IpAddr>().expect("literal"))
+                    .daddr(cip.addr())
+                    .masquerade()
+                    .comment(pm.cid.clone()),
+            );
+        }
+    }
+    nft.apply(&b)
+        .map_err(|e| e.context("unable to set up nftables rules for port mappings"))
+}
+
+fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
+    let v6 = cip.addr().is_ipv6();
+    let t = nft_table(v6);
+    let want_ports = pm.maps.iter().filter(|m| m.for_family(v6).is_some()).count();
+    let want_masq = match (pm.snat, !v6 && !pm.masq_all) {
+        (false, _) => 0,
+        (true, true) => 2,
+        (true, false) => 1,
+    };
+    let mut nft = Nft::open()?;
+    let owned = nft_owned(&mut nft, &t, &pm.cid)?;
+    for (chain, want) in [("hostports", want_ports), ("masquerading", want_masq)] {
+        let have = owned.iter().filter(|(c, _)| c == chain).count();
+        if have < want {
+            return Err(Error::internal(format!(
+                "missing hostport rules in {chain:?} chain of {t}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Delete the container's rules from both nftables families; no table is fine.
+fn nft_remove(cid: &str) -> Result<()> {
+    let Ok(mut nft) = Nft::open() else {
+        return Ok(());
+    };
+    for v6 in [false, true] {
+        let t = nft_table(v6);
+        let owned = nft_owned(&mut nft, &t, cid)?;
+        if owned.is_empty() {
+            continue;
+        }
+        let mut b = Batch::new();
+        for (chain, h) in owned {
+            b.del_rule(&t, &chain, h);
+        }
+        nft.apply(&b)
+            .map_err(|e| e.context("error deleting nftables rules"))?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// host side effects
+
+/// `route_localnet=1` on the host interface that routes to the container, so 127.0.0.1:port
+/// can be DNATed to it.
+fn enable_route_localnet(cip: IpAddr) -> Result<()> {
+    let mut h = Handle::new()?;
+    let Some(oif) = h.route_get(cip)? else {
+        return Ok(());
+    };
+    let Some(link) = h.link_by_index(oif)? else {
+        return Ok(());
+    };
+    crate::sysctl::set(
+        &crate::sysctl::iface("net/ipv4/conf", &link.name, "route_localnet"),
+        "1",
+    )
+    .map_err(|e| e.context("unable to enable route_localnet"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// verbs
+
+fn add(req: &Request) -> Result<Option<CniResult>> {
+    let pm = load(req)?;
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("must be called as chained plugin"))?;
+    if pm.maps.is_empty() {
+        return Ok(Some(prev));
+    }
+    let ips = container_ips(&prev, &pm.ifname);
+    for cip in &ips {
+        match pm.backend {
+            Backend::Iptables => ipt_add(&pm, cip)?,
+            Backend::Nftables => nft_add(&pm, cip)?,
+        }
+        let udp: Vec<u16> = pm
+            .maps
+            .iter()
+            .filter(|m| m.proto == "udp")
+            .map(|m| m.host_port)
+            .collect();
+        if !udp.is_empty()
+            && let Err(e) = crate::netfilter::conntrack::delete_udp_dport(cip.addr().is_ipv6(), &udp)
+        {
+            eprintln!("portmap: failed to delete stale UDP conntrack entries for {cip}: {e}");
+        }
+        if pm.snat && cip.addr().is_ipv4() {
+            enable_route_localnet(cip.addr())?;
+        }
+    }
+    if pm.backend == Backend::Nftables && !ips.is_empty() {
+        owners::record(OWNERS, &pm.network, &pm.cid, &pm.ifname, &[])?;
+    }
+    Ok(Some(prev))
+}
+
+fn remove(network: &str, cid: &str) -> Result<()> {
+    let chains = [dnat_chain(network, cid), old_snat_chain(network, cid)];
+    let mut errs = Vec::new();
+    for proto in [Proto::V4, Proto::V6] {
+        if let Ok(ipt) = Ipt::new(proto) {
+            if let Err(e) = ipt_remove(&ipt, &chains) {
+                errs.push(e);
+            }
+        }
+    }
+    if let Err(e) = nft_remove(cid) {
+        errs.push(e);
+    }
+    match errs.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+fn del(req: &Request) -> Result<Option<CniResult>> {
+    let pm = load(req)?;
+    if pm.maps.is_empty() {
+        return Ok(None);
+    }
+    // Both backends: a node may have switched backend while the container ran.
+    remove(&pm.network, &pm.cid)?;
+    owners::forget(OWNERS, &pm.network, &pm.cid, &pm.ifname);
+    Ok(None)
+}
+
+fn check(req: &Request) -> Result<Option<CniResult>> {
+    let pm = load(req)?;
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("Required prevResult missing"))?;
+    if pm.maps.is_empty() {
+        return Ok(None);
+    }
+    for cip in container_ips(&prev, &pm.ifname) {
+        match pm.backend {
+            Backend::Iptables => ipt_check(&pm, &cip)?,
+            Backend::Nftables => nft_check(&pm, &cip)?,
+        }
+    }
+    Ok(None)
+}
+
+/// Remove the port mappings of this network's containers that are not valid attachments:
+/// iptables DNAT chains found through their `dnat name: "<net>"` entry rules, nftables rules
+/// through the ADD records (nftables rules name only the container).
+fn gc(req: &Request) -> Result<Option<CniResult>> {
+    let Some(valid) = req.valid_attachments() else {
+        return Ok(None);
+    };
+    let network = &req.conf.name;
+    let keep_ids: HashSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
+    let keep_chains: HashSet<String> = valid
+        .iter()
+        .map(|a| dnat_chain(network, &a.container_id))
+        .collect();
+    let mine = iptables::quote(&format!("dnat name: {network:?} id: "));
+    let mine = mine.trim_end_matches('"').to_string();
+    let mut errs = Vec::new();
+    for proto in [Proto::V4, Proto::V6] {
+        let Ok(ipt) = Ipt::new(proto) else { continue };
+        if let Err(e) = ipt.transact("nat", |saved: &Saved| {
+            let mut stale: Vec<String> = saved
+                .rules_in(TOP_DNAT)
+                .filter(|r| r.contains(&mine))
+                .filter_map(|r| r.rsplit_once(" -j ").map(|(_, t)| t.to_string()))
+                .filter(|t| t.starts_with("CNI-DN-") && !keep_chains.contains(t))
+                .collect();
+            stale.sort();
+            stale.dedup();
+            let mut s = Script::new();
+            for c in &stale {
+                s.remove_chain(saved, c);
+            }
+            Ok(s)
+        }) {
+            errs.push(e.to_string());
+        }
+    }
+    for (cid, ifname, _) in owners::list(OWNERS, network) {
+        if keep_ids.contains(cid.as_str()) {
+            continue;
+        }
+        match nft_remove(&cid) {
+            Ok(()) => owners::forget(OWNERS, network, &cid, &ifname),
+            Err(e) => errs.push(e.to_string()),
+        }
+    }
+    if errs.is_empty() {
+        Ok(None)
+    } else {
+        Err(Error::internal(errs.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pm(maps: Vec<Mapping>) -> Pm {
+        Pm {
+            backend: Backend::Iptables,
+            snat: true,
+            masq_all: false,
+            mark: 0x2000,
+            set_mark_chain: None,
+            cond4: Vec::new(),
+            cond6: Vec::new(),
+            maps,
+            network: "net".into(),
+            cid: "c1".into(),
+            ifname: "eth0".into(),
+        }
+    }
+
+    fn tcp(h: u16, c: u16) -> Mapping {
+        Mapping {
+            host_port: h,
+            container_port: c,
+            proto: "tcp",
+            host_ip: None,
+        }
+    }
+
+    #[test]
+    fn iptables_rules_in_saved_form() {
+        let p = pm(vec![tcp(8080, 80)]);
+        let cip: IpNet = "10.1.0.5/24".parse().unwrap();
+        let r = dn_rules(&p, &cip);
+        assert_eq!(
+            r,
+            vec![
+                "-s 10.1.0.0/24 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK",
+                "-s 127.0.0.1/32 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK",
+                "-p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.1.0.5:80",
+            ]
+        );
+        let e = entry_rules(&p, false);
+        assert_eq!(e.len(), 1);
+        assert!(e[0].starts_with(
+            r#"-p tcp -m comment --comment "dnat name: \"net\" id: \"c1\"" -m multiport --dports 8080 -j CNI-DN-"#
+        ));
+        assert_eq!(mark_def(1 << 13), "0x2000/0x2000");
+    }
+
+    #[test]
+    fn ports_split_in_chunks_of_15() {
+        let p = pm((1..=16).map(|i| tcp(1000 + i, 80)).collect());
+        assert_eq!(entry_rules(&p, false).len(), 2);
+    }
+
+    #[test]
+    fn chain_names() {
+        assert_eq!(dnat_chain("net", "cid").len(), 28);
+        assert!(old_snat_chain("net", "cid").starts_with("CNI-SN-"));
+    }
+
+    #[test]
+    fn nft_conditions_parse() {
+        let c = vec!["ip saddr != 10.0.0.0/8".to_string(), "iifname".into(), "\"eth0\"".into()];
+        assert!(nft_conditions(Rule::new(), &c, false, "conditionsV4").is_ok());
+        assert!(nft_conditions(Rule::new(), &c, true, "conditionsV6").is_err());
+        let bad = vec!["meta mark 1".to_string()];
+        assert!(nft_conditions(Rule::new(), &bad, false, "conditionsV4").is_err());
+    }
+}

@@ -1,0 +1,365 @@
+//! The iptables backend: one `iptables-save -t TABLE` to read the current state and one
+//! `iptables-restore --noflush --wait=N` to apply every change of an ADD or DEL atomically — per
+//! family, never one exec per rule (the Go plugins issue a `-C` and an `-A` exec per rule and
+//! hold the xtables lock for seconds on busy nodes).
+//!
+//! Rules are kept in `iptables-save`'s canonical text (`-A CHAIN <spec>`); the callers write
+//! their rules in that same form, so "does this rule exist" is a string comparison and a rule
+//! created by the Go plugins (which iptables canonicalises identically) is recognised and
+//! deleted by its saved text.
+//!
+//! Concurrency: new chains are created with `-N` (never `:CHAIN`, which would flush an existing
+//! chain under `--noflush`) and rules are deleted by their full spec, so when another process
+//! changed the table between our save and our restore, the restore fails as a whole and the
+//! transaction is recomputed from a fresh save (a few times). A lock that stays busy longer than
+//! the bounded wait fails with code 11 ("try again later") instead of hanging.
+
+use crate::cni::error::code;
+use crate::cni::{Error, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Seconds `iptables-restore` may wait for the xtables lock (legacy iptables only).
+const LOCK_WAIT_SECS: u32 = 5;
+/// Attempts when the table changed under us between save and restore.
+const ATTEMPTS: usize = 4;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proto {
+    V4,
+    V6,
+}
+
+impl Proto {
+    fn prefix(self) -> &'static str {
+        match self {
+            Proto::V4 => "iptables",
+            Proto::V6 => "ip6tables",
+        }
+    }
+    pub fn of(ip: &std::net::IpAddr) -> Proto {
+        if ip.is_ipv4() { Proto::V4 } else { Proto::V6 }
+    }
+    /// The host prefix length iptables-save prints for a single address.
+    pub fn host_bits(self) -> u8 {
+        match self {
+            Proto::V4 => 32,
+            Proto::V6 => 128,
+        }
+    }
+}
+
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")
+        .unwrap_or_else(|| "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Whether `iptables-save` and `iptables-restore` (or the ip6tables pair) are installed — the
+/// cheap part of upstream's "iptables is usable" probe, used to pick the default backend.
+pub fn available(proto: Proto) -> bool {
+    find_in_path(&format!("{}-save", proto.prefix())).is_some()
+        && find_in_path(&format!("{}-restore", proto.prefix())).is_some()
+}
+
+/// One table as `iptables-save` printed it.
+#[derive(Debug, Default, Clone)]
+pub struct Saved {
+    pub chains: Vec<String>,
+    /// `(chain, spec)` for every `-A CHAIN spec` line, in order.
+    pub rules: Vec<(String, String)>,
+}
+
+impl Saved {
+    pub fn parse(text: &str) -> Saved {
+        let mut s = Saved::default();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix(':') {
+                if let Some(name) = rest.split_whitespace().next() {
+                    s.chains.push(name.to_string());
+                }
+            } else if let Some(rest) = line.strip_prefix("-A ") {
+                let (chain, spec) = rest.split_once(' ').unwrap_or((rest, ""));
+                s.rules.push((chain.to_string(), spec.trim().to_string()));
+            }
+        }
+        s
+    }
+    pub fn has_chain(&self, chain: &str) -> bool {
+        self.chains.iter().any(|c| c == chain)
+    }
+    pub fn has_rule(&self, chain: &str, spec: &str) -> bool {
+        self.rules.iter().any(|(c, s)| c == chain && s == spec)
+    }
+    pub fn rules_in<'a>(&'a self, chain: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.rules
+            .iter()
+            .filter(move |(c, _)| c == chain)
+            .map(|(_, s)| s.as_str())
+    }
+    /// Every `(chain, spec)` whose target is `-j TARGET` or `-g TARGET`.
+    pub fn jumps_to<'a>(&'a self, target: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.rules.iter().filter_map(move |(c, s)| {
+            let t = s
+                .rsplit_once(" -j ")
+                .or_else(|| s.rsplit_once(" -g "))
+                .map(|(_, t)| t)
+                .or_else(|| s.strip_prefix("-j "))
+                .or_else(|| s.strip_prefix("-g "));
+            (t == Some(target)).then_some((c.as_str(), s.as_str()))
+        })
+    }
+}
+
+/// Quote one argument the way `iptables-save` does (so our specs equal its output).
+pub fn quote(arg: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if !arg.is_empty() && arg.chars().all(safe) {
+        return arg.to_string();
+    }
+    let mut q = String::with_capacity(arg.len() + 2);
+    q.push('"');
+    for c in arg.chars() {
+        if matches!(c, '"' | '\\' | '\'') {
+            q.push('\\');
+        }
+        q.push(c);
+    }
+    q.push('"');
+    q
+}
+
+/// `-m comment --comment TEXT` in saved form.
+pub fn comment(text: &str) -> String {
+    format!("-m comment --comment {}", quote(text))
+}
+
+/// The lines of one `iptables-restore` transaction for one table.
+#[derive(Debug, Default)]
+pub struct Script {
+    lines: Vec<String>,
+}
+
+impl Script {
+    pub fn new() -> Script {
+        Script::default()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty()
+    }
+    pub fn new_chain(&mut self, chain: &str) -> &mut Self {
+        self.lines.push(format!("-N {chain}"));
+        self
+    }
+    /// `-N` unless `saved` already has it.
+    pub fn ensure_chain(&mut self, saved: &Saved, chain: &str) -> &mut Self {
+        if !saved.has_chain(chain) && !self.lines.iter().any(|l| l == &format!("-N {chain}")) {
+            self.new_chain(chain);
+        }
+        self
+    }
+    pub fn flush(&mut self, chain: &str) -> &mut Self {
+        self.lines.push(format!("-F {chain}"));
+        self
+    }
+    pub fn delete_chain(&mut self, chain: &str) -> &mut Self {
+        self.lines.push(format!("-X {chain}"));
+        self
+    }
+    pub fn append(&mut self, chain: &str, spec: &str) -> &mut Self {
+        self.lines.push(format!("-A {chain} {spec}"));
+        self
+    }
+    /// Insert at the head of `chain`.
+    pub fn insert(&mut self, chain: &str, spec: &str) -> &mut Self {
+        self.lines.push(format!("-I {chain} 1 {spec}"));
+        self
+    }
+    pub fn delete(&mut self, chain: &str, spec: &str) -> &mut Self {
+        self.lines.push(format!("-D {chain} {spec}"));
+        self
+    }
+    /// Append unless an identical rule is in `saved` (or already queued).
+    pub fn append_unique(&mut self, saved: &Saved, chain: &str, spec: &str) -> &mut Self {
+        let line = format!("-A {chain} {spec}");
+        if !saved.has_rule(chain, spec) && !self.lines.contains(&line) {
+            self.lines.push(line);
+        }
+        self
+    }
+    /// Insert at the head unless an identical rule is in `saved`.
+    pub fn insert_unique(&mut self, saved: &Saved, chain: &str, spec: &str) -> &mut Self {
+        if !saved.has_rule(chain, spec) {
+            self.insert(chain, spec);
+        }
+        self
+    }
+    /// Remove every rule jumping to `chain`, then flush and delete it (nothing if missing).
+    pub fn remove_chain(&mut self, saved: &Saved, chain: &str) -> &mut Self {
+        if !saved.has_chain(chain) {
+            return self;
+        }
+        for (from, spec) in saved.jumps_to(chain) {
+            self.delete(from, spec);
+        }
+        self.flush(chain).delete_chain(chain)
+    }
+    fn render(&self, table: &str) -> String {
+        let mut s = format!("*{table}\n");
+        for l in &self.lines {
+            s.push_str(l);
+            s.push('\n');
+        }
+        s.push_str("COMMIT\n");
+        s
+    }
+}
+
+/// iptables or ip6tables, found in PATH.
+pub struct Ipt {
+    pub proto: Proto,
+    save: PathBuf,
+    restore: PathBuf,
+}
+
+impl Ipt {
+    /// The tools for `proto`, or an error saying which binary is missing.
+    pub fn new(proto: Proto) -> Result<Ipt> {
+        let find = |suffix: &str| {
+            let name = format!("{}-{suffix}", proto.prefix());
+            find_in_path(&name).ok_or_else(|| {
+                Error::new(
+                    code::IO_FAILURE,
+                    format!(
+                        "iptables backend: {name} not found in PATH (install iptables, or use \
+                         the nftables backend, which needs no tools)"
+                    ),
+                )
+            })
+        };
+        Ok(Ipt {
+            proto,
+            save: find("save")?,
+            restore: find("restore")?,
+        })
+    }
+
+    /// `iptables-save -t TABLE`, parsed.
+    pub fn save(&self, table: &str) -> Result<Saved> {
+        let out = Command::new(&self.save)
+            .args(["-t", table])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Error::io(format_args!("run {}", self.save.display()), e))?;
+        if !out.status.success() {
+            return Err(Error::new(
+                code::IO_FAILURE,
+                format!(
+                    "{} -t {table} failed: {}",
+                    self.save.display(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            ));
+        }
+        Ok(Saved::parse(&String::from_utf8_lossy(&out.stdout)))
+    }
+
+    /// Feed `script` to `iptables-restore --noflush --wait=N`.
+    pub fn restore(&self, table: &str, script: &Script) -> Result<()> {
+        if script.is_empty() {
+            return Ok(());
+        }
+        let input = script.render(table);
+        let mut child = Command::new(&self.restore)
+            .arg("--noflush")
+            .arg(format!("--wait={LOCK_WAIT_SECS}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::io(format_args!("run {}", self.restore.display()), e))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            let _ = stdin.write_all(input.as_bytes());
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| Error::io(format_args!("wait for {}", self.restore.display()), e))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if out.status.code() == Some(4) || err.contains("xtables lock") {
+            return Err(Error::try_again(format!(
+                "{}: the xtables lock is held by another program (waited {LOCK_WAIT_SECS} s): {err}",
+                self.restore.display()
+            )));
+        }
+        Err(Error::new(
+            code::IO_FAILURE,
+            format!(
+                "{} failed on table {table}: {err}\n{}",
+                self.restore.display(),
+                input.trim_end()
+            ),
+        ))
+    }
+
+    /// Save `table`, let `plan` compute the changes, restore them; recompute and retry when
+    /// the table changed in between (the restore then fails as a whole).
+    pub fn transact(&self, table: &str, mut plan: impl FnMut(&Saved) -> Result<Script>) -> Result<()> {
+        let mut last = None;
+        for attempt in 0..ATTEMPTS {
+            let saved = self.save(table)?;
+            let script = plan(&saved)?;
+            match self.restore(table, &script) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.code == code::TRY_AGAIN_LATER => return Err(e),
+                Err(e) => last = Some(e),
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20 << attempt));
+        }
+        Err(last.unwrap_or_else(|| Error::internal("iptables-restore failed")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_matches_iptables_save() {
+        assert_eq!(quote("CNI-HOSTPORT-DNAT"), "CNI-HOSTPORT-DNAT");
+        assert_eq!(
+            quote(r#"name: "net" id: "c1""#),
+            r#""name: \"net\" id: \"c1\"""#
+        );
+        assert_eq!(quote("a b"), "\"a b\"");
+        assert_eq!(quote(""), "\"\"");
+    }
+
+    #[test]
+    fn parses_save_output() {
+        let s = Saved::parse(
+            "# Generated by iptables-save\n*nat\n:PREROUTING ACCEPT [0:0]\n:CNI-DN-x - [0:0]\n\
+             -A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT\n\
+             -A CNI-HOSTPORT-DNAT -p tcp -m multiport --dports 80 -j CNI-DN-x\n\
+             -A FOO -g CNI-DN-x\nCOMMIT\n",
+        );
+        assert!(s.has_chain("CNI-DN-x"));
+        assert!(s.has_rule(
+            "PREROUTING",
+            "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT"
+        ));
+        let j: Vec<_> = s.jumps_to("CNI-DN-x").collect();
+        assert_eq!(j.len(), 2);
+        assert_eq!(s.jumps_to("CNI-DN").count(), 0);
+    }
+}

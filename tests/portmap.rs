@@ -1,0 +1,1137 @@
+//! portmap chained after bridge, inside throwaway "node" namespaces with real container
+//! namespaces and a "client" namespace that plays a second host: TCP and UDP through host ports
+//! from outside, from the node itself (127.0.0.1 with route_localnet) and hairpin from
+//! containers, hostIP, IPv6, CHECK/DEL with rule cleanup for both backends, errors, concurrent
+//! ADDs, and cross-implementation ADD/CHECK/DEL with the reference plugin (iptables).
+//!
+//! Every scenario is one function taking the implementation (and, for ours, the backend); thin
+//! `#[test]` wrappers run it for the reference, ours on iptables and ours on nftables. Each
+//! variant gets its own node namespace and its own numbers (subnet 10.N.0.0/24, client link
+//! 192.168.N.0/24, fdNN::/64), so everything runs in parallel.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+// ---------------------------------------------------------------------------------------------
+// Servers and clients (socat)
+
+/// A background socat server inside a namespace, in its own process group; the whole group is
+/// killed on drop.
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions; the group is the one we created.
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `socat` listening on `port` (`proto` "tcp" or "udp", IPv4 or IPv6) in `ns`, answering
+/// every connection / datagram with `reply`; returns once the socket is bound.
+fn serve(ns: &NetNs, proto: &str, v6: bool, port: u16, reply: &str) -> Server {
+    let fam = if v6 { "6" } else { "4" };
+    let listen = match proto {
+        "tcp" => format!("TCP{fam}-LISTEN:{port},fork,reuseaddr"),
+        "udp" => format!("UDP{fam}-RECVFROM:{port},fork"),
+        _ => panic!("unknown protocol {proto}"),
+    };
+    let listen = if v6 {
+        format!("{listen},ipv6only=1")
+    } else {
+        listen
+    };
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "socat", &listen])
+        .arg(format!("SYSTEM:echo {reply}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn socat server");
+    let server = Server { child };
+    let flag = if proto == "tcp" { "-Hltn" } else { "-Hlun" };
+    let filter = format!("sport = :{port}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let out = ns.exec(&["ss", flag, &filter]);
+        if out.status_ok && !out.stdout.trim().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "socat {proto} server on port {port} in {} did not start listening",
+            ns.name
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// One client exchange from `from` to `host:port`: sends "ping\n" and returns what came back
+/// (trimmed), or None when nothing did within ~2 s.
+fn talk(from: &NetNs, proto: &str, host: &str, port: u16) -> Option<String> {
+    let v6 = host.contains(':');
+    let (fam, h) = if v6 {
+        ("6", format!("[{host}]"))
+    } else {
+        ("4", host.to_string())
+    };
+    let addr = match proto {
+        "tcp" => format!("TCP{fam}:{h}:{port},connect-timeout=2"),
+        "udp" => format!("UDP{fam}:{h}:{port}"),
+        _ => panic!("unknown protocol {proto}"),
+    };
+    let out = exec(
+        Path::new("ip"),
+        &[
+            "netns", "exec", &from.name, "timeout", "6", "socat", "-T2", "-t2", "-", &addr,
+        ],
+        &[],
+        "ping\n",
+    );
+    let s = out.stdout.trim().to_string();
+    if s.is_empty() { None } else { Some(s) }
+}
+
+/// Whether `from` gets `expect` back from `host:port`, retrying for a few seconds (address
+/// DAD, ARP, a server under load).
+fn answers(from: &NetNs, proto: &str, host: &str, port: u16, expect: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        if talk(from, proto, host, port).as_deref() == Some(expect) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Asserts that `host:port` gives no answer (one attempt, ~2 s).
+#[track_caller]
+fn assert_silent(from: &NetNs, proto: &str, host: &str, port: u16, what: &str) {
+    let got = talk(from, proto, host, port);
+    assert!(
+        got.is_none(),
+        "{what}: {proto} {host}:{port} from {} should not answer, got {got:?}",
+        from.name
+    );
+}
+
+#[track_caller]
+fn assert_answers(from: &NetNs, proto: &str, host: &str, port: u16, expect: &str, what: &str) {
+    assert!(
+        answers(from, proto, host, port, expect),
+        "{what}: {proto} {host}:{port} from {} should answer {expect:?}, last try: {:?}",
+        from.name,
+        talk(from, proto, host, port)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The lab: node namespace with a bridge network and a client namespace on a veth
+
+fn env_for(ns: &NetNs, id: &str) -> Env {
+    Env {
+        container_id: id.into(),
+        netns: ns.path(),
+        ..Env::default()
+    }
+}
+
+/// The address (without prefix) of the first IPv4 (or IPv6) entry of a result.
+fn cont_ip(r: &Value, v6: bool) -> String {
+    r["ips"]
+        .as_array()
+        .unwrap_or_else(|| panic!("result has no ips: {r}"))
+        .iter()
+        .filter_map(|i| i["address"].as_str())
+        .map(|a| a.split('/').next().unwrap().to_string())
+        .find(|a| a.contains(':') == v6)
+        .unwrap_or_else(|| panic!("no {} address in {r}", if v6 { "IPv6" } else { "IPv4" }))
+}
+
+struct Lab {
+    imp: Impl,
+    backend: Option<&'static str>,
+    n: u8,
+    v6: bool,
+    br: String,
+    net: String,
+    node: NetNs,
+    client: NetNs,
+    sb: Sandbox,
+}
+
+impl Lab {
+    /// A node namespace (lo up), a client namespace joined to it by a veth (node 192.168.N.1,
+    /// client 192.168.N.2, with `v6` also fdNN:1::1 / ::2), bridge network 10.N.0.0/24 (and
+    /// fdNN::/64) named `pmnetN` on bridge `cnipmN`.
+    fn new(tag: &str, imp: Impl, backend: Option<&'static str>, n: u8, v6: bool) -> Lab {
+        let sb = Sandbox::new(tag);
+        let node = NetNs::create();
+        let client = NetNs::create();
+        node.sh(&["ip", "link", "set", "lo", "up"]);
+        client.sh(&["ip", "link", "set", "lo", "up"]);
+        node.sh(&[
+            "ip",
+            "link",
+            "add",
+            "tocl",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            &client.name,
+        ]);
+        node.sh(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("192.168.{n}.1/24"),
+            "dev",
+            "tocl",
+        ]);
+        node.sh(&["ip", "link", "set", "tocl", "up"]);
+        client.sh(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("192.168.{n}.2/24"),
+            "dev",
+            "eth0",
+        ]);
+        client.sh(&["ip", "link", "set", "eth0", "up"]);
+        client.sh(&[
+            "ip",
+            "route",
+            "add",
+            &format!("10.{n}.0.0/24"),
+            "via",
+            &format!("192.168.{n}.1"),
+        ]);
+        if v6 {
+            node.sh(&[
+                "ip",
+                "-6",
+                "addr",
+                "add",
+                &format!("fd{n:02x}:1::1/64"),
+                "dev",
+                "tocl",
+                "nodad",
+            ]);
+            client.sh(&[
+                "ip",
+                "-6",
+                "addr",
+                "add",
+                &format!("fd{n:02x}:1::2/64"),
+                "dev",
+                "eth0",
+                "nodad",
+            ]);
+            client.sh(&[
+                "ip",
+                "-6",
+                "route",
+                "add",
+                &format!("fd{n:02x}::/64"),
+                "via",
+                &format!("fd{n:02x}:1::1"),
+            ]);
+        }
+        Lab {
+            imp,
+            backend,
+            n,
+            v6,
+            br: format!("cnipm{n}"),
+            net: format!("pmnet{n}"),
+            node,
+            client,
+            sb,
+        }
+    }
+
+    fn plugin(&self) -> Plugin<'_> {
+        self.sb.plugin_in(self.imp, &self.node)
+    }
+
+    fn bridge_conf(&self, version: &str) -> Value {
+        let n = self.n;
+        let mut ranges = vec![json!([{"subnet": format!("10.{n}.0.0/24")}])];
+        if self.v6 {
+            ranges.push(json!([{"subnet": format!("fd{n:02x}::/64")}]));
+        }
+        json!({
+            "cniVersion": version,
+            "name": self.net,
+            "type": "bridge",
+            "bridge": self.br,
+            "isGateway": true,
+            "isDefaultGateway": true,
+            "hairpinMode": true,
+            "ipam": {
+                "type": "host-local",
+                "ranges": ranges,
+                "dataDir": self.sb.path("ipam").display().to_string(),
+            }
+        })
+    }
+
+    /// bridge ADD for `cont` as container `id`; the result.
+    fn attach(&self, cont: &NetNs, id: &str, version: &str) -> Value {
+        cont.sh(&["ip", "link", "set", "lo", "up"]);
+        let out = self
+            .plugin()
+            .add("bridge", &env_for(cont, id), &self.bridge_conf(version));
+        assert!(out.status_ok, "bridge ADD for {id}: {out:?}");
+        out.json
+    }
+
+    /// The portmap config for `mappings`, with prevResult when given.
+    fn pm_conf(&self, version: &str, mappings: Value, prev: Option<&Value>) -> Value {
+        let mut c = json!({
+            "cniVersion": version,
+            "name": self.net,
+            "type": "portmap",
+            "snat": true,
+            "runtimeConfig": {"portMappings": mappings},
+        });
+        if let Some(b) = self.backend {
+            c["backend"] = json!(b);
+        }
+        if let Some(p) = prev {
+            c["prevResult"] = p.clone();
+        }
+        c
+    }
+
+    fn gateway(&self) -> String {
+        format!("10.{}.0.1", self.n)
+    }
+    fn node_addr(&self) -> String {
+        format!("192.168.{}.1", self.n)
+    }
+
+    /// `iptables-save -t nat` (or ip6tables-save) in the node.
+    fn nat_rules(&self, v6: bool) -> String {
+        let prog = if v6 {
+            "ip6tables-save"
+        } else {
+            "iptables-save"
+        };
+        self.node.sh(&[prog, "-t", "nat"])
+    }
+
+    /// Every nftables rule in the node (`nft -j list ruleset`), as JSON objects.
+    fn nft_rules(&self) -> Vec<Value> {
+        let out = self.node.sh(&["nft", "-j", "list", "ruleset"]);
+        let v: Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("nft -j list ruleset is not JSON ({e}): {out}"));
+        v["nftables"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|o| o.get("rule").cloned()).collect())
+            .unwrap_or_default()
+    }
+
+    /// The rules of container `id` in the backend in use: iptables (reference or ours on
+    /// iptables) lines of `iptables-save -t nat` naming it plus any `CNI-DN-` chain, or the
+    /// nftables rules whose comment is the ID.
+    fn rules_of(&self, id: &str) -> Vec<String> {
+        if self.backend == Some("nftables") {
+            self.nft_rules()
+                .into_iter()
+                .filter(|r| r["comment"].as_str() == Some(id))
+                .map(|r| r.to_string())
+                .collect()
+        } else {
+            let mut v: Vec<String> = Vec::new();
+            for six in [false, true] {
+                v.extend(
+                    self.nat_rules(six)
+                        .lines()
+                        .filter(|l| l.contains(id) || l.contains("CNI-DN-"))
+                        .map(str::to_string),
+                );
+            }
+            v
+        }
+    }
+}
+
+/// portmap CHECK, which must succeed for ours. The reference (v1.1.1) CHECK fails whenever
+/// ip6tables is usable: it checks the IPv4 DNAT chain in ip6tables as well ("could not check
+/// ipv6 dnat: chain CNI-DN-… not found"; fixed upstream in v1.3.0, commit fb5d195f "Only check
+/// ipv6 when an IPv6 is configured"), so for the reference the outcome is only printed.
+#[track_caller]
+fn pm_check(p: &Plugin<'_>, env: &Env, conf: &Value) {
+    let out = p.check("portmap", env, conf);
+    match p.imp {
+        Impl::Ours => {
+            out.ok();
+        }
+        Impl::Reference => {
+            if !out.status_ok {
+                eprintln!("note: reference portmap CHECK failed (known v1.1.1 bug): {out:?}");
+            }
+        }
+    }
+}
+
+/// The standard mappings: TCP 8080→80 and UDP 8053→53.
+fn std_mappings() -> Value {
+    json!([
+        {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+        {"hostPort": 8053, "containerPort": 53, "protocol": "udp"},
+    ])
+}
+
+/// Skip checks shared by all scenarios: root, and the reference plugins for the reference.
+fn skip(test: &str, imp: Impl) -> bool {
+    if !require_root(test) {
+        return true;
+    }
+    imp == Impl::Reference
+        && !(reference_available("portmap")
+            && reference_available("bridge")
+            && reference_available("host-local"))
+}
+
+/// Variant offset so reference / ours-iptables / ours-nftables get distinct numbers.
+fn num(base: u8, imp: Impl, backend: Option<&str>) -> u8 {
+    base + match (imp, backend) {
+        (Impl::Reference, _) => 0,
+        (Impl::Ours, Some("nftables")) => 2,
+        (Impl::Ours, _) => 1,
+    }
+}
+
+fn tag(imp: Impl, backend: Option<&str>) -> String {
+    match imp {
+        Impl::Reference => "ref".into(),
+        Impl::Ours => format!("ours-{}", backend.unwrap_or("default")),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. TCP and UDP from a second host
+
+fn tcp_udp_hostport(imp: Impl, backend: Option<&'static str>) {
+    if skip("tcp_udp_hostport", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-hostport", imp, backend, num(21, imp, backend), false);
+    let c1 = NetNs::create();
+    let id = format!("pm-hp-{}", lab.n);
+    let r = lab.attach(&c1, &id, "1.0.0");
+    let _tcp = serve(&c1, "tcp", false, 80, "hello");
+    let _udp = serve(&c1, "udp", false, 53, "pong");
+    let node_addr = lab.node_addr();
+    assert_silent(&lab.client, "tcp", &node_addr, 8080, "before portmap ADD");
+
+    let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+    let out = lab.plugin().add("portmap", &env_for(&c1, &id), &cf);
+    let res = out.ok().clone();
+    assert_eq!(
+        res["ips"], r["ips"],
+        "portmap ADD passes the previous result through"
+    );
+    assert_eq!(res["cniVersion"], "1.0.0", "result version: {res}");
+    assert!(
+        !lab.rules_of(&id).is_empty(),
+        "{}: rules for {id} after ADD",
+        tag(imp, backend)
+    );
+    assert_answers(&lab.client, "tcp", &node_addr, 8080, "hello", "client TCP");
+    assert_answers(&lab.client, "udp", &node_addr, 8053, "pong", "client UDP");
+    // Only the mapped ports are forwarded.
+    assert_silent(&lab.client, "tcp", &node_addr, 8081, "unmapped port");
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+}
+
+#[test]
+fn tcp_udp_hostport_reference() {
+    tcp_udp_hostport(Impl::Reference, None);
+}
+#[test]
+fn tcp_udp_hostport_ours_iptables() {
+    tcp_udp_hostport(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn tcp_udp_hostport_ours_nftables() {
+    tcp_udp_hostport(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. From the node itself: 127.0.0.1 (snat + route_localnet) and the node's own address
+
+fn from_node_localhost(imp: Impl, backend: Option<&'static str>) {
+    if skip("from_node_localhost", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-local", imp, backend, num(24, imp, backend), false);
+    let c1 = NetNs::create();
+    let id = format!("pm-lo-{}", lab.n);
+    let r = lab.attach(&c1, &id, "1.0.0");
+    let _tcp = serve(&c1, "tcp", false, 80, "hello");
+    let _udp = serve(&c1, "udp", false, 53, "pong");
+    let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+    lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
+    let rl = lab.node.sh(&[
+        "sysctl",
+        "-n",
+        &format!("net.ipv4.conf.{}.route_localnet", lab.br),
+    ]);
+    assert_eq!(
+        rl.trim(),
+        "1",
+        "route_localnet on the bridge {} after ADD with snat",
+        lab.br
+    );
+    assert_answers(
+        &lab.node,
+        "tcp",
+        "127.0.0.1",
+        8080,
+        "hello",
+        "node -> localhost TCP",
+    );
+    assert_answers(
+        &lab.node,
+        "udp",
+        "127.0.0.1",
+        8053,
+        "pong",
+        "node -> localhost UDP",
+    );
+    let node_addr = lab.node_addr();
+    assert_answers(
+        &lab.node,
+        "tcp",
+        &node_addr,
+        8080,
+        "hello",
+        "node -> own address TCP",
+    );
+    assert_answers(
+        &lab.node,
+        "udp",
+        &node_addr,
+        8053,
+        "pong",
+        "node -> own address UDP",
+    );
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+}
+
+#[test]
+fn from_node_localhost_reference() {
+    from_node_localhost(Impl::Reference, None);
+}
+#[test]
+fn from_node_localhost_ours_iptables() {
+    from_node_localhost(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn from_node_localhost_ours_nftables() {
+    from_node_localhost(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Hairpin: the container itself and a sibling reach it through the gateway IP
+
+fn hairpin(imp: Impl, backend: Option<&'static str>) {
+    if skip("hairpin", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-hairpin", imp, backend, num(27, imp, backend), false);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let id = format!("pm-hp1-{}", lab.n);
+    let r = lab.attach(&c1, &id, "1.0.0");
+    lab.attach(&c2, &format!("pm-hp2-{}", lab.n), "1.0.0");
+    let _tcp = serve(&c1, "tcp", false, 80, "hello");
+    let _udp = serve(&c1, "udp", false, 53, "pong");
+    let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+    lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
+    let gw = lab.gateway();
+    assert_answers(
+        &c1,
+        "tcp",
+        &gw,
+        8080,
+        "hello",
+        "hairpin from the same container, TCP",
+    );
+    assert_answers(
+        &c1,
+        "udp",
+        &gw,
+        8053,
+        "pong",
+        "hairpin from the same container, UDP",
+    );
+    assert_answers(
+        &c2,
+        "tcp",
+        &gw,
+        8080,
+        "hello",
+        "sibling container via gateway, TCP",
+    );
+    assert_answers(
+        &c2,
+        "udp",
+        &gw,
+        8053,
+        "pong",
+        "sibling container via gateway, UDP",
+    );
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+}
+
+#[test]
+fn hairpin_reference() {
+    hairpin(Impl::Reference, None);
+}
+#[test]
+fn hairpin_ours_iptables() {
+    hairpin(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn hairpin_ours_nftables() {
+    hairpin(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. CHECK after ADD, DEL removes the forwarding and every rule of the container (spec 0.4.0)
+
+fn check_and_del(imp: Impl, backend: Option<&'static str>) {
+    if skip("check_and_del", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-del", imp, backend, num(30, imp, backend), false);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let id = format!("pm-del1-{}", lab.n);
+    let id2 = format!("pm-del2-{}", lab.n);
+    let r = lab.attach(&c1, &id, "0.4.0");
+    let r2 = lab.attach(&c2, &id2, "0.4.0");
+    let _tcp = serve(&c1, "tcp", false, 80, "hello");
+    let _udp = serve(&c1, "udp", false, 53, "pong");
+    let _tcp2 = serve(&c2, "tcp", false, 80, "other");
+    let cf = lab.pm_conf("0.4.0", std_mappings(), Some(&r));
+    let res = lab
+        .plugin()
+        .add("portmap", &env_for(&c1, &id), &cf)
+        .ok()
+        .clone();
+    assert_eq!(res["cniVersion"], "0.4.0", "result version: {res}");
+    // A second container on another port, which must survive the first one's DEL.
+    let cf2 = lab.pm_conf(
+        "0.4.0",
+        json!([{"hostPort": 9090, "containerPort": 80, "protocol": "tcp"}]),
+        Some(&r2),
+    );
+    lab.plugin().add("portmap", &env_for(&c2, &id2), &cf2).ok();
+    pm_check(&lab.plugin(), &env_for(&c1, &id), &cf);
+    let node_addr = lab.node_addr();
+    assert_answers(&lab.client, "tcp", &node_addr, 8080, "hello", "before DEL");
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &node_addr,
+        9090,
+        "other",
+        "second container",
+    );
+    let before = lab.rules_of(&id);
+    assert!(!before.is_empty(), "rules of {id} after ADD");
+
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+    assert_silent(&lab.client, "tcp", &node_addr, 8080, "after DEL");
+    assert_silent(&lab.client, "udp", &node_addr, 8053, "after DEL");
+    assert_silent(&lab.node, "tcp", "127.0.0.1", 8080, "localhost after DEL");
+    if lab.backend == Some("nftables") {
+        let left = lab.rules_of(&id);
+        assert!(
+            left.is_empty(),
+            "nft rules of {id} left after DEL: {left:?}"
+        );
+    } else {
+        for six in [false, true] {
+            let nat = lab.nat_rules(six);
+            let left: Vec<&str> = nat.lines().filter(|l| l.contains(&id)).collect();
+            assert!(
+                left.is_empty(),
+                "iptables (v6: {six}) lines naming {id} left after DEL: {left:?}\n{nat}"
+            );
+        }
+        // Exactly one per-container chain is left: the second container's.
+        let nat = lab.nat_rules(false);
+        let chains: Vec<&str> = nat.lines().filter(|l| l.starts_with(":CNI-DN-")).collect();
+        assert_eq!(chains.len(), 1, "one CNI-DN- chain left (of {id2}): {nat}");
+    }
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &node_addr,
+        9090,
+        "other",
+        "second container after the first's DEL",
+    );
+    // DEL twice, and DEL with only the runtime config (no prevResult), are fine.
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+    lab.plugin()
+        .del(
+            "portmap",
+            &env_for(&c1, &id),
+            &lab.pm_conf("0.4.0", std_mappings(), None),
+        )
+        .ok();
+    // DEL without prevResult removes the second container's rules too.
+    lab.plugin()
+        .del(
+            "portmap",
+            &env_for(&c2, &id2),
+            &lab.pm_conf(
+                "0.4.0",
+                json!([{"hostPort": 9090, "containerPort": 80, "protocol": "tcp"}]),
+                None,
+            ),
+        )
+        .ok();
+    assert_silent(
+        &lab.client,
+        "tcp",
+        &node_addr,
+        9090,
+        "after DEL without prevResult",
+    );
+    if lab.backend == Some("nftables") {
+        assert!(lab.rules_of(&id2).is_empty(), "nft rules of {id2} left");
+    } else {
+        let nat = lab.nat_rules(false);
+        assert!(
+            !nat.contains("CNI-DN-") && !nat.contains(&id2),
+            "no per-container chain left after both DELs: {nat}"
+        );
+    }
+}
+
+#[test]
+fn check_and_del_reference() {
+    check_and_del(Impl::Reference, None);
+}
+#[test]
+fn check_and_del_ours_iptables() {
+    check_and_del(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn check_and_del_ours_nftables() {
+    check_and_del(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. hostIP restricts the mapping to that address
+
+fn host_ip(imp: Impl, backend: Option<&'static str>) {
+    if skip("host_ip", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-hostip", imp, backend, num(33, imp, backend), false);
+    let c1 = NetNs::create();
+    let id = format!("pm-hip-{}", lab.n);
+    let r = lab.attach(&c1, &id, "1.0.0");
+    let _tcp = serve(&c1, "tcp", false, 80, "hello");
+    let node_addr = lab.node_addr();
+    let cf = lab.pm_conf(
+        "1.0.0",
+        json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp", "hostIP": node_addr}]),
+        Some(&r),
+    );
+    lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &node_addr,
+        8080,
+        "hello",
+        "client -> hostIP",
+    );
+    assert_answers(
+        &lab.node,
+        "tcp",
+        &node_addr,
+        8080,
+        "hello",
+        "node -> hostIP",
+    );
+    assert_silent(
+        &lab.node,
+        "tcp",
+        "127.0.0.1",
+        8080,
+        "localhost is not the hostIP",
+    );
+    assert_silent(
+        &lab.node,
+        "tcp",
+        &lab.gateway(),
+        8080,
+        "the bridge address is not the hostIP",
+    );
+    pm_check(&lab.plugin(), &env_for(&c1, &id), &cf);
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+    assert!(lab.rules_of(&id).is_empty(), "rules of {id} after DEL");
+}
+
+#[test]
+fn host_ip_reference() {
+    host_ip(Impl::Reference, None);
+}
+#[test]
+fn host_ip_ours_iptables() {
+    host_ip(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn host_ip_ours_nftables() {
+    host_ip(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. IPv6
+
+fn ipv6(imp: Impl, backend: Option<&'static str>) {
+    if skip("ipv6", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-v6", imp, backend, num(36, imp, backend), true);
+    let c1 = NetNs::create();
+    let id = format!("pm-v6-{}", lab.n);
+    let r = lab.attach(&c1, &id, "1.0.0");
+    let ip6 = cont_ip(&r, true);
+    let _tcp6 = serve(&c1, "tcp", true, 80, "hello6");
+    let _udp6 = serve(&c1, "udp", true, 53, "pong6");
+    let _tcp4 = serve(&c1, "tcp", false, 80, "hello4");
+    let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+    lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
+    assert_eq!(
+        lab.node
+            .sh(&["sysctl", "-n", "net.ipv6.conf.all.forwarding"])
+            .trim(),
+        "1",
+        "IPv6 forwarding in the node"
+    );
+    // Direct reachability first, so a failure below is about the mapping.
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &ip6,
+        80,
+        "hello6",
+        "client -> container v6, direct",
+    );
+    let node6 = format!("fd{:02x}:1::1", lab.n);
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &node6,
+        8080,
+        "hello6",
+        "client v6 hostPort TCP",
+    );
+    assert_answers(
+        &lab.client,
+        "udp",
+        &node6,
+        8053,
+        "pong6",
+        "client v6 hostPort UDP",
+    );
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &lab.node_addr(),
+        8080,
+        "hello4",
+        "client v4 hostPort TCP on a dual-stack container",
+    );
+    if lab.backend != Some("nftables") {
+        let nat6 = lab.nat_rules(true);
+        assert!(
+            nat6.contains("CNI-DN-") && nat6.contains(&format!("[{ip6}]:80")),
+            "ip6tables DNAT to [{ip6}]:80: {nat6}"
+        );
+    }
+    pm_check(&lab.plugin(), &env_for(&c1, &id), &cf);
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+    assert_silent(&lab.client, "tcp", &node6, 8080, "v6 after DEL");
+    assert!(
+        lab.rules_of(&id).is_empty(),
+        "rules of {id} after DEL: {:?}",
+        lab.rules_of(&id)
+    );
+}
+
+#[test]
+fn ipv6_reference() {
+    ipv6(Impl::Reference, None);
+}
+#[test]
+fn ipv6_ours_iptables() {
+    ipv6(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn ipv6_ours_nftables() {
+    ipv6(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 7. Compatibility with the reference (iptables): each one's CHECK and DEL on the other's ADD
+
+fn compat(first: Impl, base: u8) {
+    if !require_root("portmap compat")
+        || !reference_available("portmap")
+        || !reference_available("bridge")
+        || !reference_available("host-local")
+    {
+        return;
+    }
+    let second = if first == Impl::Ours {
+        Impl::Reference
+    } else {
+        Impl::Ours
+    };
+    // Our runs always say iptables; the reference config never has the key.
+    let conf_for = |lab: &Lab, imp: Impl, prev: Option<&Value>| {
+        let mut c = lab.pm_conf("1.0.0", std_mappings(), prev);
+        if imp == Impl::Ours {
+            c["backend"] = json!("iptables");
+        }
+        c
+    };
+    let lab = Lab::new("pm-compat", first, None, base, false);
+    let c1 = NetNs::create();
+    let id = format!("pm-cmp-{base}");
+    let r = lab.attach(&c1, &id, "1.0.0");
+    let _tcp = serve(&c1, "tcp", false, 80, "hello");
+    let env = env_for(&c1, &id);
+    lab.sb
+        .plugin_in(first, &lab.node)
+        .add("portmap", &env, &conf_for(&lab, first, Some(&r)))
+        .ok();
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &lab.node_addr(),
+        8080,
+        "hello",
+        &format!("after {first:?} ADD"),
+    );
+    pm_check(
+        &lab.sb.plugin_in(second, &lab.node),
+        &env,
+        &conf_for(&lab, second, Some(&r)),
+    );
+    lab.sb
+        .plugin_in(second, &lab.node)
+        .del("portmap", &env, &conf_for(&lab, second, Some(&r)))
+        .ok();
+    let nat = lab.nat_rules(false);
+    assert!(
+        !nat.contains("CNI-DN-") && !nat.contains(&id),
+        "{second:?} DEL removes {first:?}'s per-container chain and rules: {nat}"
+    );
+    assert_silent(
+        &lab.client,
+        "tcp",
+        &lab.node_addr(),
+        8080,
+        &format!("after {second:?} DEL"),
+    );
+}
+
+#[test]
+fn compat_reference_add_ours_check_del() {
+    compat(Impl::Reference, 39);
+}
+#[test]
+fn compat_ours_add_reference_check_del() {
+    compat(Impl::Ours, 40);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 8. Errors
+
+fn errors(imp: Impl, backend: Option<&'static str>) {
+    if skip("errors", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-errors", imp, backend, num(42, imp, backend), false);
+    let c1 = NetNs::create();
+    let id = format!("pm-err-{}", lab.n);
+    let r = lab.attach(&c1, &id, "1.0.0");
+    let env = env_for(&c1, &id);
+    let p = lab.plugin();
+    let failed = |what: &str, out: &Output| {
+        assert!(
+            !out.status_ok && out.err_code().is_some(),
+            "{what}: expected a CNI error, got {out:?}"
+        );
+        if imp == Impl::Reference {
+            // The Go plugin wraps plain errors as 999.
+            assert_eq!(out.err_code(), Some(999), "{what}: {out:?}");
+        }
+    };
+    let out = p.add("portmap", &env, &lab.pm_conf("1.0.0", std_mappings(), None));
+    failed("ADD without prevResult", &out);
+    let mut cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+    cf["markMasqBit"] = json!(40);
+    failed("markMasqBit 40", &p.add("portmap", &env, &cf));
+    let mut cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+    cf["runtimeConfig"]["portMappings"][0]["hostPort"] = json!(0);
+    failed("hostPort 0", &p.add("portmap", &env, &cf));
+    if imp == Impl::Ours {
+        let mut cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+        cf["backend"] = json!("bogus");
+        failed("backend bogus", &p.add("portmap", &env, &cf));
+    }
+    assert!(
+        lab.rules_of(&id).is_empty(),
+        "failed ADDs leave no rules: {:?}",
+        lab.rules_of(&id)
+    );
+    // Without mappings ADD is a pass-through.
+    let res = p
+        .add("portmap", &env, &lab.pm_conf("1.0.0", json!([]), Some(&r)))
+        .ok()
+        .clone();
+    assert_eq!(res["ips"], r["ips"], "pass-through without mappings");
+}
+
+#[test]
+fn errors_reference() {
+    errors(Impl::Reference, None);
+}
+#[test]
+fn errors_ours_iptables() {
+    errors(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn errors_ours_nftables() {
+    errors(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 9. Eight containers, portmap ADDs in parallel
+
+fn concurrent_adds(imp: Impl, backend: Option<&'static str>) {
+    if skip("concurrent_adds", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-concurrent", imp, backend, num(45, imp, backend), false);
+    let conts: Vec<NetNs> = (0..8).map(|_| NetNs::create()).collect();
+    let ids: Vec<String> = (0..8).map(|i| format!("pm-cc{i}-{}", lab.n)).collect();
+    let results: Vec<Value> = conts
+        .iter()
+        .zip(&ids)
+        .map(|(c, id)| lab.attach(c, id, "1.0.0"))
+        .collect();
+    let _servers: Vec<Server> = conts
+        .iter()
+        .enumerate()
+        .map(|(i, c)| serve(c, "tcp", false, 80, &format!("hello{i}")))
+        .collect();
+    let confs: Vec<Value> = results
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            lab.pm_conf(
+                "1.0.0",
+                json!([{"hostPort": 9000 + i, "containerPort": 80, "protocol": "tcp"}]),
+                Some(r),
+            )
+        })
+        .collect();
+    let outs: Vec<Output> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..8)
+            .map(|i| {
+                let (lab, conts, ids, confs) = (&lab, &conts, &ids, &confs);
+                s.spawn(move || {
+                    lab.plugin()
+                        .add("portmap", &env_for(&conts[i], &ids[i]), &confs[i])
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, o) in outs.iter().enumerate() {
+        if imp == Impl::Reference && !o.status_ok {
+            // The Go plugin creates the shared chains check-then-create (utils.EnsureChain),
+            // which races between parallel ADDs (seen once under full-suite load with
+            // iptables-nft). Retry it serially so the rest of the scenario still runs.
+            eprintln!("note: reference parallel portmap ADD {i} failed, retrying: {o:?}");
+            lab.plugin()
+                .add("portmap", &env_for(&conts[i], &ids[i]), &confs[i])
+                .ok();
+            continue;
+        }
+        assert!(o.status_ok, "parallel portmap ADD {i}: {o:?}");
+    }
+    for i in 0..8 {
+        assert_answers(
+            &lab.client,
+            "tcp",
+            &lab.node_addr(),
+            9000 + i as u16,
+            &format!("hello{i}"),
+            &format!("container {i} after parallel ADDs"),
+        );
+        pm_check(&lab.plugin(), &env_for(&conts[i], &ids[i]), &confs[i]);
+    }
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let (lab, conts, ids, confs) = (&lab, &conts, &ids, &confs);
+            s.spawn(move || {
+                let o = lab
+                    .plugin()
+                    .del("portmap", &env_for(&conts[i], &ids[i]), &confs[i]);
+                assert!(o.status_ok, "parallel portmap DEL {i}: {o:?}");
+            });
+        }
+    });
+    for id in &ids {
+        assert!(
+            lab.rules_of(id).is_empty(),
+            "rules of {id} after parallel DELs"
+        );
+    }
+}
+
+#[test]
+fn concurrent_adds_reference() {
+    concurrent_adds(Impl::Reference, None);
+}
+#[test]
+fn concurrent_adds_ours_iptables() {
+    concurrent_adds(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn concurrent_adds_ours_nftables() {
+    concurrent_adds(Impl::Ours, Some("nftables"));
+}
