@@ -5,6 +5,7 @@ use crate::cni::Applet;
 
 mod bandwidth;
 mod bridge;
+mod firewall;
 mod host_local;
 mod loopback;
 mod portmap;
@@ -14,6 +15,7 @@ mod vlan;
 pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
     &bridge::APPLET,
+    &firewall::APPLET,
     &host_local::APPLET,
     &loopback::APPLET,
     &portmap::APPLET,

@@ -231,7 +231,10 @@ fn load(req: &Request) -> Result<Pm> {
 fn container_ips(prev: &CniResult, ifname: &str) -> Vec<IpNet> {
     let mut out: Vec<IpNet> = Vec::new();
     for ip in &prev.ips {
-        if out.iter().any(|o| o.addr().is_ipv4() == ip.address.addr().is_ipv4()) {
+        if out
+            .iter()
+            .any(|o| o.addr().is_ipv4() == ip.address.addr().is_ipv4())
+        {
             continue;
         }
         if let Some(i) = ip.interface
@@ -246,11 +249,17 @@ fn container_ips(prev: &CniResult, ifname: &str) -> Vec<IpNet> {
 }
 
 fn dnat_chain(network: &str, cid: &str) -> String {
-    format!("CNI-DN-{}", sha512_hex(format!("{network}{cid}").as_bytes(), 21))
+    format!(
+        "CNI-DN-{}",
+        sha512_hex(format!("{network}{cid}").as_bytes(), 21)
+    )
 }
 
 fn old_snat_chain(network: &str, cid: &str) -> String {
-    format!("CNI-SN-{}", sha512_hex(format!("{network}{cid}").as_bytes(), 21))
+    format!(
+        "CNI-SN-{}",
+        sha512_hex(format!("{network}{cid}").as_bytes(), 21)
+    )
 }
 
 fn trim_comment(s: String) -> String {
@@ -314,7 +323,10 @@ fn entry_rules(pm: &Pm, v6: bool) -> Vec<String> {
     protos.sort_unstable();
     protos.dedup();
     let cond = if v6 { &pm.cond6 } else { &pm.cond4 };
-    let cond: String = cond.iter().map(|t| format!(" {}", iptables::quote(t))).collect();
+    let cond: String = cond
+        .iter()
+        .map(|t| format!(" {}", iptables::quote(t)))
+        .collect();
     let mut out = Vec::new();
     for p in protos {
         let ports: Vec<String> = pm
@@ -410,7 +422,10 @@ fn ipt_check(pm: &Pm, cip: &IpNet) -> Result<()> {
         }
     }
     let want = entry_rules(pm, cip.addr().is_ipv6()).len();
-    let have = saved.jumps_to(&chain).filter(|(c, _)| *c == TOP_DNAT).count();
+    let have = saved
+        .jumps_to(&chain)
+        .filter(|(c, _)| *c == TOP_DNAT)
+        .count();
     if have < want {
         return Err(Error::internal(format!(
             "{TOP_DNAT} has {have} of the {want} rules jumping to {chain}"
@@ -611,7 +626,11 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
 fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
     let v6 = cip.addr().is_ipv6();
     let t = nft_table(v6);
-    let want_ports = pm.maps.iter().filter(|m| m.for_family(v6).is_some()).count();
+    let want_ports = pm
+        .maps
+        .iter()
+        .filter(|m| m.for_family(v6).is_some())
+        .count();
     let want_masq = match (pm.snat, !v6 && !pm.masq_all) {
         (false, _) => 0,
         (true, true) => 2,
@@ -695,7 +714,8 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
             .map(|m| m.host_port)
             .collect();
         if !udp.is_empty()
-            && let Err(e) = crate::netfilter::conntrack::delete_udp_dport(cip.addr().is_ipv6(), &udp)
+            && let Err(e) =
+                crate::netfilter::conntrack::delete_udp_dport(cip.addr().is_ipv6(), &udp)
         {
             eprintln!("portmap: failed to delete stale UDP conntrack entries for {cip}: {e}");
         }
@@ -872,7 +892,11 @@ mod tests {
 
     #[test]
     fn nft_conditions_parse() {
-        let c = vec!["ip saddr != 10.0.0.0/8".to_string(), "iifname".into(), "\"eth0\"".into()];
+        let c = vec![
+            "ip saddr != 10.0.0.0/8".to_string(),
+            "iifname".into(),
+            "\"eth0\"".into(),
+        ];
         assert!(nft_conditions(Rule::new(), &c, false, "conditionsV4").is_ok());
         assert!(nft_conditions(Rule::new(), &c, true, "conditionsV6").is_err());
         let bad = vec!["meta mark 1".to_string()];

@@ -314,7 +314,11 @@ impl Ipt {
 
     /// Save `table`, let `plan` compute the changes, restore them; recompute and retry when
     /// the table changed in between (the restore then fails as a whole).
-    pub fn transact(&self, table: &str, mut plan: impl FnMut(&Saved) -> Result<Script>) -> Result<()> {
+    pub fn transact(
+        &self,
+        table: &str,
+        mut plan: impl FnMut(&Saved) -> Result<Script>,
+    ) -> Result<()> {
         let mut last = None;
         for attempt in 0..ATTEMPTS {
             let saved = self.save(table)?;

@@ -17,7 +17,10 @@
 //! removes everything (upstream leaks the rules then). It tries both backends, as upstream.
 
 use super::iptables::{self, Ipt, Proto, Saved, Script};
-use super::{Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table};
+use super::{
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, instance_tag,
+    network_tag, owner_comment,
+};
 use crate::cni::config::Attachment;
 use crate::cni::{Error, Result};
 use crate::hash::sha512_hex;
@@ -26,48 +29,18 @@ use std::collections::HashSet;
 
 const NFT_TABLE: &str = "cni_plugins_masquerade";
 const NFT_CHAIN: &str = "masq_checks";
-/// knftables' CommentLengthMax.
-const NFT_COMMENT_MAX: usize = 128;
 
 /// `CNI-` + 24 hex of sha512(network + containerID).
 pub fn chain_name(network: &str, cid: &str) -> String {
-    format!("CNI-{}", sha512_hex(format!("{network}{cid}").as_bytes(), 24))
+    format!(
+        "CNI-{}",
+        sha512_hex(format!("{network}{cid}").as_bytes(), 24)
+    )
 }
 
 /// Go's `fmt.Sprintf("name: %q id: %q", …)` for ordinary names.
 pub fn comment(network: &str, cid: &str) -> String {
     format!("name: {network:?} id: {cid:?}")
-}
-
-fn hash_for_network(network: &str) -> String {
-    sha512_hex(network.as_bytes(), 16)
-}
-
-fn hash_for_instance(network: &str, ifname: &str, cid: &str) -> String {
-    format!(
-        "{}-{}",
-        hash_for_network(network),
-        sha512_hex(format!("{ifname}:{cid}").as_bytes(), 16)
-    )
-}
-
-fn nft_comment(network: &str, ifname: &str, cid: &str) -> String {
-    let strip = |s: &str| s.replace('"', "");
-    let mut c = format!(
-        "{}, net: {}, if: {}, id: {}",
-        hash_for_instance(network, ifname, cid),
-        strip(network),
-        strip(ifname),
-        strip(cid)
-    );
-    if c.len() > NFT_COMMENT_MAX {
-        let mut end = NFT_COMMENT_MAX;
-        while !c.is_char_boundary(end) {
-            end -= 1;
-        }
-        c.truncate(end);
-    }
-    c
 }
 
 fn table() -> Table {
@@ -138,7 +111,7 @@ fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
 fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Result<()> {
     let t = table();
     let mut nft = Nft::open()?;
-    let prefix = hash_for_instance(network, ifname, cid);
+    let prefix = instance_tag(network, ifname, cid);
     let stale = if nft.table_exists(&t)? && nft.chain_exists(&t, NFT_CHAIN)? {
         nft.rules(&t, Some(NFT_CHAIN))?
             .into_iter()
@@ -178,7 +151,7 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
     for h in stale {
         b.del_rule(&t, NFT_CHAIN, h);
     }
-    let c = nft_comment(network, ifname, cid);
+    let c = owner_comment(network, ifname, cid);
     for ip in ips {
         b.add_rule(
             &t,
@@ -208,7 +181,7 @@ pub fn teardown(network: &str, cid: &str, ifname: &str, _ips: &[IpNet]) -> Resul
             errs.push(e.to_string());
         }
     }
-    if let Err(e) = teardown_nftables(&hash_for_instance(network, ifname, cid)) {
+    if let Err(e) = teardown_nftables(&instance_tag(network, ifname, cid)) {
         errs.push(e.to_string());
     }
     if errs.is_empty() {
@@ -270,11 +243,9 @@ pub fn gc(network: &str, valid: &[Attachment]) -> Result<()> {
     }
     let keep: HashSet<String> = valid
         .iter()
-        .map(|a| nft_comment(network, &a.ifname, &a.container_id))
+        .map(|a| owner_comment(network, &a.ifname, &a.container_id))
         .collect();
-    if let Err(e) = nft_delete_where(&format!("{}-", hash_for_network(network)), |c| {
-        keep.contains(c)
-    }) {
+    if let Err(e) = nft_delete_where(&format!("{}-", network_tag(network)), |c| keep.contains(c)) {
         errs.push(e.to_string());
     }
     if errs.is_empty() {
@@ -311,10 +282,12 @@ mod tests {
         assert_eq!(c.len(), 28);
         assert!(c.starts_with("CNI-"));
         assert_eq!(comment("mynet", "abc"), r#"name: "mynet" id: "abc""#);
-        let n = nft_comment("net", "eth0", "cid");
+        let n = owner_comment("net", "eth0", "cid");
         assert!(n.ends_with(", net: net, if: eth0, id: cid"), "{n}");
         assert_eq!(n.split(',').next().unwrap().len(), 33);
-        assert!(nft_comment("n", "eth0", &"x".repeat(200)).len() <= NFT_COMMENT_MAX);
+        assert!(
+            owner_comment("n", "eth0", &"x".repeat(200)).len() <= crate::netfilter::NFT_COMMENT_MAX
+        );
     }
 
     #[test]

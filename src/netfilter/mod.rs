@@ -26,6 +26,7 @@ pub use nft::{BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nft, Policy,
 pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
 
 use crate::cni::{Error, Result};
+use crate::hash::sha512_hex;
 
 /// Which netfilter interface a plugin writes its rules with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,4 +63,43 @@ impl Backend {
 /// The nftables "table or chain is not there" errors, which teardown treats as done.
 pub fn is_missing(e: &Error) -> bool {
     e.msg.contains("No such file or directory") || e.msg.contains("ENOENT")
+}
+
+/// knftables' CommentLengthMax, which the Go plugins truncate their comments to.
+pub const NFT_COMMENT_MAX: usize = 128;
+
+/// The Go plugins' nftables owner hash of a network: 16 hex of sha512(network).
+pub fn network_tag(network: &str) -> String {
+    sha512_hex(network.as_bytes(), 16)
+}
+
+/// `<network tag>-<16 hex of sha512(ifname:cid)>`: one attachment.
+pub fn instance_tag(network: &str, ifname: &str, cid: &str) -> String {
+    format!(
+        "{}-{}",
+        network_tag(network),
+        sha512_hex(format!("{ifname}:{cid}").as_bytes(), 16)
+    )
+}
+
+/// The comment the Go plugins put on an attachment's nftables rules:
+/// `<instance tag>, net: <net>, if: <ifname>, id: <cid>` (quotes dropped, at most 128 bytes).
+/// Teardown and GC find the rules by its prefix, without addresses or netns.
+pub fn owner_comment(network: &str, ifname: &str, cid: &str) -> String {
+    let strip = |s: &str| s.replace('"', "");
+    let mut c = format!(
+        "{}, net: {}, if: {}, id: {}",
+        instance_tag(network, ifname, cid),
+        strip(network),
+        strip(ifname),
+        strip(cid)
+    );
+    if c.len() > NFT_COMMENT_MAX {
+        let mut end = NFT_COMMENT_MAX;
+        while !c.is_char_boundary(end) {
+            end -= 1;
+        }
+        c.truncate(end);
+    }
+    c
 }

@@ -541,14 +541,7 @@ impl Nft {
     ) -> std::result::Result<Vec<Vec<u8>>, i32> {
         let mut w = Writer::default();
         let seq = self.next_seq();
-        let at = header(
-            &mut w,
-            msg_type,
-            F_REQUEST | F_ACK | flags,
-            seq,
-            family,
-            0,
-        );
+        let at = header(&mut w, msg_type, F_REQUEST | F_ACK | flags, seq, family, 0);
         w.buf.extend_from_slice(body);
         finish(&mut w, at);
         self.send(&w.buf)?;

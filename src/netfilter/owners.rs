@@ -34,7 +34,12 @@ pub fn record(kind: &str, network: &str, cid: &str, ifname: &str, items: &[Strin
 /// The items recorded for one attachment (empty if none).
 pub fn get(kind: &str, network: &str, cid: &str, ifname: &str) -> Vec<String> {
     std::fs::read_to_string(dir(kind, network).join(key(cid, ifname)))
-        .map(|s| s.lines().filter(|l| !l.is_empty()).map(String::from).collect())
+        .map(|s| {
+            s.lines()
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -1,0 +1,636 @@
+//! firewall (chained): accept forwarded traffic from and (established) to the container's
+//! addresses, and optionally isolate its bridge from other bridges (`ingressPolicy`).
+//!
+//! ```text
+//! iptables (filter, per family), upstream's layout:
+//!   FORWARD:      -m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD
+//!   CNI-FORWARD:  -m comment --comment "CNI firewall plugin admin overrides" -j CNI-ADMIN
+//!                 -d IP/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT
+//!                 -s IP/32 -j ACCEPT
+//!   same-bridge / isolated: FORWARD -j CNI-ISOLATION-STAGE-1 (first);
+//!     STAGE-1: -i br ! -o br -j CNI-ISOLATION-STAGE-2 [-i br -o br -j DROP] … -j RETURN
+//!     STAGE-2: -o br -j DROP … -j RETURN
+//! nftables (table inet cni_plugins_firewall), the same policy:
+//!   chain forward (filter hook forward priority 0): jump isolation-stage-1; jump admin;
+//!                                                   jump cni-forward
+//!   chain cni-forward: ip daddr IP ct state established,related accept; ip saddr IP accept
+//!     (commented with the attachment's owner comment, like the Go plugins' nftables rules)
+//!   chain isolation-stage-1 / -stage-2: the iptables isolation rules, per bridge
+//!   chain admin: empty, for the administrator's own rules
+//! ```
+//!
+//! As upstream: versions 0.4.0 and later; isolation rules are per bridge and stay after DEL;
+//! the `firewalld` backend is not supported (a clear error on ADD/CHECK; DEL still cleans up).
+//! Beyond upstream: the nftables backend; DEL works without prevResult (the iptables addresses
+//! are recorded at ADD, the nftables rules are found by comment) and cleans up both backends;
+//! GC removes the rules of attachments that are gone. With nftables, an `accept` here ends
+//! only this table's evaluation: a drop policy in another table (say iptables-nft's FORWARD)
+//! still applies, so on such nodes use the iptables backend.
+
+use crate::cni::result::CniResult;
+use crate::cni::{Applet, Error, Request, Result, Version};
+use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
+use crate::netfilter::{
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, ct, network_tag,
+    owner_comment, owners,
+};
+use serde::Deserialize;
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+pub static APPLET: Applet = Applet {
+    name: "firewall",
+    versions: &[Version::V040, Version::V100, Version::V110],
+    add,
+    del,
+    check,
+    status: None,
+    gc: Some(gc),
+};
+
+const FORWARD_CHAIN: &str = "CNI-FORWARD";
+const DEFAULT_ADMIN: &str = "CNI-ADMIN";
+const STAGE1: &str = "CNI-ISOLATION-STAGE-1";
+const STAGE2: &str = "CNI-ISOLATION-STAGE-2";
+const NFT_TABLE: &str = "cni_plugins_firewall";
+const NFT_FORWARD: &str = "cni-forward";
+const NFT_ADMIN: &str = "admin";
+const NFT_STAGE1: &str = "isolation-stage-1";
+const NFT_STAGE2: &str = "isolation-stage-2";
+/// Owner records of the iptables backend: the addresses whose rules an attachment added.
+const OWNERS: &str = "firewall-ipt";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Conf {
+    #[serde(default)]
+    backend: String,
+    #[serde(default)]
+    iptables_admin_chain_name: String,
+    #[serde(default)]
+    ingress_policy: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Policy {
+    Open,
+    SameBridge,
+    Isolated,
+}
+
+impl Policy {
+    fn name(self) -> &'static str {
+        match self {
+            Policy::Open => "open",
+            Policy::SameBridge => "same-bridge",
+            Policy::Isolated => "isolated",
+        }
+    }
+}
+
+/// What the config asks for; `backend` is `None` for firewalld.
+struct Fw {
+    backend: Option<Backend>,
+    admin: String,
+    policy: Policy,
+    network: String,
+    cid: String,
+    ifname: String,
+}
+
+fn load(req: &Request) -> Result<Fw> {
+    let c: Conf = req.decode()?;
+    let policy = match c.ingress_policy.as_str() {
+        "" | "open" => Policy::Open,
+        "same-bridge" => Policy::SameBridge,
+        "isolated" => Policy::Isolated,
+        other => {
+            return Err(Error::config(format!(
+                "unknown ingress policy: {other:?} (use \"open\", \"same-bridge\" or \"isolated\")"
+            )));
+        }
+    };
+    let backend = match c.backend.as_str() {
+        "firewalld" => None,
+        other => Some(Backend::parse("backend", Some(other))?),
+    };
+    let admin = if c.iptables_admin_chain_name.is_empty() {
+        DEFAULT_ADMIN.to_string()
+    } else {
+        c.iptables_admin_chain_name
+    };
+    Ok(Fw {
+        backend,
+        admin,
+        policy,
+        network: req.conf.name.clone(),
+        cid: req.env.container_id.clone(),
+        ifname: req.env.ifname.clone(),
+    })
+}
+
+fn backend_for(fw: &Fw) -> Result<Backend> {
+    fw.backend.ok_or_else(|| {
+        Error::config(
+            "the firewalld backend is not supported by cnibox: set \"backend\" to \"iptables\" \
+             or \"nftables\"",
+        )
+    })
+}
+
+fn prev(req: &Request) -> Result<CniResult> {
+    req.prev_result()?
+        .ok_or_else(|| Error::config("missing prevResult from earlier plugin"))
+}
+
+/// The bridge of `ingressPolicy`: the first interface of the previous result.
+fn bridge_of(fw: &Fw, prev: &CniResult) -> Result<Option<String>> {
+    if fw.policy == Policy::Open {
+        return Ok(None);
+    }
+    match prev.interfaces.first() {
+        None => Err(Error::config(format!(
+            "interface needs to be set for ingress policy {:?}, make sure to chain \"firewall\" \
+             plugin with \"bridge\"",
+            fw.policy.name()
+        ))),
+        Some(i) if i.name.is_empty() => Err(Error::config("got empty bridge name")),
+        Some(i) => Ok(Some(i.name.clone())),
+    }
+}
+
+fn addrs(prev: &CniResult) -> Vec<IpAddr> {
+    prev.ips.iter().map(|ip| ip.address.addr()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// iptables
+
+fn forward_jump() -> String {
+    format!(
+        "{} -j {FORWARD_CHAIN}",
+        iptables::comment("CNI firewall plugin rules")
+    )
+}
+
+fn admin_jump(admin: &str) -> String {
+    format!(
+        "{} -j {admin}",
+        iptables::comment("CNI firewall plugin admin overrides")
+    )
+}
+
+/// The two per-address rules, in iptables-save form.
+fn ip_rules(ip: IpAddr) -> [String; 2] {
+    let host = format!("{ip}/{}", Proto::of(&ip).host_bits());
+    [
+        format!("-d {host} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT"),
+        format!("-s {host} -j ACCEPT"),
+    ]
+}
+
+fn policy_comment(policy: &str) -> String {
+    iptables::comment(&format!(
+        "CNI firewall plugin rules (ingressPolicy: {policy})"
+    ))
+}
+
+/// The isolation rules for `bridge`: (chain, rule, insert at head?), in upstream's order.
+fn isolation_rules(bridge: &str, policy: Policy) -> Vec<(&'static str, String, bool)> {
+    let both = policy_comment("same-bridge|isolated");
+    let this = policy_comment(policy.name());
+    let mut v = vec![
+        ("FORWARD", format!("{both} -j {STAGE1}"), true),
+        (
+            STAGE1,
+            format!("-i {bridge} ! -o {bridge} {this} -j {STAGE2}"),
+            true,
+        ),
+    ];
+    if policy == Policy::Isolated {
+        v.push((
+            STAGE1,
+            format!("-i {bridge} -o {bridge} {this} -j DROP"),
+            true,
+        ));
+    }
+    v.push((STAGE1, format!("{both} -j RETURN"), false));
+    v.push((STAGE2, format!("-o {bridge} {both} -j DROP"), true));
+    v.push((STAGE2, format!("{both} -j RETURN"), false));
+    v
+}
+
+fn ipt_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
+    for proto in [Proto::V4, Proto::V6] {
+        let mine: Vec<IpAddr> = ips
+            .iter()
+            .copied()
+            .filter(|ip| Proto::of(ip) == proto)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let ipt = Ipt::new(proto)?;
+        ipt.transact("filter", |saved| {
+            let mut s = Script::new();
+            s.ensure_chain(saved, FORWARD_CHAIN)
+                .ensure_chain(saved, &fw.admin)
+                .insert_unique(saved, "FORWARD", &forward_jump())
+                .insert_unique(saved, FORWARD_CHAIN, &admin_jump(&fw.admin));
+            for ip in &mine {
+                for r in ip_rules(*ip) {
+                    s.append_unique(saved, FORWARD_CHAIN, &r);
+                }
+            }
+            if let Some(br) = bridge {
+                s.ensure_chain(saved, STAGE1).ensure_chain(saved, STAGE2);
+                for (chain, rule, head) in isolation_rules(br, fw.policy) {
+                    if head {
+                        s.insert_unique(saved, chain, &rule);
+                    } else {
+                        s.append_unique(saved, chain, &rule);
+                    }
+                }
+            }
+            Ok(s)
+        })?;
+    }
+    Ok(())
+}
+
+fn ipt_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
+    for proto in [Proto::V4, Proto::V6] {
+        let mine: Vec<IpAddr> = ips
+            .iter()
+            .copied()
+            .filter(|ip| Proto::of(ip) == proto)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let saved = Ipt::new(proto)?.save("filter")?;
+        let mut want = vec![
+            ("FORWARD", forward_jump()),
+            (FORWARD_CHAIN, admin_jump(&fw.admin)),
+        ];
+        for ip in &mine {
+            for r in ip_rules(*ip) {
+                want.push((FORWARD_CHAIN, r));
+            }
+        }
+        for (chain, rule) in want {
+            if !saved.has_rule(chain, &rule) {
+                return Err(Error::internal(format!(
+                    "expected {chain} rule {rule:?} not found"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Delete the per-address rules of `ips` that exist.
+fn ipt_remove(ips: &[IpAddr]) -> Result<()> {
+    for proto in [Proto::V4, Proto::V6] {
+        let mine: Vec<IpAddr> = ips
+            .iter()
+            .copied()
+            .filter(|ip| Proto::of(ip) == proto)
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let Ok(ipt) = Ipt::new(proto) else { continue };
+        ipt.transact("filter", |saved: &Saved| {
+            let mut s = Script::new();
+            for ip in &mine {
+                for r in ip_rules(*ip) {
+                    if saved.has_rule(FORWARD_CHAIN, &r) {
+                        s.delete(FORWARD_CHAIN, &r);
+                    }
+                }
+            }
+            Ok(s)
+        })?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// nftables
+
+fn nft_table() -> Table {
+    Table::new(Family::Inet, NFT_TABLE)
+}
+
+fn nft_isolation_comment(policy: &str, what: &str, bridge: &str) -> String {
+    format!("CNI firewall plugin rules (ingressPolicy: {policy}): {what} {bridge}")
+}
+
+/// The isolation rules for `bridge`: (chain, comment, rule).
+fn nft_isolation_rules(bridge: &str, policy: Policy) -> Vec<(&'static str, String, Rule)> {
+    let name = policy.name();
+    let mut v = vec![
+        (
+            NFT_STAGE1,
+            nft_isolation_comment(name, "leaving", bridge),
+            Rule::new()
+                .iifname(bridge)
+                .oifname_not(bridge)
+                .jump(NFT_STAGE2),
+        ),
+        (
+            NFT_STAGE2,
+            nft_isolation_comment("same-bridge|isolated", "entering", bridge),
+            Rule::new().oifname(bridge).drop(),
+        ),
+    ];
+    if policy == Policy::Isolated {
+        v.push((
+            NFT_STAGE1,
+            nft_isolation_comment(name, "within", bridge),
+            Rule::new().iifname(bridge).oifname(bridge).drop(),
+        ));
+    }
+    v.into_iter()
+        .map(|(chain, c, r)| (chain, c.clone(), r.comment(c)))
+        .collect()
+}
+
+/// Comments of the rules in `chain`, with their handles (nothing if the chain is missing).
+fn nft_comments(nft: &mut Nft, t: &Table, chain: &str) -> Result<Vec<(String, u64)>> {
+    if !nft.chain_exists(t, chain)? {
+        return Ok(Vec::new());
+    }
+    Ok(nft
+        .rules(t, Some(chain))?
+        .into_iter()
+        .filter_map(|r| Some((r.comment?, r.handle)))
+        .collect())
+}
+
+fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
+    let t = nft_table();
+    let mut nft = Nft::open()?;
+    let exists = nft.table_exists(&t)?;
+    let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
+    let (stale, iso_have) = if exists {
+        let stale: Vec<u64> = nft_comments(&mut nft, &t, NFT_FORWARD)?
+            .into_iter()
+            .filter(|(c, _)| *c == comment)
+            .map(|(_, h)| h)
+            .collect();
+        let mut have: HashSet<String> = HashSet::new();
+        for chain in [NFT_STAGE1, NFT_STAGE2] {
+            have.extend(
+                nft_comments(&mut nft, &t, chain)?
+                    .into_iter()
+                    .map(|(c, _)| c),
+            );
+        }
+        (stale, have)
+    } else {
+        (Vec::new(), HashSet::new())
+    };
+    let mut b = Batch::new();
+    b.add_table(&t, Some("CNI firewall plugin rules"));
+    for chain in [NFT_ADMIN, NFT_FORWARD, NFT_STAGE1, NFT_STAGE2] {
+        b.add_chain(&t, chain, None);
+    }
+    b.add_chain(
+        &t,
+        "forward",
+        Some(BaseChain::new(ChainType::Filter, Hook::Forward, 0)),
+    )
+    .flush_chain(&t, "forward")
+    .add_rule(&t, "forward", &Rule::new().jump(NFT_STAGE1))
+    .add_rule(&t, "forward", &Rule::new().jump(NFT_ADMIN))
+    .add_rule(&t, "forward", &Rule::new().jump(NFT_FORWARD));
+    for h in stale {
+        b.del_rule(&t, NFT_FORWARD, h);
+    }
+    for ip in ips {
+        b.add_rule(
+            &t,
+            NFT_FORWARD,
+            &Rule::new()
+                .daddr(*ip)
+                .ct_state(ct::ESTABLISHED | ct::RELATED)
+                .accept()
+                .comment(comment.clone()),
+        )
+        .add_rule(
+            &t,
+            NFT_FORWARD,
+            &Rule::new().saddr(*ip).accept().comment(comment.clone()),
+        );
+    }
+    if let Some(br) = bridge {
+        for (chain, c, rule) in nft_isolation_rules(br, fw.policy) {
+            if !iso_have.contains(&c) {
+                b.add_rule(&t, chain, &rule);
+            }
+        }
+    }
+    nft.apply(&b)
+        .map_err(|e| e.context("unable to set up nftables firewall rules"))
+}
+
+fn nft_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
+    let t = nft_table();
+    let mut nft = Nft::open()?;
+    if !nft.table_exists(&t)? || !nft.chain_exists(&t, "forward")? {
+        return Err(Error::internal(format!("nftables table {t} not found")));
+    }
+    let jumps = nft.rules(&t, Some("forward"))?.len();
+    let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
+    let have = nft_comments(&mut nft, &t, NFT_FORWARD)?
+        .iter()
+        .filter(|(c, _)| *c == comment)
+        .count();
+    if jumps < 3 || have < 2 * ips.len() {
+        return Err(Error::internal(format!(
+            "expected firewall rules for {} in nftables table {t} not found",
+            fw.cid
+        )));
+    }
+    Ok(())
+}
+
+/// Delete the `cni-forward` rules whose comment starts with `prefix`, except those `keep`
+/// says to keep. No table (or no nf_tables) is fine.
+fn nft_delete_where(prefix: &str, keep: impl Fn(&str) -> bool) -> Result<()> {
+    let t = nft_table();
+    let Ok(mut nft) = Nft::open() else {
+        return Ok(());
+    };
+    if !nft.table_exists(&t)? {
+        return Ok(());
+    }
+    let mut b = Batch::new();
+    for (c, h) in nft_comments(&mut nft, &t, NFT_FORWARD)? {
+        if c.starts_with(prefix) && !keep(&c) {
+            b.del_rule(&t, NFT_FORWARD, h);
+        }
+    }
+    nft.apply(&b)
+        .map_err(|e| e.context("error deleting nftables firewall rules"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// verbs
+
+fn add(req: &Request) -> Result<Option<CniResult>> {
+    let fw = load(req)?;
+    let backend = backend_for(&fw)?;
+    let prev = prev(req)?;
+    let ips = addrs(&prev);
+    if ips.is_empty() {
+        return Ok(Some(prev));
+    }
+    let bridge = bridge_of(&fw, &prev)?;
+    match backend {
+        Backend::Iptables => {
+            // Record first: a DEL after a failed or interrupted ADD then still finds the rules.
+            let items: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
+            owners::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
+            if let Err(e) = ipt_add(&fw, &ips, bridge.as_deref()) {
+                let _ = ipt_remove(&ips);
+                owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+                return Err(e);
+            }
+        }
+        Backend::Nftables => nft_add(&fw, &ips, bridge.as_deref())?,
+    }
+    Ok(Some(prev))
+}
+
+fn del(req: &Request) -> Result<Option<CniResult>> {
+    let fw = load(req)?;
+    // Both backends, whatever is configured: the node may have switched while the container
+    // ran. Addresses: prevResult's and the ones recorded at ADD.
+    let mut ips: Vec<IpAddr> = match req.prev_result() {
+        Ok(Some(p)) => addrs(&p),
+        _ => Vec::new(),
+    };
+    for s in owners::get(OWNERS, &fw.network, &fw.cid, &fw.ifname) {
+        if let Ok(ip) = s.parse::<IpAddr>()
+            && !ips.contains(&ip)
+        {
+            ips.push(ip);
+        }
+    }
+    let prefix = owner_comment(&fw.network, &fw.ifname, &fw.cid);
+    let mut errs = Vec::new();
+    if let Err(e) = ipt_remove(&ips) {
+        errs.push(e);
+    }
+    if let Err(e) = nft_delete_where(&prefix, |c| c != prefix) {
+        errs.push(e);
+    }
+    match errs.into_iter().next() {
+        Some(e) => Err(e),
+        None => {
+            owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+            Ok(None)
+        }
+    }
+}
+
+fn check(req: &Request) -> Result<Option<CniResult>> {
+    let fw = load(req)?;
+    let backend = backend_for(&fw)?;
+    let prev = prev(req)?;
+    let ips = addrs(&prev);
+    if ips.is_empty() {
+        return Ok(None);
+    }
+    match backend {
+        Backend::Iptables => ipt_check(&fw, &ips)?,
+        Backend::Nftables => nft_check(&fw, &ips)?,
+    }
+    Ok(None)
+}
+
+/// Remove the rules of this network's attachments that are not valid: nftables rules by their
+/// owner comment, iptables rules through the addresses recorded at ADD (an address still
+/// recorded for a live attachment keeps its rules). Isolation rules are per bridge and stay.
+fn gc(req: &Request) -> Result<Option<CniResult>> {
+    let Some(valid) = req.valid_attachments() else {
+        return Ok(None);
+    };
+    let network = &req.conf.name;
+    let keep: HashSet<(&str, &str)> = valid
+        .iter()
+        .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
+        .collect();
+    let mut errs = Vec::new();
+    let records = owners::list(OWNERS, network);
+    let live: HashSet<&str> = records
+        .iter()
+        .filter(|(cid, ifname, _)| keep.contains(&(cid.as_str(), ifname.as_str())))
+        .flat_map(|(_, _, items)| items.iter().map(String::as_str))
+        .collect();
+    for (cid, ifname, items) in &records {
+        if keep.contains(&(cid.as_str(), ifname.as_str())) {
+            continue;
+        }
+        let ips: Vec<IpAddr> = items
+            .iter()
+            .filter(|s| !live.contains(s.as_str()))
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        match ipt_remove(&ips) {
+            Ok(()) => owners::forget(OWNERS, network, cid, ifname),
+            Err(e) => errs.push(e.to_string()),
+        }
+    }
+    let keep_comments: HashSet<String> = valid
+        .iter()
+        .map(|a| owner_comment(network, &a.ifname, &a.container_id))
+        .collect();
+    if let Err(e) = nft_delete_where(&format!("{}-", network_tag(network)), |c| {
+        keep_comments.contains(c)
+    }) {
+        errs.push(e.to_string());
+    }
+    if errs.is_empty() {
+        Ok(None)
+    } else {
+        Err(Error::internal(errs.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iptables_rules_in_saved_form() {
+        assert_eq!(
+            forward_jump(),
+            r#"-m comment --comment "CNI firewall plugin rules" -j CNI-FORWARD"#
+        );
+        assert_eq!(
+            ip_rules("10.1.0.5".parse().unwrap()),
+            [
+                "-d 10.1.0.5/32 -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT".to_string(),
+                "-s 10.1.0.5/32 -j ACCEPT".to_string(),
+            ]
+        );
+        assert_eq!(
+            ip_rules("fd00::5".parse().unwrap())[1],
+            "-s fd00::5/128 -j ACCEPT"
+        );
+        let iso = isolation_rules("cni0", Policy::Isolated);
+        assert_eq!(
+            iso[1].1,
+            r#"-i cni0 ! -o cni0 -m comment --comment "CNI firewall plugin rules (ingressPolicy: isolated)" -j CNI-ISOLATION-STAGE-2"#
+        );
+        assert_eq!(
+            iso[2].1,
+            r#"-i cni0 -o cni0 -m comment --comment "CNI firewall plugin rules (ingressPolicy: isolated)" -j DROP"#
+        );
+        assert_eq!(isolation_rules("cni0", Policy::SameBridge).len(), 5);
+    }
+}
