@@ -14,6 +14,7 @@ while [ $# -gt 0 ]; do
     case $1 in --out) out=$2; shift ;; --quick) reps=5; quick=1 ;; esac; shift
 done
 ref=/usr/lib/cni
+here=$(cd "$(dirname "$0")" && pwd)
 [ -x "$ref/bridge" ] || { echo "compare.sh: reference plugins not found in $ref (containernetworking-plugins)" >&2; exit 1; }
 work=$(mktemp -d /tmp/cnibox-compare.XXXXXX)
 nss=()
@@ -39,30 +40,50 @@ done
 mo=$(printf '%s\n' "${o[@]}" | median); mr=$(printf '%s\n' "${r[@]}" | median)
 row "VERSION exec (ms)" "$(ms "$mo")" "$(ms "$mr")" "$(ratio "$mr" "$mo")"
 
-# 2. bridge + host-local ADD and DEL into a fresh namespace, inside a node namespace.
+# 2./3. Plugin chains run by benches/chain.sh inside a node namespace: one `nsenter` per sample,
+# the timing is taken in there around each plugin exec (conf from a file, result to a file, as
+# a runtime does), so the harness's own nsenter/env/fork costs are not counted.
 newns; node=$NS
-conf() { printf '{"cniVersion":"1.0.0","name":"bench","type":"bridge","bridge":"%s","isGateway":true,"ipam":{"type":"host-local","subnet":"10.200.0.0/16","dataDir":"%s"}}' "$1" "$2"; }
-run() { # dir cmd cid netns conf
-    nsenter --net="/run/netns/$node" env CNI_COMMAND="$2" CNI_CONTAINERID="$3" CNI_NETNS="/run/netns/$4" CNI_IFNAME=eth0 CNI_PATH="$1" "$1/bridge" <<<"$5" >/dev/null
+sample() { # node dir backend cid plugins… → sets A and D (ns) and E (1 on any plugin error)
+    local nd=$1 dir=$2 bk=$3 cid=$4 ns out; shift 4
+    newns; ns=$NS
+    out=$(nsenter --net="/run/netns/$nd" bash "$here/chain.sh" "$dir" "$bk" "$cid" "/run/netns/$ns" "$work/data-$nd-${dir##*/}" "$@") || true
+    read -r A D E <<<"$out"; E=${E:-1}; A=${A:-0}; D=${D:-0}
+    ip netns del "$ns"
 }
-ao=(); ar=(); do_=(); dr=()
+# 2. bridge + host-local ADD and DEL into a fresh namespace.
+ao=(); ar=(); do_=(); dr=(); be=0
 for i in $(seq "$reps"); do
-    for impl in ours ref; do
-        dir=$work/ours; br=cbo; [ $impl = ref ] && { dir=$ref; br=cbr; }
-        c=$(conf $br "$work/data-$impl"); newns; ns=$NS
-        t=${EPOCHREALTIME/./}000; run "$dir" ADD "c$i" "$ns" "$c"; a=$(( ${EPOCHREALTIME/./}000-t ))
-        t=${EPOCHREALTIME/./}000; run "$dir" DEL "c$i" "$ns" "$c"; d=$(( ${EPOCHREALTIME/./}000-t ))
-        if [ $impl = ours ]; then ao+=($a); do_+=($d); else ar+=($a); dr+=($d); fi
-    done
+    sample "$node" "$work/ours" "" "c$i" bridge; ao+=($A); do_+=($D); be=$((be+E))
+    sample "$node" "$ref" "" "r$i" bridge; ar+=($A); dr+=($D); be=$((be+E))
 done
+[ $be = 0 ] || echo "bridge samples with errors: $be" >&2
 m1=$(printf '%s\n' "${ao[@]}" | median); m2=$(printf '%s\n' "${ar[@]}" | median)
 row "bridge+host-local ADD (ms)" "$(ms "$m1")" "$(ms "$m2")" "$(ratio "$m2" "$m1")"
 m1=$(printf '%s\n' "${do_[@]}" | median); m2=$(printf '%s\n' "${dr[@]}" | median)
 row "bridge+host-local DEL (ms)" "$(ms "$m1")" "$(ms "$m2")" "$(ratio "$m2" "$m1")"
 
-# 3. the chained plugins that this build has (bandwidth now; portmap/firewall when they land).
-for a in portmap firewall; do
-    "$work/ours/cnibox" --list | grep -qx $a || row "chain with $a" "n/a (applet not yet in this build)" "" ""
+# 3. the chain bridge(+host-local, ipMasq) → portmap → firewall → bandwidth: ADD in order, DEL
+# in reverse with the ADD result as prevResult, as libcni runs a conflist; the sample is the
+# sum of the plugin execs. cnibox once per netfilter backend; the reference (v1.1.1) has only
+# iptables. Each variant gets its own node namespace.
+variants=("ours iptables" "ours nftables" "ref iptables")
+declare -A cnode cadd cdel cerr
+for v in "${variants[@]}"; do newns; cnode[$v]=$NS; cadd[$v]=""; cdel[$v]=""; cerr[$v]=0; done
+for i in $(seq "$reps"); do
+    for v in "${variants[@]}"; do
+        set -- $v; dir=$work/ours; [ "$1" = ref ] && dir=$ref
+        sample "${cnode[$v]}" "$dir" "$2" "ch$i" bridge portmap firewall bandwidth
+        cadd[$v]+="$A "; cdel[$v]+="$D "; cerr[$v]=$(( ${cerr[$v]} + E ))
+    done
+done
+med() { printf '%s\n' $1 | median; }
+rA=$(med "${cadd[ref iptables]}"); rD=$(med "${cdel[ref iptables]}")
+for bk in iptables nftables; do
+    oA=$(med "${cadd[ours $bk]}"); oD=$(med "${cdel[ours $bk]}")
+    e=""; [ "${cerr[ours $bk]}${cerr[ref iptables]}" != 00 ] && e=" [samples with errors: ours ${cerr[ours $bk]}, ref ${cerr[ref iptables]}]"
+    row "chain ADD, cnibox $bk vs ref iptables (ms)$e" "$(ms "$oA")" "$(ms "$rA")" "$(ratio "$rA" "$oA")"
+    row "chain DEL, cnibox $bk vs ref iptables (ms)$e" "$(ms "$oD")" "$(ms "$rD")" "$(ratio "$rD" "$oD")"
 done
 
 # 4. host-local ADD+DEL with N existing reservations (files in upstream format).
@@ -113,6 +134,7 @@ done
 row "64 concurrent host-local ADDs, wall (ms) [errors]" "$(ms "$cw") [$ce]" "$(ms "$rw") [$re]" "$(ratio "$rw" "$cw")"
 
 # 6. peak RSS of one bridge ADD, and size on disk.
+conf() { printf '{"cniVersion":"1.0.0","name":"bench","type":"bridge","bridge":"%s","isGateway":true,"ipam":{"type":"host-local","subnet":"10.200.0.0/16","dataDir":"%s"}}' "$1" "$2"; }
 rss() { # dir netns
     local c; c=$(conf cbrss "$work/rss-$(basename "$1")")
     nsenter --net="/run/netns/$node" env CNI_COMMAND=ADD CNI_CONTAINERID=rss CNI_NETNS=/run/netns/$2 CNI_IFNAME=eth0 CNI_PATH="$1" \

@@ -372,42 +372,29 @@ fn nft_comments(nft: &mut Nft, t: &Table, chain: &str) -> Result<Vec<(String, u6
 fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
     let t = nft_table();
     let mut nft = Nft::open()?;
-    let exists = nft.table_exists(&t)?;
+    let snap = nft.snapshot(&t)?;
     let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
-    let (stale, iso_have) = if exists {
-        let stale: Vec<u64> = nft_comments(&mut nft, &t, NFT_FORWARD)?
-            .into_iter()
-            .filter(|(c, _)| *c == comment)
-            .map(|(_, h)| h)
-            .collect();
-        let mut have: HashSet<String> = HashSet::new();
-        for chain in [NFT_STAGE1, NFT_STAGE2] {
-            have.extend(
-                nft_comments(&mut nft, &t, chain)?
-                    .into_iter()
-                    .map(|(c, _)| c),
-            );
-        }
-        (stale, have)
-    } else {
-        (Vec::new(), HashSet::new())
-    };
     let mut b = Batch::new();
-    b.add_table(&t, Some("CNI firewall plugin rules"));
+    b.ensure_table(&snap, &t, Some("CNI firewall plugin rules"));
     for chain in [NFT_ADMIN, NFT_FORWARD, NFT_STAGE1, NFT_STAGE2] {
-        b.add_chain(&t, chain, None);
+        b.ensure_chain(&snap, &t, chain, None);
     }
-    b.add_chain(
+    b.ensure_fixed_chain(
+        &snap,
         &t,
         "forward",
         Some(BaseChain::new(ChainType::Filter, Hook::Forward, 0)),
-    )
-    .flush_chain(&t, "forward")
-    .add_rule(&t, "forward", &Rule::new().jump(NFT_STAGE1))
-    .add_rule(&t, "forward", &Rule::new().jump(NFT_ADMIN))
-    .add_rule(&t, "forward", &Rule::new().jump(NFT_FORWARD));
-    for h in stale {
-        b.del_rule(&t, NFT_FORWARD, h);
+        &[
+            Rule::new().jump(NFT_STAGE1),
+            Rule::new().jump(NFT_ADMIN),
+            Rule::new().jump(NFT_FORWARD),
+        ],
+    );
+    // A repeated ADD replaces the attachment's rules.
+    for (h, c) in snap.comments_in(NFT_FORWARD) {
+        if c == comment {
+            b.del_rule(&t, NFT_FORWARD, h);
+        }
     }
     for ip in ips {
         b.add_rule(
@@ -426,8 +413,12 @@ fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
         );
     }
     if let Some(br) = bridge {
+        let have: HashSet<&str> = [NFT_STAGE1, NFT_STAGE2]
+            .iter()
+            .flat_map(|chain| snap.comments_in(chain).map(|(_, c)| c))
+            .collect();
         for (chain, c, rule) in nft_isolation_rules(br, fw.policy) {
-            if !iso_have.contains(&c) {
+            if !have.contains(c.as_str()) {
                 b.add_rule(&t, chain, &rule);
             }
         }

@@ -49,6 +49,8 @@ const SETMARK: &str = "CNI-HOSTPORT-SETMARK";
 const MARK_MASQ: &str = "CNI-HOSTPORT-MASQ";
 const NFT_TABLE: &str = "cni_hostport";
 const OWNERS: &str = "portmap-nft";
+/// The nftables chains holding per-container rules (commented with the container ID).
+const OWNED_CHAINS: [&str; 3] = ["hostports", "hostip_hostports", "masquerading"];
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -522,7 +524,7 @@ fn nft_owned(nft: &mut Nft, t: &Table, cid: &str) -> Result<Vec<(String, u64)>> 
         return Ok(out);
     }
     let chains: Vec<String> = nft.chains(t)?.into_iter().map(|c| c.name).collect();
-    for chain in ["hostports", "hostip_hostports", "masquerading"] {
+    for chain in OWNED_CHAINS {
         if !chains.iter().any(|c| c == chain) {
             continue;
         }
@@ -545,33 +547,45 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
     };
     let base = nft_conditions(Rule::new(), cond, v6, key)?;
     let mut nft = Nft::open()?;
-    let stale = nft_owned(&mut nft, &t, &pm.cid)?;
+    let snap = nft.snapshot(&t)?;
     let mut b = Batch::new();
-    b.add_table(&t, Some("CNI portmap plugin"))
-        .add_chain(&t, "hostports", None)
-        .add_chain(&t, "hostip_hostports", None)
-        .add_chain(&t, "hostports_all", None)
-        .flush_chain(&t, "hostports_all")
-        .add_rule(&t, "hostports_all", &Rule::new().jump("hostip_hostports"))
-        .add_rule(&t, "hostports_all", &Rule::new().jump("hostports"));
+    b.ensure_table(&snap, &t, Some("CNI portmap plugin"))
+        .ensure_chain(&snap, &t, "hostports", None)
+        .ensure_chain(&snap, &t, "hostip_hostports", None)
+        .ensure_fixed_chain(
+            &snap,
+            &t,
+            "hostports_all",
+            None,
+            &[
+                Rule::new().jump("hostip_hostports"),
+                Rule::new().jump("hostports"),
+            ],
+        );
     for (chain, hook) in [("prerouting", Hook::Prerouting), ("output", Hook::Output)] {
-        b.add_chain(&t, chain, Some(BaseChain::new(ChainType::Nat, hook, -100)))
-            .flush_chain(&t, chain)
-            .add_rule(
-                &t,
-                chain,
-                &Rule::new().fib_daddr_local().jump("hostports_all"),
-            );
+        b.ensure_fixed_chain(
+            &snap,
+            &t,
+            chain,
+            Some(BaseChain::new(ChainType::Nat, hook, -100)),
+            &[Rule::new().fib_daddr_local().jump("hostports_all")],
+        );
     }
     if pm.snat {
-        b.add_chain(
+        b.ensure_chain(
+            &snap,
             &t,
             "masquerading",
             Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
         );
     }
-    for (chain, h) in stale {
-        b.del_rule(&t, &chain, h);
+    // A repeated ADD replaces the container's rules.
+    for chain in OWNED_CHAINS {
+        for (h, c) in snap.comments_in(chain) {
+            if c == pm.cid {
+                b.del_rule(&t, chain, h);
+            }
+        }
     }
     for m in &pm.maps {
         let Some(dst) = m.for_family(v6) else {

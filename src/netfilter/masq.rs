@@ -111,45 +111,35 @@ fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
 fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Result<()> {
     let t = table();
     let mut nft = Nft::open()?;
+    let snap = nft.snapshot(&t)?;
     let prefix = instance_tag(network, ifname, cid);
-    let stale = if nft.table_exists(&t)? && nft.chain_exists(&t, NFT_CHAIN)? {
-        nft.rules(&t, Some(NFT_CHAIN))?
-            .into_iter()
-            .filter(|r| r.comment.as_deref().is_some_and(|c| c.starts_with(&prefix)))
-            .map(|r| r.handle)
-            .collect()
-    } else {
-        Vec::new()
-    };
     let mut b = Batch::new();
-    b.add_table(
+    b.ensure_table(
+        &snap,
         &t,
         Some("Masquerading for plugins from github.com/containernetworking/plugins"),
     )
-    .add_chain(&t, NFT_CHAIN, None)
-    .add_chain(
+    .ensure_chain(&snap, &t, NFT_CHAIN, None)
+    .ensure_fixed_chain(
+        &snap,
         &t,
         "postrouting",
         Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
-    )
-    .flush_chain(&t, "postrouting")
-    .add_rule(
-        &t,
-        "postrouting",
-        &Rule::new()
-            .daddr("224.0.0.0/4".parse::<IpNet>().expect("literal"))
-            .ret(),
-    )
-    .add_rule(
-        &t,
-        "postrouting",
-        &Rule::new()
-            .daddr("ff00::/8".parse::<IpNet>().expect("literal"))
-            .ret(),
-    )
-    .add_rule(&t, "postrouting", &Rule::new().goto(NFT_CHAIN));
-    for h in stale {
-        b.del_rule(&t, NFT_CHAIN, h);
+        &[
+            Rule::new()
+                .daddr("224.0.0.0/4".parse::<IpNet>().expect("literal"))
+                .ret(),
+            Rule::new()
+                .daddr("ff00::/8".parse::<IpNet>().expect("literal"))
+                .ret(),
+            Rule::new().goto(NFT_CHAIN),
+        ],
+    );
+    // A repeated ADD replaces the attachment's rules.
+    for (h, c) in snap.comments_in(NFT_CHAIN) {
+        if c.starts_with(&prefix) {
+            b.del_rule(&t, NFT_CHAIN, h);
+        }
     }
     let c = owner_comment(network, ifname, cid);
     for ip in ips {

@@ -22,7 +22,9 @@ pub mod spoofcheck;
 #[cfg(test)]
 mod tests;
 
-pub use nft::{BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nft, Policy, RuleInfo, Table};
+pub use nft::{
+    BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nft, Policy, RuleInfo, Snapshot, Table,
+};
 pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
 
 use crate::cni::{Error, Result};

@@ -154,6 +154,32 @@ pub struct RuleInfo {
     pub exprs: Vec<u8>,
 }
 
+/// What exists of one table: its chains and all their rules (see [`Nft::snapshot`]). ADD
+/// paths plan from it so that a batch only creates what is missing: re-adding an existing
+/// chain or flushing and re-adding fixed rules would put objects on the kernel's destroy list,
+/// and closing the socket afterwards waits for an RCU grace period (~10–30 ms) in
+/// `nft_rcv_nl_event`.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    pub table: bool,
+    pub chains: Vec<ChainInfo>,
+    pub rules: Vec<RuleInfo>,
+}
+
+impl Snapshot {
+    pub fn has_chain(&self, chain: &str) -> bool {
+        self.chains.iter().any(|c| c.name == chain)
+    }
+    pub fn rules_in<'a>(&'a self, chain: &'a str) -> impl Iterator<Item = &'a RuleInfo> + 'a {
+        self.rules.iter().filter(move |r| r.chain == chain)
+    }
+    /// The (handle, comment) of the rules in `chain` that have a comment.
+    pub fn comments_in<'a>(&'a self, chain: &'a str) -> impl Iterator<Item = (u64, &'a str)> + 'a {
+        self.rules_in(chain)
+            .filter_map(|r| Some((r.handle, r.comment.as_deref()?)))
+    }
+}
+
 struct Op {
     what: String,
     ty: u8,
@@ -310,6 +336,49 @@ impl Batch {
             rule,
             F_CREATE,
         )
+    }
+    /// `add table` unless `snap` has it.
+    pub fn ensure_table(&mut self, snap: &Snapshot, t: &Table, comment: Option<&str>) -> &mut Self {
+        if !snap.table {
+            self.add_table(t, comment);
+        }
+        self
+    }
+    /// `add chain` unless `snap` has it.
+    pub fn ensure_chain(
+        &mut self,
+        snap: &Snapshot,
+        t: &Table,
+        chain: &str,
+        base: Option<BaseChain>,
+    ) -> &mut Self {
+        if !snap.has_chain(chain) {
+            self.add_chain(t, chain, base);
+        }
+        self
+    }
+    /// A chain whose whole content is `rules`: created with them when missing, flushed and
+    /// refilled when its rule count differs, left alone otherwise.
+    pub fn ensure_fixed_chain(
+        &mut self,
+        snap: &Snapshot,
+        t: &Table,
+        chain: &str,
+        base: Option<BaseChain>,
+        rules: &[Rule],
+    ) -> &mut Self {
+        if snap.has_chain(chain) {
+            if snap.rules_in(chain).count() == rules.len() {
+                return self;
+            }
+            self.flush_chain(t, chain);
+        } else {
+            self.add_chain(t, chain, base);
+        }
+        for r in rules {
+            self.add_rule(t, chain, r);
+        }
+        self
     }
     /// `delete rule ... handle H`.
     pub fn del_rule(&mut self, t: &Table, chain: &str, handle: u64) -> &mut Self {
@@ -599,6 +668,20 @@ impl Nft {
                 return Err(Error::try_again(msg));
             }
         }
+    }
+
+    /// The table's chains and rules (two dumps; an empty snapshot if the table is missing).
+    pub fn snapshot(&mut self, t: &Table) -> Result<Snapshot> {
+        let chains = self.chains(t)?;
+        if chains.is_empty() && !self.table_exists(t)? {
+            return Ok(Snapshot::default());
+        }
+        let rules = self.rules(t, None)?;
+        Ok(Snapshot {
+            table: true,
+            chains,
+            rules,
+        })
     }
 
     /// Whether the table exists.

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One benchmark sample, run by compare.sh inside the node namespace:
+#   chain.sh DIR BACKEND CID NETNS DATADIR PLUGIN…
+# ADDs the plugins in order (each gets the previous result as prevResult), then DELs them in
+# reverse order with the final result, and prints "ADD_NS DEL_NS ERRORS". Only the plugin execs
+# are timed: configs are written to a file before, results read after (bash builtins, no fork).
+# CHAIN_VERBOSE=1 prints each plugin's time to stderr.
+dir=$1 bk=$2 cid=$3 netns=$4 data=$5; shift 5
+plugins=("$@")
+conf() { # plugin → the plugin's config without its closing brace
+    local bk=""; [ -n "$2" ] && bk=",\"backend\":\"$2\""
+    case $1 in
+    bridge) local mb=""; [ -n "$2" ] && mb=",\"ipMasqBackend\":\"$2\""
+        local masq=""; [ ${#plugins[@]} -gt 1 ] && masq=",\"ipMasq\":true$mb"
+        printf '{"cniVersion":"1.0.0","name":"chain","type":"bridge","bridge":"cbc","isGateway":true%s,"ipam":{"type":"host-local","subnet":"10.230.0.0/16","dataDir":"%s"}' "$masq" "$data" ;;
+    portmap) printf '{"cniVersion":"1.0.0","name":"chain","type":"portmap","capabilities":{"portMappings":true}%s,"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8053,"containerPort":53,"protocol":"udp"}]}' "$bk" ;;
+    firewall) printf '{"cniVersion":"1.0.0","name":"chain","type":"firewall","backend":"%s"' "${2:-iptables}" ;;
+    bandwidth) printf '{"cniVersion":"1.0.0","name":"chain","type":"bandwidth","ingressRate":100000000,"ingressBurst":1000000,"egressRate":100000000,"egressBurst":1000000' ;;
+    esac
+}
+export CNI_CONTAINERID=$cid CNI_NETNS=$netns CNI_IFNAME=eth0 CNI_PATH=$dir
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+add=0 del=0 err=0 res=""
+for p in "${plugins[@]}"; do
+    c=$(conf "$p" "$bk")
+    if [ -n "$res" ]; then printf '%s,"prevResult":%s}' "$c" "$res" > "$tmp/in"; else printf '%s}' "$c" > "$tmp/in"; fi
+    t=${EPOCHREALTIME/./}
+    CNI_COMMAND=ADD "$dir/$p" < "$tmp/in" > "$tmp/out" || { err=1; echo "ADD $p: $(<"$tmp/out")" >&2; }
+    add=$(( add + ${EPOCHREALTIME/./} - t )); [ -n "${CHAIN_VERBOSE:-}" ] && echo "ADD $p $(( ${EPOCHREALTIME/./} - t ))us" >&2
+    res=$(<"$tmp/out")
+done
+for (( i=${#plugins[@]}-1; i>=0; i-- )); do
+    p=${plugins[$i]}
+    printf '%s,"prevResult":%s}' "$(conf "$p" "$bk")" "$res" > "$tmp/in"
+    t=${EPOCHREALTIME/./}
+    CNI_COMMAND=DEL "$dir/$p" < "$tmp/in" > "$tmp/out" || { err=1; echo "DEL $p: $(<"$tmp/out")" >&2; }
+    del=$(( del + ${EPOCHREALTIME/./} - t )); [ -n "${CHAIN_VERBOSE:-}" ] && echo "DEL $p $(( ${EPOCHREALTIME/./} - t ))us" >&2
+done
+echo "$((add * 1000)) $((del * 1000)) $err"
