@@ -25,6 +25,7 @@ fn real_main() -> i32 {
         .unwrap_or_default();
     let base = base.strip_suffix(".exe").unwrap_or(&base);
     skel::register(applets::TABLE);
+    cnibox::netfilter::nft::linger_at_exit();
     if let Some(applet) = applets::find(base) {
         return skel::run(applet);
     }

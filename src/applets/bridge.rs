@@ -591,11 +591,14 @@ fn wait_oper_up(h: &mut Handle, index: u32) {
 
 fn del(req: &Request) -> Result<Option<CniResult>> {
     let b = load(req)?;
-    let mut addrs = Vec::new();
+    if b.c.ip_masq {
+        // Found by name, so an empty CNI_NETNS does not leak rules. First: the kernel's
+        // deferred destruction of the deleted rules then overlaps the veth deletion below.
+        masq::teardown(&req.conf.name, &req.env.container_id, &req.env.ifname)?;
+    }
     if let Some(ns) = NetNs::open_existing(&req.env.netns)? {
         let mut h = Handle::in_netns(&ns)?;
         if let Some(l) = h.link_by_name(&req.env.ifname)? {
-            addrs = iface::global_addrs(&mut h, l.index);
             match h.del_link(l.index) {
                 Err(e) if !e.is_not_found() => {
                     return Err(Error::from(e)
@@ -613,15 +616,6 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
         if let Err(e) = spoofcheck::teardown(&req.env.container_id, &req.env.ifname) {
             eprintln!("bridge: macspoofchk teardown: {e}");
         }
-    }
-    if b.c.ip_masq {
-        // Works from the chain name alone, so an empty CNI_NETNS does not leak rules.
-        masq::teardown(
-            &req.conf.name,
-            &req.env.container_id,
-            &req.env.ifname,
-            &addrs,
-        )?;
     }
     Ok(None)
 }

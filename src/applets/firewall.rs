@@ -300,6 +300,9 @@ fn ipt_remove(ips: &[IpAddr]) -> Result<()> {
         if mine.is_empty() {
             continue;
         }
+        if !iptables::may_hold(proto, "filter", &[FORWARD_CHAIN]) {
+            continue;
+        }
         let Ok(ipt) = Ipt::new(proto) else { continue };
         ipt.transact("filter", |saved: &Saved| {
             let mut s = Script::new();

@@ -746,7 +746,11 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
 fn remove(network: &str, cid: &str) -> Result<()> {
     let chains = [dnat_chain(network, cid), old_snat_chain(network, cid)];
     let mut errs = Vec::new();
+    let names = [chains[0].as_str(), chains[1].as_str()];
     for proto in [Proto::V4, Proto::V6] {
+        if !iptables::may_hold(proto, "nat", &names) {
+            continue;
+        }
         if let Ok(ipt) = Ipt::new(proto) {
             if let Err(e) = ipt_remove(&ipt, &chains) {
                 errs.push(e);

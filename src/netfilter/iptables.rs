@@ -70,6 +70,33 @@ pub fn available(proto: Proto) -> bool {
         && find_in_path(&format!("{}-restore", proto.prefix())).is_some()
 }
 
+/// Whether any of `chains` may exist in `table` — probed without running any tool, so that
+/// teardown of the other backend (DEL tries both, as upstream) costs no exec on a node or
+/// namespace where iptables holds nothing of ours. iptables-nft keeps its chains as nf_tables
+/// chains of table `ip|ip6 <table>`, which the kernel answers about directly; a loaded legacy
+/// table (listed in /proc/net/ip{,6}_tables_names) is opaque and always counts as "maybe".
+pub fn may_hold(proto: Proto, table: &str, chains: &[&str]) -> bool {
+    let names = match proto {
+        Proto::V4 => "/proc/net/ip_tables_names",
+        Proto::V6 => "/proc/net/ip6_tables_names",
+    };
+    if std::fs::read_to_string(names).is_ok_and(|s| s.lines().any(|l| l == table)) {
+        return true;
+    }
+    let family = match proto {
+        Proto::V4 => super::Family::Ip,
+        Proto::V6 => super::Family::Ip6,
+    };
+    let t = super::Table::new(family, table);
+    let Ok(mut nft) = super::Nft::open() else {
+        // No nf_tables in this kernel: iptables-nft cannot hold anything either.
+        return false;
+    };
+    chains
+        .iter()
+        .any(|c| nft.chain_exists(&t, c).unwrap_or(true))
+}
+
 /// One table as `iptables-save` printed it.
 #[derive(Debug, Default, Clone)]
 pub struct Saved {

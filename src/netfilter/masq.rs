@@ -156,12 +156,14 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
     nft.apply(&b)
 }
 
-/// Remove the container's masquerading from both backends. `_ips` is unused: everything is
-/// found by name.
-pub fn teardown(network: &str, cid: &str, ifname: &str, _ips: &[IpNet]) -> Result<()> {
+/// Remove the container's masquerading from both backends; everything is found by name.
+pub fn teardown(network: &str, cid: &str, ifname: &str) -> Result<()> {
     let mut errs = Vec::new();
     let chain = chain_name(network, cid);
     for proto in [Proto::V4, Proto::V6] {
+        if !iptables::may_hold(proto, "nat", &[&chain]) {
+            continue;
+        }
         let Ok(ipt) = Ipt::new(proto) else { continue };
         if let Err(e) = ipt.transact("nat", |saved| {
             let mut s = Script::new();

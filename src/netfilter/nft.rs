@@ -8,6 +8,7 @@ use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 use nix::errno::Errno;
 use std::fmt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 const SUBSYS: u16 = 10; // NFNL_SUBSYS_NFTABLES
 const BATCH_BEGIN: u16 = 0x10;
@@ -402,6 +403,32 @@ pub struct Nft {
     sock: Socket,
     seq: u32,
     buf: Vec<u8>,
+    /// A batch was committed through this socket.
+    applied: bool,
+}
+
+static LINGER: AtomicBool = AtomicBool::new(false);
+
+/// Keep sockets that committed a batch open until the process exits instead of closing them
+/// when dropped. Closing a netfilter socket waits until the kernel has destroyed what earlier
+/// commits deleted (`nft_rcv_nl_event` flushes the destroy work, an RCU grace period of
+/// 10–30 ms); deferred to exit, that wait overlaps the applet's remaining work (a bridge DEL
+/// deletes its veth meanwhile, which waits for grace periods of its own). For the
+/// short-lived plugin process only: `main` calls it, library users and tests do not.
+pub fn linger_at_exit() {
+    LINGER.store(true, Ordering::Relaxed);
+}
+
+impl Drop for Nft {
+    fn drop(&mut self) {
+        if self.applied && LINGER.load(Ordering::Relaxed) {
+            // A duplicate keeps the socket alive; the kernel closes it at exit.
+            // SAFETY: duplicating a valid fd we own; the copy is intentionally never closed.
+            unsafe {
+                libc::dup(std::os::fd::AsRawFd::as_raw_fd(&self.sock));
+            }
+        }
+    }
 }
 
 fn strerror(errno: i32) -> &'static str {
@@ -462,6 +489,7 @@ impl Nft {
             sock,
             seq,
             buf: Vec::with_capacity(1 << 16),
+            applied: false,
         })
     }
 
@@ -510,7 +538,10 @@ impl Nft {
         let mut tries = 0;
         loop {
             let (what, errno) = match self.apply_once(batch) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.applied = true;
+                    return Ok(());
+                }
                 Err((i, errno)) => (
                     i.map_or("apply batch", |i| batch.ops[i].what.as_str()),
                     errno,
