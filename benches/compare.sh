@@ -28,7 +28,10 @@ newns() { NS="cnibox-bench-$$-${#nss[@]}"; ip netns add "$NS"; nss+=("$NS"); }
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 ms() { awk -v n="$1" 'BEGIN {printf "%.2f", n/1e6}'; }
 ratio() { awk -v r="$1" -v o="$2" 'BEGIN {if (o>0) printf "%.1f×", r/o; else print "n/a"}'; }
-rows=()
+rows=(); targets=()
+# tgt TARGET MEASURED met|missed; ge A B K: "met" when A/B ≥ K.
+tgt() { targets+=("| $1 | $2 | $3 |"); }
+ge() { awk -v a="$1" -v b="$2" -v k="$3" 'BEGIN {print (b > 0 && a / b >= k) ? "met" : "missed"}'; }
 row() { rows+=("| $1 | $2 | $3 | $4 |"); printf '%-48s ours %10s  ref %10s  %s\n' "$1" "$2" "$3" "$4"; }
 
 # 1. exec cost: VERSION, 100 execs per sample, A B A B …
@@ -39,6 +42,7 @@ for _ in $(seq "$reps"); do
 done
 mo=$(printf '%s\n' "${o[@]}" | median); mr=$(printf '%s\n' "${r[@]}" | median)
 row "VERSION exec (ms)" "$(ms "$mo")" "$(ms "$mr")" "$(ratio "$mr" "$mo")"
+tgt "VERSION exec ≥ 5× faster" "$(ratio "$mr" "$mo")" "$(ge "$mr" "$mo" 5)"
 
 # 2./3. Plugin chains run by benches/chain.sh inside a node namespace: one `nsenter` per sample,
 # the timing is taken in there around each plugin exec (conf from a file, result to a file, as
@@ -60,6 +64,7 @@ done
 [ $be = 0 ] || echo "bridge samples with errors: $be" >&2
 m1=$(printf '%s\n' "${ao[@]}" | median); m2=$(printf '%s\n' "${ar[@]}" | median)
 row "bridge+host-local ADD (ms)" "$(ms "$m1")" "$(ms "$m2")" "$(ratio "$m2" "$m1")"
+tgt "bridge+host-local ADD ≥ 5× faster" "$(ratio "$m2" "$m1")" "$(ge "$m2" "$m1" 5)"
 m1=$(printf '%s\n' "${do_[@]}" | median); m2=$(printf '%s\n' "${dr[@]}" | median)
 row "bridge+host-local DEL (ms)" "$(ms "$m1")" "$(ms "$m2")" "$(ratio "$m2" "$m1")"
 
@@ -83,6 +88,7 @@ for bk in iptables nftables; do
     oA=$(med "${cadd[ours $bk]}"); oD=$(med "${cdel[ours $bk]}")
     e=""; [ "${cerr[ours $bk]}${cerr[ref iptables]}" != 00 ] && e=" [samples with errors: ours ${cerr[ours $bk]}, ref ${cerr[ref iptables]}]"
     row "chain ADD, cnibox $bk vs ref iptables (ms)$e" "$(ms "$oA")" "$(ms "$rA")" "$(ratio "$rA" "$oA")"
+    if [ $bk = nftables ]; then tgt "chain ADD with nftables ≥ 10× faster" "$(ratio "$rA" "$oA")" "$(ge "$rA" "$oA" 10)"; fi
     row "chain DEL, cnibox $bk vs ref iptables (ms)$e" "$(ms "$oD")" "$(ms "$rD")" "$(ratio "$rD" "$oD")"
 done
 
@@ -116,6 +122,8 @@ for n in 10 1000 5000; do
     done
     m1=$(printf '%s\n' "${o[@]}" | median); m2=$(printf '%s\n' "${r[@]}" | median)
     row "host-local ADD/DEL, $n reserved (ms per call)" "$(ms "$m1")" "$(ms "$m2")" "$(ratio "$m2" "$m1")"
+    if [ $n = 10 ]; then hl10=$m1; fi
+    if [ $n = 5000 ]; then tgt "host-local at 5,000 reservations ≤ 1.5× its cost at 10" "$(ratio "$m1" "$hl10")" "$(ge "$hl10" "$m1" 0.6667)"; fi
     svg_points+=("$n $m1 $m2")
 done
 
@@ -144,12 +152,14 @@ if [ -x /usr/bin/time ]; then
     newns; n1=$NS; newns; n2=$NS
     ro=$(rss "$work/ours" "$n1"); rr=$(rss "$ref" "$n2")
     row "peak RSS of bridge ADD (KiB, bridge process)" "$ro" "$rr" "$(ratio "$rr" "$ro")"
+    tgt "peak RSS ≤ 1/5 of the reference" "$(ratio "$rr" "$ro")" "$(ge "$rr" "$ro" 5)"
 fi
 size_o=$(stat -c %s "$work/ours/cnibox")
 have=0; for a in $("$work/ours/cnibox" --list); do [ -f "$ref/$a" ] && have=$((have + $(stat -c %s "$ref/$a"))); done
 all=0; for a in bridge host-local portmap bandwidth firewall static vlan loopback; do all=$((all + $(stat -c %s "$ref/$a"))); done
 row "size on disk (bytes): cnibox vs reference applets it has" "$size_o" "$have" "$(ratio "$have" "$size_o")"
 row "size on disk (bytes): cnibox vs all 8 reference applets" "$size_o" "$all" "$(ratio "$all" "$size_o")"
+tgt "all applets ≤ 1/15 of the reference and < 1.5 MB" "$(ratio "$all" "$size_o"), $(awk -v b="$size_o" 'BEGIN {printf "%.2f MB", b/1e6}')" "$( [ "$(ge "$all" "$size_o" 15)" = met ] && [ "$size_o" -lt 1500000 ] && echo met || echo missed)"
 
 # Report.
 {
@@ -163,6 +173,14 @@ row "size on disk (bytes): cnibox vs all 8 reference applets" "$size_o" "$all" "
     printf '%s\n' "${rows[@]}"
     echo
     echo "![host-local latency against existing reservations](benches/host-local-scaling.svg)"
+    echo
+    echo "## Targets (issue 6), from this run"
+    echo
+    echo "| target | measured (reference / cnibox) | |"
+    echo "|---|---|---|"
+    printf '%s\n' "${targets[@]}"
+    echo
+    cat "$here/NOTES.md"
 } > "$out"
 svg=$(dirname "$out")/benches/host-local-scaling.svg
 mkdir -p "$(dirname "$svg")"

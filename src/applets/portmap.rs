@@ -751,10 +751,10 @@ fn remove(network: &str, cid: &str) -> Result<()> {
         if !iptables::may_hold(proto, "nat", &names) {
             continue;
         }
-        if let Ok(ipt) = Ipt::new(proto) {
-            if let Err(e) = ipt_remove(&ipt, &chains) {
-                errs.push(e);
-            }
+        if let Ok(ipt) = Ipt::new(proto)
+            && let Err(e) = ipt_remove(&ipt, &chains)
+        {
+            errs.push(e);
         }
     }
     if let Err(e) = nft_remove(cid) {
