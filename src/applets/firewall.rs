@@ -166,6 +166,23 @@ fn addrs(prev: &CniResult) -> Vec<IpAddr> {
 // ---------------------------------------------------------------------------------------------
 // iptables
 
+/// The addresses of each family that has any.
+fn by_family(ips: &[IpAddr]) -> Vec<(Proto, Vec<IpAddr>)> {
+    [Proto::V4, Proto::V6]
+        .into_iter()
+        .map(|p| {
+            (
+                p,
+                ips.iter()
+                    .copied()
+                    .filter(|ip| Proto::of(ip) == p)
+                    .collect(),
+            )
+        })
+        .filter(|(_, v): &(Proto, Vec<IpAddr>)| !v.is_empty())
+        .collect()
+}
+
 fn forward_jump() -> String {
     format!(
         "{} -j {FORWARD_CHAIN}",
@@ -221,15 +238,7 @@ fn isolation_rules(bridge: &str, policy: Policy) -> Vec<(&'static str, String, b
 }
 
 fn ipt_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
-    for proto in [Proto::V4, Proto::V6] {
-        let mine: Vec<IpAddr> = ips
-            .iter()
-            .copied()
-            .filter(|ip| Proto::of(ip) == proto)
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
+    for (proto, mine) in by_family(ips) {
         let ipt = Ipt::new(proto)?;
         ipt.transact("filter", |saved| {
             let mut s = Script::new();
@@ -259,15 +268,7 @@ fn ipt_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
 }
 
 fn ipt_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
-    for proto in [Proto::V4, Proto::V6] {
-        let mine: Vec<IpAddr> = ips
-            .iter()
-            .copied()
-            .filter(|ip| Proto::of(ip) == proto)
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
+    for (proto, mine) in by_family(ips) {
         let saved = Ipt::new(proto)?.save("filter")?;
         let mut want = vec![
             ("FORWARD", forward_jump()),
@@ -291,15 +292,7 @@ fn ipt_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
 
 /// Delete the per-address rules of `ips` that exist.
 fn ipt_remove(ips: &[IpAddr]) -> Result<()> {
-    for proto in [Proto::V4, Proto::V6] {
-        let mine: Vec<IpAddr> = ips
-            .iter()
-            .copied()
-            .filter(|ip| Proto::of(ip) == proto)
-            .collect();
-        if mine.is_empty() {
-            continue;
-        }
+    for (proto, mine) in by_family(ips) {
         if !iptables::may_hold(proto, "filter", &[FORWARD_CHAIN]) {
             continue;
         }
