@@ -16,6 +16,8 @@
 //! Each test binary compiles this module separately and uses a subset of it.
 #![allow(dead_code)]
 
+pub mod traffic;
+
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,0 +1,155 @@
+//! Real traffic for the netfilter tests: socat servers inside namespaces and one-shot clients,
+//! with retrying assertions; and small helpers on results.
+
+use super::{Env, NetNs, exec};
+use serde_json::Value;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+// Servers and clients (socat)
+
+/// A background socat server inside a namespace, in its own process group; the whole group is
+/// killed on drop.
+pub struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: kill has no memory-safety preconditions; the group is the one we created.
+        unsafe {
+            libc::kill(-(self.child.id() as i32), libc::SIGKILL);
+        }
+        let _ = self.child.wait();
+    }
+}
+
+/// Start `socat` listening on `port` (`proto` "tcp" or "udp", IPv4 or IPv6) in `ns`, answering
+/// every connection / datagram with `reply`; returns once the socket is bound.
+pub fn serve(ns: &NetNs, proto: &str, v6: bool, port: u16, reply: &str) -> Server {
+    let fam = if v6 { "6" } else { "4" };
+    let listen = match proto {
+        "tcp" => format!("TCP{fam}-LISTEN:{port},fork,reuseaddr"),
+        "udp" => format!("UDP{fam}-RECVFROM:{port},fork"),
+        _ => panic!("unknown protocol {proto}"),
+    };
+    let listen = if v6 {
+        format!("{listen},ipv6only=1")
+    } else {
+        listen
+    };
+    let child = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "socat", &listen])
+        .arg(format!("SYSTEM:echo {reply}"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("spawn socat server");
+    let server = Server { child };
+    let flag = if proto == "tcp" { "-Hltn" } else { "-Hlun" };
+    let filter = format!("sport = :{port}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let out = ns.exec(&["ss", flag, &filter]);
+        if out.status_ok && !out.stdout.trim().is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "socat {proto} server on port {port} in {} did not start listening",
+            ns.name
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+/// One client exchange from `from` to `host:port`: sends "ping\n" and returns what came back
+/// (trimmed), or None when nothing did within ~2 s.
+pub fn talk(from: &NetNs, proto: &str, host: &str, port: u16) -> Option<String> {
+    let v6 = host.contains(':');
+    let (fam, h) = if v6 {
+        ("6", format!("[{host}]"))
+    } else {
+        ("4", host.to_string())
+    };
+    let addr = match proto {
+        "tcp" => format!("TCP{fam}:{h}:{port},connect-timeout=2"),
+        "udp" => format!("UDP{fam}:{h}:{port}"),
+        _ => panic!("unknown protocol {proto}"),
+    };
+    let out = exec(
+        Path::new("ip"),
+        &[
+            "netns", "exec", &from.name, "timeout", "6", "socat", "-T2", "-t2", "-", &addr,
+        ],
+        &[],
+        "ping\n",
+    );
+    let s = out.stdout.trim().to_string();
+    if s.is_empty() { None } else { Some(s) }
+}
+
+/// Whether `from` gets `expect` back from `host:port`, retrying for a few seconds (address
+/// DAD, ARP, a server under load).
+pub fn answers(from: &NetNs, proto: &str, host: &str, port: u16, expect: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(8);
+    loop {
+        if talk(from, proto, host, port).as_deref() == Some(expect) {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Asserts that `host:port` gives no answer (one attempt, ~2 s).
+#[track_caller]
+pub fn assert_silent(from: &NetNs, proto: &str, host: &str, port: u16, what: &str) {
+    let got = talk(from, proto, host, port);
+    assert!(
+        got.is_none(),
+        "{what}: {proto} {host}:{port} from {} should not answer, got {got:?}",
+        from.name
+    );
+}
+
+#[track_caller]
+pub fn assert_answers(from: &NetNs, proto: &str, host: &str, port: u16, expect: &str, what: &str) {
+    assert!(
+        answers(from, proto, host, port, expect),
+        "{what}: {proto} {host}:{port} from {} should answer {expect:?}, last try: {:?}",
+        from.name,
+        talk(from, proto, host, port)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/// The environment for a container namespace.
+pub fn env_for(ns: &NetNs, id: &str) -> Env {
+    Env {
+        container_id: id.into(),
+        netns: ns.path(),
+        ..Env::default()
+    }
+}
+
+/// The address (without prefix) of the first IPv4 (or IPv6) entry of a result.
+pub fn cont_ip(r: &Value, v6: bool) -> String {
+    r["ips"]
+        .as_array()
+        .unwrap_or_else(|| panic!("result has no ips: {r}"))
+        .iter()
+        .filter_map(|i| i["address"].as_str())
+        .map(|a| a.split('/').next().unwrap().to_string())
+        .find(|a| a.contains(':') == v6)
+        .unwrap_or_else(|| panic!("no {} address in {r}", if v6 { "IPv6" } else { "IPv4" }))
+}
