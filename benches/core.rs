@@ -1,5 +1,7 @@
-//! In-process hot paths: config parse + result encode, and host-local allocation (ADD+DEL of one
-//! attachment through the on-disk store) with 10 and 5,000 existing reservations.
+//! In-process hot paths: config parse + result encode; host-local allocation (ADD+DEL of one
+//! attachment through the on-disk store) with 10 and 5,000 existing reservations; planning an
+//! iptables transaction against a busy node's `iptables-save` (kube-proxy-sized nat tables);
+//! encoding a portmap ADD's nftables batch.
 
 use cnibox::cni::Version;
 use cnibox::cni::config::NetConf;
@@ -83,5 +85,80 @@ fn allocation(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, protocol, allocation);
+/// `iptables-save -t nat` of a node with `rules` rules in many chains, as kube-proxy leaves it.
+fn busy_nat(rules: usize) -> String {
+    let mut t = String::from("*nat\n:PREROUTING ACCEPT [0:0]\n:POSTROUTING ACCEPT [0:0]\n");
+    for c in 0..rules / 10 {
+        t.push_str(&format!(":KUBE-SEP-{c:016X} - [0:0]\n"));
+    }
+    for i in 0..rules {
+        t.push_str(&format!(
+            "-A KUBE-SEP-{:016X} -p tcp -m comment --comment \"ns/svc{i}\" -m tcp -j DNAT --to-destination 10.{}.{}.{}:8080\n",
+            i / 10,
+            i >> 16 & 255,
+            i >> 8 & 255,
+            i & 255
+        ));
+    }
+    t.push_str("COMMIT\n");
+    t
+}
+
+fn netfilter(c: &mut Criterion) {
+    use cnibox::netfilter::iptables::{Saved, Script};
+    use cnibox::netfilter::{Batch, Family, Rule, TCP, Table, UDP};
+    let mut g = c.benchmark_group("iptables-save parse + plan");
+    for rules in [100usize, 20_000] {
+        let text = busy_nat(rules);
+        g.bench_with_input(BenchmarkId::from_parameter(rules), &text, |b, text| {
+            b.iter(|| {
+                let saved = Saved::parse(black_box(text));
+                let mut s = Script::new();
+                s.ensure_chain(&saved, "CNI-HOSTPORT-DNAT")
+                    .ensure_chain(&saved, "CNI-DN-0123456789abcdef01234")
+                    .append_unique(
+                        &saved,
+                        "PREROUTING",
+                        "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+                    )
+                    .append_unique(
+                        &saved,
+                        "CNI-DN-0123456789abcdef01234",
+                        "-p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.22.0.5:80",
+                    );
+                black_box(s)
+            })
+        });
+    }
+    g.finish();
+    let t = Table::new(Family::Ip, "cni_hostport");
+    c.bench_function("nftables batch encode (portmap ADD, 2 mappings)", |b| {
+        b.iter(|| {
+            let mut batch = Batch::new();
+            for (proto, port) in [(TCP, 8080u16), (UDP, 8053)] {
+                batch.add_rule(
+                    &t,
+                    "hostports",
+                    &Rule::new()
+                        .l4proto(proto)
+                        .dport(port)
+                        .dnat("10.22.0.5".parse().unwrap(), Some(port - 8000))
+                        .comment("container-id"),
+                );
+            }
+            batch.add_rule(
+                &t,
+                "masquerading",
+                &Rule::new()
+                    .saddr("10.22.0.5".parse::<std::net::IpAddr>().unwrap())
+                    .daddr("10.22.0.5".parse::<std::net::IpAddr>().unwrap())
+                    .masquerade()
+                    .comment("container-id"),
+            );
+            black_box(batch)
+        })
+    });
+}
+
+criterion_group!(benches, protocol, allocation, netfilter);
 criterion_main!(benches);

@@ -17,6 +17,7 @@
 use crate::cni::error::code;
 use crate::cni::{Error, Result};
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -97,51 +98,74 @@ pub fn may_hold(proto: Proto, table: &str, chains: &[&str]) -> bool {
         .any(|c| nft.chain_exists(&t, c).unwrap_or(true))
 }
 
-/// One table as `iptables-save` printed it.
+/// One table as `iptables-save` printed it: the text, with the chain names and the
+/// `-A CHAIN spec` lines indexed by byte range (no allocation per rule: a kube-proxy node's nat
+/// table has tens of thousands of rules).
 #[derive(Debug, Default, Clone)]
 pub struct Saved {
-    pub chains: Vec<String>,
-    /// `(chain, spec)` for every `-A CHAIN spec` line, in order.
-    pub rules: Vec<(String, String)>,
+    text: String,
+    chains: Vec<Range<usize>>,
+    /// `(chain, spec)` of every `-A CHAIN spec` line, in order.
+    rules: Vec<(Range<usize>, Range<usize>)>,
 }
 
 impl Saved {
-    pub fn parse(text: &str) -> Saved {
-        let mut s = Saved::default();
+    pub fn parse(text: impl Into<String>) -> Saved {
+        let text = text.into();
+        let base = text.as_ptr() as usize;
+        let range = |part: &str| {
+            let start = part.as_ptr() as usize - base;
+            start..start + part.len()
+        };
+        let (mut chains, mut rules) = (Vec::new(), Vec::new());
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix(':') {
                 if let Some(name) = rest.split_whitespace().next() {
-                    s.chains.push(name.to_string());
+                    chains.push(range(name));
                 }
             } else if let Some(rest) = line.strip_prefix("-A ") {
                 let (chain, spec) = rest.split_once(' ').unwrap_or((rest, ""));
-                s.rules.push((chain.to_string(), spec.trim().to_string()));
+                rules.push((range(chain), range(spec.trim())));
             }
         }
-        s
+        Saved {
+            text,
+            chains,
+            rules,
+        }
+    }
+    fn at(&self, r: &Range<usize>) -> &str {
+        &self.text[r.clone()]
+    }
+    /// The chain names, built-in ones included.
+    pub fn chains(&self) -> impl Iterator<Item = &str> {
+        self.chains.iter().map(|r| self.at(r))
+    }
+    /// Every `(chain, spec)`, in order.
+    pub fn rules(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.rules.iter().map(|(c, s)| (self.at(c), self.at(s)))
     }
     pub fn has_chain(&self, chain: &str) -> bool {
-        self.chains.iter().any(|c| c == chain)
+        self.chains().any(|c| c == chain)
     }
     pub fn has_rule(&self, chain: &str, spec: &str) -> bool {
-        self.rules.iter().any(|(c, s)| c == chain && s == spec)
+        self.rules().any(|(c, s)| c == chain && s == spec)
     }
     pub fn rules_in<'a>(&'a self, chain: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.rules
-            .iter()
-            .filter(move |(c, _)| c == chain)
-            .map(|(_, s)| s.as_str())
+        self.rules()
+            .filter(move |(c, _)| *c == chain)
+            .map(|(_, s)| s)
     }
     /// Every `(chain, spec)` whose target is `-j TARGET` or `-g TARGET`.
     pub fn jumps_to<'a>(&'a self, target: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> {
-        self.rules.iter().filter_map(move |(c, s)| {
+        self.rules().filter(move |(_, s)| {
             let t = s
                 .rsplit_once(" -j ")
                 .or_else(|| s.rsplit_once(" -g "))
                 .map(|(_, t)| t)
                 .or_else(|| s.strip_prefix("-j "))
                 .or_else(|| s.strip_prefix("-g "));
-            (t == Some(target)).then_some((c.as_str(), s.as_str()))
+            t == Some(target)
         })
     }
 }
@@ -296,7 +320,7 @@ impl Ipt {
                 ),
             ));
         }
-        Ok(Saved::parse(&String::from_utf8_lossy(&out.stdout)))
+        Ok(Saved::parse(String::from_utf8_lossy(&out.stdout)))
     }
 
     /// Feed `script` to `iptables-restore --noflush --wait=N`.

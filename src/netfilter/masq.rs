@@ -251,16 +251,15 @@ pub fn gc(network: &str, valid: &[Attachment]) -> Result<()> {
 /// is not one of `keep`.
 fn stale_chains(saved: &Saved, mine: &str, keep: &HashSet<String>) -> Vec<String> {
     saved
-        .chains
-        .iter()
+        .chains()
         .filter(|c| {
             c.len() == 28
                 && c.strip_prefix("CNI-")
                     .is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()))
-                && !keep.contains(c.as_str())
+                && !keep.contains(*c)
                 && saved.rules_in(c).any(|r| r.contains(mine))
         })
-        .cloned()
+        .map(String::from)
         .collect()
 }
 
