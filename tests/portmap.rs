@@ -989,3 +989,141 @@ fn concurrent_adds_ours_iptables() {
 fn concurrent_adds_ours_nftables() {
     concurrent_adds(Impl::Ours, Some("nftables"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// 10. A stale UDP conntrack entry for a mapped port is removed on ADD
+
+/// One UDP exchange from `from` to `host:8053` from the fixed source port 40053, so every try
+/// is the same conntrack flow.
+fn udp_from_fixed_port(from: &NetNs, host: &str) -> Option<String> {
+    let out = exec(
+        std::path::Path::new("ip"),
+        &[
+            "netns",
+            "exec",
+            &from.name,
+            "timeout",
+            "4",
+            "socat",
+            "-T1",
+            "-t1",
+            "-",
+            &format!("UDP4:{host}:8053,sourceport=40053,reuseaddr"),
+        ],
+        &[],
+        "ping\n",
+    );
+    let s = out.stdout.trim().to_string();
+    (!s.is_empty()).then_some(s)
+}
+
+fn udp_conntrack(imp: Impl, backend: Option<&'static str>) {
+    if skip("udp_conntrack", imp) {
+        return;
+    }
+    let lab = Lab::new("pm-ct", imp, backend, num(48, imp, backend), false);
+    // Conntrack on in the node before any NAT rule exists (as on a real node).
+    lab.node.sh(&["nft", "add table ip cnitest"]);
+    lab.node.sh(&[
+        "nft",
+        "add chain ip cnitest input { type filter hook input priority 0; }",
+    ]);
+    lab.node
+        .sh(&["nft", "add rule ip cnitest input ct state new accept"]);
+    let c1 = NetNs::create();
+    let id = format!("pm-ct-{}", lab.n);
+    let r = lab.attach(&c1, &id, "1.0.0");
+    let _udp = serve(&c1, "udp", false, 53, "pong");
+    let node_addr = lab.node_addr();
+    // The client talks to the port before it is mapped: a conntrack entry to the node itself.
+    assert_eq!(udp_from_fixed_port(&lab.client, &node_addr), None);
+    let ct = lab
+        .node
+        .sh(&["conntrack", "-L", "-p", "udp", "--dport", "8053"]);
+    assert!(
+        ct.contains("sport=40053"),
+        "no conntrack entry before ADD:\n{ct}"
+    );
+
+    let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
+    lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
+    // Every retry refreshes a stale entry, so this only passes if ADD removed it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
+    let mut got = None;
+    while got.is_none() && std::time::Instant::now() < deadline {
+        got = udp_from_fixed_port(&lab.client, &node_addr);
+    }
+    assert_eq!(
+        got.as_deref(),
+        Some("pong"),
+        "{}: the same UDP flow after ADD",
+        tag(imp, backend)
+    );
+    lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
+}
+
+#[test]
+fn udp_conntrack_reference() {
+    udp_conntrack(Impl::Reference, None);
+}
+#[test]
+fn udp_conntrack_ours_iptables() {
+    udp_conntrack(Impl::Ours, Some("iptables"));
+}
+#[test]
+fn udp_conntrack_ours_nftables() {
+    udp_conntrack(Impl::Ours, Some("nftables"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11. nftables conditions apply to their own container only (upstream applies the last ADD's
+//     conditions to every container)
+
+#[test]
+fn conditions_per_container_ours_nftables() {
+    if skip("conditions_per_container", Impl::Ours) {
+        return;
+    }
+    let lab = Lab::new("pm-cond", Impl::Ours, Some("nftables"), 51, false);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = ("pm-cond-1", "pm-cond-2");
+    let r1 = lab.attach(&c1, id1, "1.0.0");
+    let r2 = lab.attach(&c2, id2, "1.0.0");
+    let _s1 = serve(&c1, "tcp", false, 80, "one");
+    let _s2 = serve(&c2, "tcp", false, 80, "two");
+    let map = |port: u16| json!([{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]);
+    // Container 1 refuses the client's subnet; container 2, added after it, has no conditions.
+    let mut cf1 = lab.pm_conf("1.0.0", map(8080), Some(&r1));
+    cf1["conditionsV4"] = json!(["ip", "saddr", "!=", "192.168.51.0/24"]);
+    let cf2 = lab.pm_conf("1.0.0", map(8081), Some(&r2));
+    lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
+    let node_addr = lab.node_addr();
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &node_addr,
+        8081,
+        "two",
+        "unconditioned container",
+    );
+    assert_silent(
+        &lab.client,
+        "tcp",
+        &node_addr,
+        8080,
+        "conditioned container",
+    );
+    let with_cond: Vec<String> = lab
+        .rules_of(id1)
+        .into_iter()
+        .chain(lab.rules_of(id2))
+        .filter(|r| r.contains("192.168.51.0"))
+        .collect();
+    assert!(
+        with_cond.len() == 1 && with_cond[0].contains(&format!("\"{id1}\"")),
+        "the condition must be on container 1's DNAT rule only: {with_cond:?}"
+    );
+    lab.plugin().del("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().del("portmap", &env_for(&c2, id2), &cf2).ok();
+}
