@@ -1,10 +1,9 @@
 //! Netlink wire helpers for nf_tables: an attribute writer (nests, strings, big-endian
-//! integers), an attribute/message reader and the user-data TLV format `nft` uses for comments.
+//! integers), big-endian readers and the user-data TLV format `nft` uses for comments; the
+//! generic readers are [`crate::nlmsg`]'s.
 
 pub const NLA_F_NESTED: u16 = 0x8000;
-pub const NLMSG_HDRLEN: usize = 16;
-pub const NLMSG_ERROR: u16 = 2;
-pub const NLMSG_DONE: u16 = 3;
+pub use crate::nlmsg::{NLMSG_DONE, NLMSG_ERROR, attrs, get_str, messages};
 
 /// A growing buffer of netlink attributes (and message headers).
 #[derive(Default)]
@@ -49,29 +48,6 @@ impl Writer {
     }
 }
 
-/// Iterate the attributes in `buf` as (type without flags, payload).
-pub fn attrs(mut buf: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
-    std::iter::from_fn(move || {
-        if buf.len() < 4 {
-            return None;
-        }
-        let len = u16::from_ne_bytes([buf[0], buf[1]]) as usize;
-        let ty = u16::from_ne_bytes([buf[2], buf[3]]) & 0x3fff;
-        if len < 4 || len > buf.len() {
-            return None;
-        }
-        let data = &buf[4..len];
-        buf = &buf[((len + 3) & !3).min(buf.len())..];
-        Some((ty, data))
-    })
-}
-
-/// A NUL-terminated (or not) string payload.
-pub fn get_str(data: &[u8]) -> String {
-    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
-    String::from_utf8_lossy(&data[..end]).into_owned()
-}
-
 pub fn get_be32(data: &[u8]) -> u32 {
     data.get(..4)
         .and_then(|b| b.try_into().ok())
@@ -82,35 +58,6 @@ pub fn get_be64(data: &[u8]) -> u64 {
     data.get(..8)
         .and_then(|b| b.try_into().ok())
         .map_or(0, u64::from_be_bytes)
-}
-
-/// One netlink message of a datagram.
-pub struct NlMsg<'a> {
-    pub ty: u16,
-    pub flags: u16,
-    pub seq: u32,
-    pub payload: &'a [u8],
-}
-
-/// Iterate the netlink messages of one received datagram.
-pub fn messages(mut buf: &[u8]) -> impl Iterator<Item = NlMsg<'_>> {
-    std::iter::from_fn(move || {
-        if buf.len() < NLMSG_HDRLEN {
-            return None;
-        }
-        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-        if len < NLMSG_HDRLEN || len > buf.len() {
-            return None;
-        }
-        let m = NlMsg {
-            ty: u16::from_ne_bytes([buf[4], buf[5]]),
-            flags: u16::from_ne_bytes([buf[6], buf[7]]),
-            seq: u32::from_ne_bytes([buf[8], buf[9], buf[10], buf[11]]),
-            payload: &buf[NLMSG_HDRLEN..len],
-        };
-        buf = &buf[((len + 3) & !3).min(buf.len())..];
-        Some(m)
-    })
 }
 
 /// Encode a comment as `nft` user data: TLV type 0 (`NFTNL_UDATA_*_COMMENT`), NUL-terminated.

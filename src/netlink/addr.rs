@@ -9,7 +9,8 @@ use netlink_packet_route::address::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
 
-use super::{Family, Handle, Result};
+use super::{Family, Handle, RTM_NEWADDR, Result};
+use crate::nlmsg;
 
 /// Skip duplicate address detection (IPv6).
 pub const IFA_F_NODAD: u32 = 0x02;
@@ -64,26 +65,32 @@ pub(super) fn addr_msg(index: u32, net: IpNet, flags: u32, add: bool) -> Address
     m
 }
 
-fn parse(m: AddressMessage) -> Option<Addr> {
-    let mut local = None;
-    let mut address = None;
-    let mut flags = m.header.flags.bits() as u32;
-    for a in m.attributes {
-        match a {
-            AddressAttribute::Local(ip) => local = Some(ip),
-            AddressAttribute::Address(ip) => address = Some(ip),
-            AddressAttribute::Flags(f) => flags = f.bits(),
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
+const IFA_FLAGS: u16 = 8;
+/// struct ifaddrmsg: family, prefixlen, flags, scope, index.
+const IFADDRMSG_LEN: usize = 8;
+
+/// An address from an RTM_NEWADDR payload.
+fn parse(body: &[u8]) -> Option<Addr> {
+    let (prefix, scope) = (*body.get(1)?, *body.get(3)?);
+    let mut flags = u32::from(*body.get(2)?);
+    let (mut local, mut address) = (None, None);
+    for (ty, v) in nlmsg::attrs(body.get(IFADDRMSG_LEN..)?) {
+        match ty {
+            IFA_LOCAL => local = nlmsg::get_ip(v),
+            IFA_ADDRESS => address = nlmsg::get_ip(v),
+            IFA_FLAGS => flags = nlmsg::get_u32(v, 0).unwrap_or(flags),
             _ => {}
         }
     }
     // For IPv4 point-to-point links IFA_ADDRESS is the peer; IFA_LOCAL is ours.
     let ip: IpAddr = local.or(address)?;
-    let net = IpNet::new(ip, m.header.prefix_len).ok()?;
     Some(Addr {
-        index: m.header.index,
-        net,
+        index: nlmsg::get_u32(body, 4)?,
+        net: IpNet::new(ip, prefix).ok()?,
         flags,
-        scope: m.header.scope.into(),
+        scope,
     })
 }
 
@@ -95,14 +102,9 @@ impl Handle {
         let r = self
             .dump(Rt::GetAddress(m))
             .map_err(|e| e.ctx("list addresses"))?;
-        Ok(r.into_iter()
-            .filter_map(|m| {
-                if let Rt::NewAddress(m) = m {
-                    parse(m)
-                } else {
-                    None
-                }
-            })
+        Ok(r.iter()
+            .filter(|m| m.ty == RTM_NEWADDR)
+            .filter_map(|m| parse(&m.body))
             .filter(|a| index.is_none_or(|i| a.index == i))
             .filter(|a| match fam {
                 Family::All => true,

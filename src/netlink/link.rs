@@ -8,8 +8,9 @@ use netlink_packet_route::link::{
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
 
-use super::{Error, Handle, Result};
+use super::{Error, Handle, RTM_NEWLINK, Result};
 use crate::netns::NetNs;
+use crate::nlmsg;
 
 /// A network interface as the kernel reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -153,55 +154,115 @@ pub(super) fn vlan_filter_msg(
     m
 }
 
-pub(super) fn parse(m: LinkMessage) -> Link {
+// Attributes read from RTM_NEWLINK (linux/if_link.h).
+const IFLA_ADDRESS: u16 = 1;
+const IFLA_IFNAME: u16 = 3;
+const IFLA_MTU: u16 = 4;
+const IFLA_LINK: u16 = 5;
+const IFLA_MASTER: u16 = 10;
+const IFLA_TXQLEN: u16 = 13;
+const IFLA_OPERSTATE: u16 = 16;
+const IFLA_LINKINFO: u16 = 18;
+const IFLA_IFALIAS: u16 = 20;
+const IFLA_AF_SPEC: u16 = 26;
+const IFLA_LINK_NETNSID: u16 = 37;
+const IFLA_INFO_KIND: u16 = 1;
+const IFLA_INFO_DATA: u16 = 2;
+const IFLA_INFO_SLAVE_KIND: u16 = 4;
+const IFLA_INFO_SLAVE_DATA: u16 = 5;
+const IFLA_VLAN_ID: u16 = 1;
+const IFLA_BRPORT_MODE: u16 = 4;
+const IFLA_BRPORT_LEARNING: u16 = 8;
+const IFLA_BRPORT_ISOLATED: u16 = 33;
+const IFLA_BRIDGE_VLAN_INFO: u16 = 2;
+const BRIDGE_VLAN_INFO_PVID: u16 = 1 << 1;
+const BRIDGE_VLAN_INFO_UNTAGGED: u16 = 1 << 2;
+const IFF_UP: u32 = 0x1;
+const IFF_PROMISC: u32 = 0x100;
+/// struct ifinfomsg: family, pad, type, index, flags, change.
+const IFINFOMSG_LEN: usize = 16;
+
+/// The index of an RTM_NEWLINK payload.
+fn index_of(body: &[u8]) -> Option<u32> {
+    nlmsg::get_u32(body, 4)
+}
+
+/// A link from an RTM_NEWLINK payload (None if too short to be one).
+pub(super) fn parse(body: &[u8]) -> Option<Link> {
+    let flags = nlmsg::get_u32(body, 8)?;
     let mut l = Link {
-        index: m.header.index,
-        up: m.header.flags.contains(LinkFlags::Up),
-        promisc: m.header.flags.contains(LinkFlags::Promisc),
+        index: index_of(body)?,
+        up: flags & IFF_UP != 0,
+        promisc: flags & IFF_PROMISC != 0,
         ..Link::default()
     };
-    for a in m.attributes {
-        match a {
-            LinkAttribute::IfName(n) => l.name = n,
-            LinkAttribute::Mtu(v) => l.mtu = v,
-            LinkAttribute::Address(a) => l.mac = a.as_slice().try_into().ok(),
-            LinkAttribute::Controller(v) => l.master = Some(v).filter(|&v| v != 0),
-            LinkAttribute::OperState(s) => l.operstate = s.into(),
-            LinkAttribute::Link(v) => l.link = Some(v),
-            LinkAttribute::LinkNetNsId(v) => l.link_netnsid = Some(v),
-            LinkAttribute::IfAlias(s) => l.alias = Some(s),
-            LinkAttribute::TxQueueLen(v) => l.txqlen = v,
-            LinkAttribute::LinkInfo(infos) => {
-                for i in infos {
-                    match i {
-                        LinkInfo::Kind(k) => l.kind = Some(k.to_string()),
-                        LinkInfo::Data(InfoData::Vlan(v)) => {
-                            for x in v {
-                                if let InfoVlan::Id(id) = x {
-                                    l.vlan_id = Some(id);
-                                }
-                            }
-                        }
-                        LinkInfo::PortData(InfoPortData::BridgePort(p)) => {
-                            let mut o = PortOpts::default();
-                            for x in p {
-                                match x {
-                                    InfoBridgePort::HairpinMode(b) => o.hairpin = Some(b),
-                                    InfoBridgePort::Learning(b) => o.learning = Some(b),
-                                    InfoBridgePort::Isolated(b) => o.isolated = Some(b),
-                                    _ => {}
-                                }
-                            }
-                            l.port = Some(o);
-                        }
+    let bool_of = |v: &[u8]| nlmsg::get_u8(v).map(|b| b != 0);
+    for (ty, v) in nlmsg::attrs(body.get(IFINFOMSG_LEN..)?) {
+        match ty {
+            IFLA_IFNAME => l.name = nlmsg::get_str(v),
+            IFLA_MTU => l.mtu = nlmsg::get_u32(v, 0).unwrap_or(0),
+            IFLA_ADDRESS => l.mac = v.try_into().ok(),
+            IFLA_MASTER => l.master = nlmsg::get_u32(v, 0).filter(|&m| m != 0),
+            IFLA_OPERSTATE => l.operstate = nlmsg::get_u8(v).unwrap_or(0),
+            IFLA_LINK => l.link = nlmsg::get_u32(v, 0),
+            IFLA_LINK_NETNSID => l.link_netnsid = nlmsg::get_u32(v, 0).map(|n| n as i32),
+            IFLA_IFALIAS => l.alias = Some(nlmsg::get_str(v)),
+            IFLA_TXQLEN => l.txqlen = nlmsg::get_u32(v, 0).unwrap_or(0),
+            IFLA_LINKINFO => {
+                let (mut data, mut slave_kind, mut slave_data) = (None, None, None);
+                for (ty, v) in nlmsg::attrs(v) {
+                    match ty {
+                        IFLA_INFO_KIND => l.kind = Some(nlmsg::get_str(v)),
+                        IFLA_INFO_DATA => data = Some(v),
+                        IFLA_INFO_SLAVE_KIND => slave_kind = Some(nlmsg::get_str(v)),
+                        IFLA_INFO_SLAVE_DATA => slave_data = Some(v),
                         _ => {}
                     }
+                }
+                if let (Some("vlan"), Some(d)) = (l.kind.as_deref(), data) {
+                    l.vlan_id = nlmsg::attrs(d)
+                        .find(|(ty, _)| *ty == IFLA_VLAN_ID)
+                        .and_then(|(_, v)| nlmsg::get_u16(v, 0));
+                }
+                if let (Some("bridge"), Some(d)) = (slave_kind.as_deref(), slave_data) {
+                    let mut o = PortOpts::default();
+                    for (ty, v) in nlmsg::attrs(d) {
+                        match ty {
+                            IFLA_BRPORT_MODE => o.hairpin = bool_of(v),
+                            IFLA_BRPORT_LEARNING => o.learning = bool_of(v),
+                            IFLA_BRPORT_ISOLATED => o.isolated = bool_of(v),
+                            _ => {}
+                        }
+                    }
+                    l.port = Some(o);
                 }
             }
             _ => {}
         }
     }
-    l
+    Some(l)
+}
+
+/// The VLAN entries (IFLA_AF_SPEC / IFLA_BRIDGE_VLAN_INFO) of an AF_BRIDGE RTM_NEWLINK payload.
+fn parse_vlans(body: &[u8]) -> Vec<BridgeVlan> {
+    let mut out = Vec::new();
+    for (ty, spec) in nlmsg::attrs(body.get(IFINFOMSG_LEN..).unwrap_or_default()) {
+        if ty != IFLA_AF_SPEC {
+            continue;
+        }
+        for (ty, v) in nlmsg::attrs(spec) {
+            if let (IFLA_BRIDGE_VLAN_INFO, Some(flags), Some(vid)) =
+                (ty, nlmsg::get_u16(v, 0), nlmsg::get_u16(v, 2))
+            {
+                out.push(BridgeVlan {
+                    vid,
+                    pvid: flags & BRIDGE_VLAN_INFO_PVID != 0,
+                    untagged: flags & BRIDGE_VLAN_INFO_UNTAGGED != 0,
+                });
+            }
+        }
+    }
+    out
 }
 
 fn skip_stats() -> LinkAttribute {
@@ -211,7 +272,7 @@ fn skip_stats() -> LinkAttribute {
 impl Handle {
     fn get_link(&mut self, m: LinkMessage) -> Result<Option<Link>> {
         match self.request_ack(Rt::GetLink(m), 0) {
-            Ok(Some(Rt::NewLink(m))) => Ok(Some(parse(m))),
+            Ok(Some(r)) if r.ty == RTM_NEWLINK => Ok(parse(&r.body)),
             Ok(_) => Ok(None),
             Err(e) if e.errno == libc::ENODEV => Ok(None),
             Err(e) => Err(e),
@@ -244,14 +305,9 @@ impl Handle {
         let r = self
             .dump(Rt::GetLink(msg(0, vec![skip_stats()])))
             .map_err(|e| e.ctx("list links"))?;
-        Ok(r.into_iter()
-            .filter_map(|m| {
-                if let Rt::NewLink(m) = m {
-                    Some(parse(m))
-                } else {
-                    None
-                }
-            })
+        Ok(r.iter()
+            .filter(|m| m.ty == RTM_NEWLINK)
+            .filter_map(|m| parse(&m.body))
             .collect())
     }
 
@@ -456,28 +512,10 @@ impl Handle {
         let r = self
             .dump(Rt::GetLink(m))
             .map_err(|e| e.ctx("list bridge vlans"))?;
-        let mut out = Vec::new();
-        for m in r {
-            let Rt::NewLink(m) = m else { continue };
-            if m.header.index != index {
-                continue;
-            }
-            for a in m.attributes {
-                let LinkAttribute::AfSpecBridge(spec) = a else {
-                    continue;
-                };
-                for s in spec {
-                    if let AfSpecBridge::VlanInfo(v) = s {
-                        out.push(BridgeVlan {
-                            vid: v.vid,
-                            pvid: v.flags.contains(BridgeVlanInfoFlags::Pvid),
-                            untagged: v.flags.contains(BridgeVlanInfoFlags::Untagged),
-                        });
-                    }
-                }
-            }
-        }
-        Ok(out)
+        Ok(r.iter()
+            .filter(|m| m.ty == RTM_NEWLINK && index_of(&m.body) == Some(index))
+            .flat_map(|m| parse_vlans(&m.body))
+            .collect())
     }
 
     /// Delete a link (a veth takes its peer with it).

@@ -6,6 +6,11 @@
 //! the reply, if any) or `dump` (multipart dump, restarted when the kernel flags it as
 //! interrupted). Kernel errors come back as [`Error`] carrying the errno, what was being done and
 //! the kernel's extended-ack text.
+//!
+//! Requests are built with netlink-packet-route's message types; replies are decoded here, with
+//! [`crate::nlmsg`], into our own small structs, reading only the attributes we use. (The
+//! crate's decoders understand every link kind, tc filter and action, and were ~200 KB of the
+//! static binary.)
 
 mod addr;
 mod link;
@@ -17,9 +22,11 @@ use std::fmt;
 
 use netlink_packet_core::{
     NLM_F_ACK, NLM_F_ACK_TLVS, NLM_F_CAPPED, NLM_F_DUMP, NLM_F_DUMP_INTR, NLM_F_REQUEST,
-    NetlinkBuffer, NetlinkHeader, NetlinkMessage, NetlinkPayload, NlasIterator,
+    NetlinkHeader, NetlinkMessage, NetlinkPayload,
 };
 use netlink_packet_route::RouteNetlinkMessage;
+
+use crate::nlmsg::{self, NLMSG_DONE, NLMSG_ERROR};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
 
 pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
@@ -145,17 +152,25 @@ impl Handle {
             .map_err(|e| Error::new(0, e.to_string()))?
     }
 
-    fn send(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<u32> {
-        self.seq = self.seq.wrapping_add(1);
+    /// The wire form of `msg` with `flags` (NLM_F_REQUEST added); the sequence number is set
+    /// by [`Handle::send`].
+    fn encode(msg: RouteNetlinkMessage, flags: u16) -> Vec<u8> {
         let mut header = NetlinkHeader::default();
         header.flags = flags | NLM_F_REQUEST;
-        header.sequence_number = self.seq;
         let mut nl = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
         nl.finalize();
         let mut out = vec![0; nl.buffer_len()];
         nl.serialize(&mut out);
+        out
+    }
+
+    fn send(&mut self, req: &mut [u8]) -> Result<u32> {
+        self.seq = self.seq.wrapping_add(1);
+        if let Some(seq) = req.get_mut(8..12) {
+            seq.copy_from_slice(&self.seq.to_ne_bytes());
+        }
         self.sock
-            .send(&out, 0)
+            .send(req, 0)
             .map_err(|e| Error::io("send netlink request", e))?;
         Ok(self.seq)
     }
@@ -163,7 +178,7 @@ impl Handle {
     /// Read the replies to request `seq` into `out` until its ACK (or, for a dump, DONE).
     /// Messages for other sequence numbers (stale replies) are skipped. Returns whether the
     /// kernel flagged the dump as interrupted.
-    fn recv(&mut self, seq: u32, out: &mut Vec<RouteNetlinkMessage>) -> Result<bool> {
+    fn recv(&mut self, seq: u32, out: &mut Vec<Reply>) -> Result<bool> {
         let mut intr = false;
         loop {
             self.buf.clear();
@@ -177,31 +192,30 @@ impl Handle {
                     format!("netlink reply truncated ({n} bytes)"),
                 ));
             }
-            let mut off = 0;
-            while off + 16 <= n {
-                let bytes = &self.buf[off..n];
-                let nb = NetlinkBuffer::new_checked(bytes)
-                    .map_err(|e| Error::new(0, format!("bad netlink reply: {e}")))?;
-                let len = nb.length() as usize;
-                off += (len + 3) & !3;
-                if nb.sequence_number() != seq {
+            for m in nlmsg::messages(&self.buf[..n]) {
+                if m.seq != seq {
                     continue;
                 }
-                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
-                    .map_err(|e| Error::new(0, format!("cannot decode netlink reply: {e}")))?;
-                intr |= msg.header.flags & NLM_F_DUMP_INTR != 0;
-                match msg.payload {
-                    NetlinkPayload::InnerMessage(m) => out.push(m),
-                    NetlinkPayload::Error(e) => match e.code {
-                        None => return Ok(intr),
+                intr |= m.flags & NLM_F_DUMP_INTR != 0;
+                let code = nlmsg::get_u32(m.payload, 0).map(|c| c as i32);
+                match m.ty {
+                    NLMSG_ERROR => match code {
+                        Some(0) => return Ok(intr),
                         Some(c) => {
-                            let mut err = Error::new(c.get().abs(), "");
-                            err.ext = ext_ack(msg.header.flags, &e.header);
+                            let mut err = Error::new(c.abs(), "");
+                            err.ext = ext_ack(m.flags, &m.payload[4..]);
                             return Err(err);
                         }
+                        None => return Err(Error::new(0, "bad netlink error message")),
                     },
-                    NetlinkPayload::Done(d) if d.code < 0 => return Err(Error::new(-d.code, "")),
-                    NetlinkPayload::Done(_) => return Ok(intr),
+                    NLMSG_DONE => match code {
+                        Some(c) if c < 0 => return Err(Error::new(-c, "")),
+                        _ => return Ok(intr),
+                    },
+                    ty if ty >= 16 => out.push(Reply {
+                        ty,
+                        body: m.payload.to_vec(),
+                    }),
                     _ => {}
                 }
             }
@@ -214,8 +228,8 @@ impl Handle {
         &mut self,
         msg: RouteNetlinkMessage,
         flags: u16,
-    ) -> Result<Option<RouteNetlinkMessage>> {
-        let seq = self.send(msg, flags | NLM_F_ACK)?;
+    ) -> Result<Option<Reply>> {
+        let seq = self.send(&mut Self::encode(msg, flags | NLM_F_ACK))?;
         let mut out = Vec::new();
         self.recv(seq, &mut out)?;
         Ok(out.into_iter().next())
@@ -223,9 +237,10 @@ impl Handle {
 
     /// Dump all objects matching `msg`, retrying up to 5 times if the dump was interrupted
     /// by a concurrent change (NLM_F_DUMP_INTR).
-    pub(crate) fn dump(&mut self, msg: RouteNetlinkMessage) -> Result<Vec<RouteNetlinkMessage>> {
+    pub(crate) fn dump(&mut self, msg: RouteNetlinkMessage) -> Result<Vec<Reply>> {
+        let mut req = Self::encode(msg, NLM_F_DUMP);
         for _ in 0..5 {
-            let seq = self.send(msg.clone(), NLM_F_DUMP)?;
+            let seq = self.send(&mut req)?;
             let mut out = Vec::new();
             if !self.recv(seq, &mut out)? {
                 return Ok(out);
@@ -237,6 +252,17 @@ impl Handle {
         ))
     }
 }
+
+/// One reply message: its type (RTM_NEW*) and its payload after the netlink header.
+pub(crate) struct Reply {
+    pub ty: u16,
+    pub body: Vec<u8>,
+}
+
+pub(crate) const RTM_NEWLINK: u16 = 16;
+pub(crate) const RTM_NEWADDR: u16 = 20;
+pub(crate) const RTM_NEWROUTE: u16 = 24;
+pub(crate) const RTM_NEWQDISC: u16 = 36;
 
 /// The kernel's extended-ack text (NLMSGERR_ATTR_MSG) from an NLMSG_ERROR body (the echoed
 /// request header, capped or not, followed by attributes).
@@ -251,14 +277,10 @@ fn ext_ack(flags: u16, body: &[u8]) -> String {
             .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
     let tlvs = body.get((off + 3) & !3..).unwrap_or_default();
-    for nla in NlasIterator::new(tlvs).flatten() {
-        if nla.kind() == 1 {
-            return String::from_utf8_lossy(nla.value())
-                .trim_end_matches(['\0', '\n'])
-                .to_string();
-        }
-    }
-    String::new()
+    nlmsg::attrs(tlvs)
+        .find(|(ty, _)| *ty == 1)
+        .map(|(_, v)| nlmsg::get_str(v).trim_end_matches('\n').to_string())
+        .unwrap_or_default()
 }
 
 /// `aa:bb:cc:dd:ee:ff`, as CNI results spell MAC addresses.

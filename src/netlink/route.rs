@@ -5,12 +5,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use ipnet::IpNet;
 use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric, RouteNextHop,
-    RouteProtocol, RouteScope, RouteType,
+    RouteAttribute, RouteHeader, RouteMessage, RouteMetric, RouteNextHop, RouteProtocol,
+    RouteScope, RouteType,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
 
-use super::{Family, Handle, Result};
+use super::{Family, Handle, RTM_NEWROUTE, Result};
+use crate::nlmsg;
 
 pub const TABLE_MAIN: u32 = 254;
 pub const SCOPE_UNIVERSE: u8 = 0;
@@ -40,14 +41,6 @@ pub struct Route {
     pub advmss: Option<u32>,
     /// ECMP next hops; when non-empty, `gw` and `oif` are normally None.
     pub multipath: Vec<NextHop>,
-}
-
-fn ip(a: &RouteAddress) -> Option<IpAddr> {
-    match a {
-        RouteAddress::Inet(v) => Some(IpAddr::V4(*v)),
-        RouteAddress::Inet6(v) => Some(IpAddr::V6(*v)),
-        _ => None,
-    }
 }
 
 fn af(v4: bool) -> AddressFamily {
@@ -107,61 +100,85 @@ pub(super) fn route_msg(r: &Route, add: bool) -> RouteMessage {
     m
 }
 
-pub(super) fn parse(m: RouteMessage) -> Option<Route> {
-    if m.header.flags.contains(RouteFlags::Cloned) {
+const RTA_DST: u16 = 1;
+const RTA_OIF: u16 = 4;
+const RTA_GATEWAY: u16 = 5;
+const RTA_PRIORITY: u16 = 6;
+const RTA_PREFSRC: u16 = 7;
+const RTA_METRICS: u16 = 8;
+const RTA_MULTIPATH: u16 = 9;
+const RTA_TABLE: u16 = 15;
+const RTAX_MTU: u16 = 2;
+const RTAX_ADVMSS: u16 = 8;
+const RTM_F_CLONED: u32 = 0x200;
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
+/// struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
+const RTMSG_LEN: usize = 12;
+/// struct rtnexthop: len, flags, hops, ifindex.
+const RTNH_LEN: usize = 8;
+
+/// The gateway among a next hop's attributes.
+fn gateway(attrs: &[u8]) -> Option<IpAddr> {
+    nlmsg::attrs(attrs)
+        .find(|(ty, _)| *ty == RTA_GATEWAY)
+        .and_then(|(_, v)| nlmsg::get_ip(v))
+}
+
+/// The next hops of an RTA_MULTIPATH payload (a sequence of rtnexthop + attributes).
+fn next_hops(mut buf: &[u8]) -> Vec<NextHop> {
+    let mut out = Vec::new();
+    while let (Some(len), Some(oif)) = (nlmsg::get_u16(buf, 0), nlmsg::get_u32(buf, 4)) {
+        let len = usize::from(len);
+        if len < RTNH_LEN || len > buf.len() {
+            break;
+        }
+        out.push(NextHop {
+            oif,
+            gw: gateway(&buf[RTNH_LEN..len]),
+        });
+        buf = &buf[((len + 3) & !3).min(buf.len())..];
+    }
+    out
+}
+
+/// A route from an RTM_NEWROUTE payload; None for cached clones and other families.
+pub(super) fn parse(body: &[u8]) -> Option<Route> {
+    if nlmsg::get_u32(body, 8)? & RTM_F_CLONED != 0 {
         return None;
     }
-    let v4 = match m.header.address_family {
-        AddressFamily::Inet => true,
-        AddressFamily::Inet6 => false,
+    let mut dst: IpAddr = match body[0] {
+        AF_INET => Ipv4Addr::UNSPECIFIED.into(),
+        AF_INET6 => Ipv6Addr::UNSPECIFIED.into(),
         _ => return None,
     };
     let mut r = Route {
-        table: m.header.table.into(),
-        scope: m.header.scope.into(),
+        table: u32::from(body[4]),
+        scope: body[6],
         ..Route::default()
     };
-    let mut dst: IpAddr = if v4 {
-        Ipv4Addr::UNSPECIFIED.into()
-    } else {
-        Ipv6Addr::UNSPECIFIED.into()
-    };
-    for a in m.attributes {
-        match a {
-            RouteAttribute::Destination(d) => dst = ip(&d)?,
-            RouteAttribute::Gateway(g) => r.gw = ip(&g),
-            RouteAttribute::PrefSource(s) => r.src = ip(&s),
-            RouteAttribute::Oif(i) => r.oif = Some(i),
-            RouteAttribute::Table(t) => r.table = t,
-            RouteAttribute::Priority(p) => r.metric = Some(p),
-            RouteAttribute::Metrics(ms) => {
-                for x in ms {
-                    match x {
-                        RouteMetric::Mtu(v) => r.mtu = Some(v),
-                        RouteMetric::Advmss(v) => r.advmss = Some(v),
+    for (ty, v) in nlmsg::attrs(body.get(RTMSG_LEN..)?) {
+        match ty {
+            RTA_DST => dst = nlmsg::get_ip(v)?,
+            RTA_GATEWAY => r.gw = nlmsg::get_ip(v),
+            RTA_PREFSRC => r.src = nlmsg::get_ip(v),
+            RTA_OIF => r.oif = nlmsg::get_u32(v, 0),
+            RTA_TABLE => r.table = nlmsg::get_u32(v, 0).unwrap_or(r.table),
+            RTA_PRIORITY => r.metric = nlmsg::get_u32(v, 0),
+            RTA_METRICS => {
+                for (ty, v) in nlmsg::attrs(v) {
+                    match ty {
+                        RTAX_MTU => r.mtu = nlmsg::get_u32(v, 0),
+                        RTAX_ADVMSS => r.advmss = nlmsg::get_u32(v, 0),
                         _ => {}
                     }
                 }
             }
-            RouteAttribute::MultiPath(hops) => {
-                r.multipath = hops
-                    .iter()
-                    .map(|h| NextHop {
-                        oif: h.interface_index,
-                        gw: h.attributes.iter().find_map(|a| {
-                            if let RouteAttribute::Gateway(g) = a {
-                                ip(g)
-                            } else {
-                                None
-                            }
-                        }),
-                    })
-                    .collect()
-            }
+            RTA_MULTIPATH => r.multipath = next_hops(v),
             _ => {}
         }
     }
-    r.dst = IpNet::new(dst, m.header.destination_prefix_length).ok()?;
+    r.dst = IpNet::new(dst, body[1]).ok()?;
     Some(r)
 }
 
@@ -174,14 +191,9 @@ impl Handle {
         let r = self
             .dump(Rt::GetRoute(m))
             .map_err(|e| e.ctx("list routes"))?;
-        Ok(r.into_iter()
-            .filter_map(|m| {
-                if let Rt::NewRoute(m) = m {
-                    parse(m)
-                } else {
-                    None
-                }
-            })
+        Ok(r.iter()
+            .filter(|m| m.ty == RTM_NEWROUTE)
+            .filter_map(|m| parse(&m.body))
             .filter(|r| table.is_none_or(|t| r.table == t))
             .collect())
     }
@@ -226,13 +238,12 @@ impl Handle {
         m.header.destination_prefix_length = if dst.is_ipv4() { 32 } else { 128 };
         m.attributes.push(RouteAttribute::Destination(dst.into()));
         match self.request_ack(Rt::GetRoute(m), 0) {
-            Ok(Some(Rt::NewRoute(m))) => Ok(m.attributes.iter().find_map(|a| {
-                if let RouteAttribute::Oif(i) = a {
-                    Some(*i)
-                } else {
-                    None
-                }
-            })),
+            // The answer is a cached clone, which `parse` leaves out: read RTA_OIF directly.
+            Ok(Some(m)) if m.ty == RTM_NEWROUTE => {
+                Ok(nlmsg::attrs(m.body.get(RTMSG_LEN..).unwrap_or_default())
+                    .find(|(ty, _)| *ty == RTA_OIF)
+                    .and_then(|(_, v)| nlmsg::get_u32(v, 0)))
+            }
             Ok(_) => Ok(None),
             Err(e) if matches!(e.errno, libc::ENETUNREACH | libc::EHOSTUNREACH) => Ok(None),
             Err(e) => Err(e.ctx(format_args!("get route to {dst}"))),

@@ -6,7 +6,6 @@ use std::net::IpAddr;
 
 use netlink_packet_core::{Emitable, NLM_F_ACK_TLVS, NLM_F_CAPPED, Parseable};
 use netlink_packet_route::link::{InfoData, InfoVeth, LinkAttribute, LinkInfo, LinkMessage};
-use netlink_packet_route::route::RouteMessage;
 
 use super::*;
 use crate::netns::testing::TempNetNs;
@@ -23,10 +22,14 @@ fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
 }
 
-fn roundtrip_link(m: &LinkMessage) -> LinkMessage {
+fn emit_link(m: &LinkMessage) -> Vec<u8> {
     let mut b = vec![0; m.buffer_len()];
     m.emit(&mut b);
-    LinkMessage::parse(b.as_slice()).unwrap()
+    b
+}
+
+fn roundtrip_link(m: &LinkMessage) -> LinkMessage {
+    LinkMessage::parse(emit_link(m).as_slice()).unwrap()
 }
 
 #[test]
@@ -59,12 +62,13 @@ fn veth_message() {
 
 #[test]
 fn vlan_and_bridge_messages() {
-    let l = link::parse(roundtrip_link(&link::vlan_msg("v100", 7, 100, None, None)));
+    // Our decoder reads what the request encoder wrote.
+    let l = link::parse(&emit_link(&link::vlan_msg("v100", 7, 100, None, None))).unwrap();
     assert_eq!(
         (l.name.as_str(), l.link, l.vlan_id, l.kind.as_deref()),
         ("v100", Some(7), Some(100), Some("vlan"))
     );
-    let l = link::parse(roundtrip_link(&link::bridge_msg("br0", Some(9000), true)));
+    let l = link::parse(&emit_link(&link::bridge_msg("br0", Some(9000), true))).unwrap();
     assert_eq!(
         (l.name.as_str(), l.mtu, l.kind.as_deref()),
         ("br0", 9000, Some("bridge"))
@@ -114,9 +118,8 @@ fn route_message_roundtrip() {
     let m = route::route_msg(&r, true);
     let mut b = vec![0; m.buffer_len()];
     m.emit(&mut b);
-    let back = RouteMessage::parse(b.as_slice()).unwrap();
     assert_eq!(
-        route::parse(back),
+        route::parse(&b),
         Some(Route {
             scope: SCOPE_UNIVERSE,
             ..r

@@ -6,8 +6,9 @@
 //! semantics): rate in bytes/s, `buffer` = time to send the burst at that rate in psched ticks
 //! (from /proc/net/psched), `limit` = rate × 25 ms + burst bytes.
 
-use crate::netlink::{Handle, Result};
-use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL, Nla};
+use crate::netlink::{Handle, RTM_NEWQDISC, Result};
+use crate::nlmsg;
+use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
 use netlink_packet_route::RouteNetlinkMessage as Rt;
 use netlink_packet_route::tc::{
     TcAction, TcActionAttribute, TcActionGeneric, TcActionMirrorOption, TcActionOption,
@@ -172,60 +173,55 @@ pub fn add_redirect(h: &mut Handle, ifindex: u32, target: u32) -> Result<()> {
         })
 }
 
+const TCA_KIND: u16 = 1;
+const TCA_OPTIONS: u16 = 2;
+/// struct tcmsg: family, pad, pad, ifindex, handle, parent, info.
+const TCMSG_LEN: usize = 20;
+
 /// Qdiscs of one link.
 pub fn qdiscs(h: &mut Handle, ifindex: u32) -> Result<Vec<Qdisc>> {
     let replies = h.dump(Rt::GetQueueDiscipline(TcMessage::default()))?;
     Ok(replies
-        .into_iter()
-        .filter_map(|r| match r {
-            Rt::NewQueueDiscipline(m) if m.header.index == ifindex as i32 => Some(parse(m)),
-            _ => None,
-        })
+        .iter()
+        .filter(|r| r.ty == RTM_NEWQDISC && nlmsg::get_u32(&r.body, 4) == Some(ifindex))
+        .filter_map(|r| parse(&r.body))
         .collect())
 }
 
-fn parse(m: TcMessage) -> Qdisc {
+/// A qdisc from an RTM_NEWQDISC payload, with the TBF parameters of a `tbf` one.
+fn parse(body: &[u8]) -> Option<Qdisc> {
     let mut q = Qdisc {
         kind: String::new(),
-        handle: u32_of(&m.header.handle),
-        parent: u32_of(&m.header.parent),
+        handle: nlmsg::get_u32(body, 8)?,
+        parent: nlmsg::get_u32(body, 12)?,
         tbf: None,
     };
     let mut rate64 = None;
-    for a in &m.attributes {
-        match a {
-            TcAttribute::Kind(k) => q.kind = k.clone(),
-            // For kinds the crate does not model (tbf) it hands over TCA_OPTIONS as one raw
-            // attribute whose value holds the nested TCA_TBF_* attributes.
-            TcAttribute::Options(opts) => {
-                for o in opts {
-                    let TcOption::Other(nla) = o else { continue };
-                    let mut raw = vec![0u8; nla.value_len()];
-                    nla.emit_value(&mut raw);
-                    for (kind, v) in nested(&raw) {
-                        let word = |at: usize| {
-                            v.get(at..at + 4)
-                                .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-                        };
-                        match kind {
-                            TCA_TBF_PARMS => {
-                                if let (Some(rate), Some(limit), Some(buffer)) =
-                                    (word(8), word(24), word(28))
-                                {
-                                    q.tbf = Some(Tbf {
-                                        rate: u64::from(rate),
-                                        limit,
-                                        buffer,
-                                    });
-                                }
+    for (ty, v) in nlmsg::attrs(body.get(TCMSG_LEN..)?) {
+        match ty {
+            TCA_KIND => q.kind = nlmsg::get_str(v),
+            TCA_OPTIONS => {
+                for (kind, v) in nlmsg::attrs(v) {
+                    match kind {
+                        // struct tc_tbf_qopt: rate (tc_ratespec, 12 bytes), peakrate (12),
+                        // limit, buffer, mtu; the rate in bytes/s is at offset 8.
+                        TCA_TBF_PARMS => {
+                            if let (Some(rate), Some(limit), Some(buffer)) = (
+                                nlmsg::get_u32(v, 8),
+                                nlmsg::get_u32(v, 24),
+                                nlmsg::get_u32(v, 28),
+                            ) {
+                                q.tbf = Some(Tbf {
+                                    rate: u64::from(rate),
+                                    limit,
+                                    buffer,
+                                });
                             }
-                            TCA_TBF_RATE64 if v.len() == 8 => {
-                                rate64 = Some(u64::from_ne_bytes([
-                                    v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7],
-                                ]));
-                            }
-                            _ => {}
                         }
+                        TCA_TBF_RATE64 => {
+                            rate64 = v.try_into().ok().map(u64::from_ne_bytes);
+                        }
+                        _ => {}
                     }
                 }
             }
@@ -235,23 +231,7 @@ fn parse(m: TcMessage) -> Qdisc {
     if let (Some(t), Some(r)) = (q.tbf.as_mut(), rate64) {
         t.rate = r;
     }
-    q
-}
-
-/// (type, value) of each netlink attribute in `buf`.
-fn nested(buf: &[u8]) -> Vec<(u16, &[u8])> {
-    let mut out = Vec::new();
-    let mut off = 0;
-    while off + 4 <= buf.len() {
-        let len = usize::from(u16::from_ne_bytes([buf[off], buf[off + 1]]));
-        let kind = u16::from_ne_bytes([buf[off + 2], buf[off + 3]]) & 0x3fff;
-        if len < 4 || off + len > buf.len() {
-            break;
-        }
-        out.push((kind, &buf[off + 4..off + len]));
-        off += (len + 3) & !3;
-    }
-    out
+    Some(q)
 }
 
 /// The TBF at the root of a link, if any.
