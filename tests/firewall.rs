@@ -37,41 +37,7 @@ struct Lab {
 impl Lab {
     fn new(tag: &str, imp: Impl, backend: Option<&'static str>, n: u8) -> Lab {
         let sb = Sandbox::new(tag);
-        let node = NetNs::create();
-        let client = NetNs::create();
-        node.sh(&["ip", "link", "set", "lo", "up"]);
-        client.sh(&["ip", "link", "set", "lo", "up"]);
-        node.sh(&[
-            "ip",
-            "link",
-            "add",
-            "tocl",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            &client.name,
-        ]);
-        node.sh(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("192.168.{n}.1/24"),
-            "dev",
-            "tocl",
-        ]);
-        node.sh(&["ip", "link", "set", "tocl", "up"]);
-        client.sh(&[
-            "ip",
-            "addr",
-            "add",
-            &format!("192.168.{n}.2/24"),
-            "dev",
-            "eth0",
-        ]);
-        client.sh(&["ip", "link", "set", "eth0", "up"]);
+        let (node, client) = node_and_client(n);
         client.sh(&[
             "ip",
             "route",

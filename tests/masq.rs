@@ -27,28 +27,7 @@ impl Lab {
     /// 192.168.N.2, no route back to 10.N.0.0/24).
     fn new(tag: &str, imp: Impl, backend: Option<&'static str>, n: u8) -> Lab {
         let sb = Sandbox::new(tag);
-        let node = NetNs::create();
-        let outside = NetNs::create();
-        node.sh(&["ip", "link", "set", "lo", "up"]);
-        outside.sh(&["ip", "link", "set", "lo", "up"]);
-        let (node_ip, out_ip) = (format!("192.168.{n}.1/24"), format!("192.168.{n}.2/24"));
-        node.sh(&[
-            "ip",
-            "link",
-            "add",
-            "out0",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "eth0",
-            "netns",
-            &outside.name,
-        ]);
-        node.sh(&["ip", "addr", "add", &node_ip, "dev", "out0"]);
-        node.sh(&["ip", "link", "set", "out0", "up"]);
-        outside.sh(&["ip", "addr", "add", &out_ip, "dev", "eth0"]);
-        outside.sh(&["ip", "link", "set", "eth0", "up"]);
+        let (node, outside) = node_and_client(n);
         Lab {
             imp,
             backend,

@@ -131,6 +131,50 @@ pub fn assert_answers(from: &NetNs, proto: &str, host: &str, port: u16, expect: 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Namespaces
+
+/// A "node" namespace and a "client" namespace playing a second host, joined by a veth (node
+/// side `tocl` 192.168.N.1/24, client side `eth0` 192.168.N.2/24), loopbacks up. Routes from
+/// the client to container subnets are the caller's choice.
+pub fn node_and_client(n: u8) -> (NetNs, NetNs) {
+    let (node, client) = (NetNs::create(), NetNs::create());
+    node.sh(&["ip", "link", "set", "lo", "up"]);
+    client.sh(&["ip", "link", "set", "lo", "up"]);
+    node.sh(&[
+        "ip",
+        "link",
+        "add",
+        "tocl",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        &client.name,
+    ]);
+    node.sh(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("192.168.{n}.1/24"),
+        "dev",
+        "tocl",
+    ]);
+    node.sh(&["ip", "link", "set", "tocl", "up"]);
+    client.sh(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("192.168.{n}.2/24"),
+        "dev",
+        "eth0",
+    ]);
+    client.sh(&["ip", "link", "set", "eth0", "up"]);
+    (node, client)
+}
+
+// ---------------------------------------------------------------------------------------------
 // Results
 
 /// The environment for a container namespace.
