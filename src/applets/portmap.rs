@@ -26,7 +26,8 @@ use crate::cni::{Applet, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, SCTP, TCP, Table, UDP, owners,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, SCTP, Snapshot, TCP, Table, UDP,
+    owners,
 };
 use crate::netlink::Handle;
 use ipnet::IpNet;
@@ -517,24 +518,17 @@ fn nft_conditions(mut rule: Rule, cond: &[String], v6: bool, key: &str) -> Resul
     Ok(rule)
 }
 
-/// Handles of the rules commented `cid` in the per-container chains of one table.
-fn nft_owned(nft: &mut Nft, t: &Table, cid: &str) -> Result<Vec<(String, u64)>> {
-    let mut out = Vec::new();
-    if !nft.table_exists(t)? {
-        return Ok(out);
-    }
-    let chains: Vec<String> = nft.chains(t)?.into_iter().map(|c| c.name).collect();
-    for chain in OWNED_CHAINS {
-        if !chains.iter().any(|c| c == chain) {
-            continue;
-        }
-        for r in nft.rules(t, Some(chain))? {
-            if r.comment.as_deref() == Some(cid) {
-                out.push((chain.to_string(), r.handle));
-            }
-        }
-    }
-    Ok(out)
+/// (chain, handle) of the rules in the per-container chains whose comment (the container ID)
+/// `owned` accepts.
+fn nft_owned(snap: &Snapshot, owned: impl Fn(&str) -> bool) -> Vec<(&'static str, u64)> {
+    OWNED_CHAINS
+        .iter()
+        .flat_map(|chain| {
+            snap.comments_in(chain)
+                .filter(|(_, c)| owned(c))
+                .map(move |(h, _)| (*chain, h))
+        })
+        .collect()
 }
 
 fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
@@ -650,10 +644,10 @@ fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
         (true, true) => 2,
         (true, false) => 1,
     };
-    let mut nft = Nft::open()?;
-    let owned = nft_owned(&mut nft, &t, &pm.cid)?;
+    let snap = Nft::open()?.snapshot(&t)?;
+    let owned = nft_owned(&snap, |c| c == pm.cid);
     for (chain, want) in [("hostports", want_ports), ("masquerading", want_masq)] {
-        let have = owned.iter().filter(|(c, _)| c == chain).count();
+        let have = owned.iter().filter(|(c, _)| *c == chain).count();
         if have < want {
             return Err(Error::internal(format!(
                 "missing hostport rules in {chain:?} chain of {t}"
@@ -664,19 +658,16 @@ fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
 }
 
 /// Delete the container's rules from both nftables families; no table is fine.
-fn nft_remove(cid: &str) -> Result<()> {
+fn nft_remove(cids: &HashSet<&str>) -> Result<()> {
     let Ok(mut nft) = Nft::open() else {
         return Ok(());
     };
     for v6 in [false, true] {
         let t = nft_table(v6);
-        let owned = nft_owned(&mut nft, &t, cid)?;
-        if owned.is_empty() {
-            continue;
-        }
+        let snap = nft.snapshot(&t)?;
         let mut b = Batch::new();
-        for (chain, h) in owned {
-            b.del_rule(&t, &chain, h);
+        for (chain, h) in nft_owned(&snap, |c| cids.contains(c)) {
+            b.del_rule(&t, chain, h);
         }
         nft.apply(&b)
             .map_err(|e| e.context("error deleting nftables rules"))?;
@@ -757,7 +748,7 @@ fn remove(network: &str, cid: &str) -> Result<()> {
             errs.push(e);
         }
     }
-    if let Err(e) = nft_remove(cid) {
+    if let Err(e) = nft_remove(&HashSet::from([cid])) {
         errs.push(e);
     }
     match errs.into_iter().next() {
@@ -830,12 +821,19 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             errs.push(e.to_string());
         }
     }
-    for (cid, ifname, _) in owners::list(OWNERS, network) {
-        if keep_ids.contains(cid.as_str()) {
-            continue;
-        }
-        match nft_remove(&cid) {
-            Ok(()) => owners::forget(OWNERS, network, &cid, &ifname),
+    // One nftables batch per family for every stale container.
+    let stale: Vec<(String, String, Vec<String>)> = owners::list(OWNERS, network)
+        .into_iter()
+        .filter(|(cid, _, _)| !keep_ids.contains(cid.as_str()))
+        .collect();
+    let cids: HashSet<&str> = stale.iter().map(|(cid, _, _)| cid.as_str()).collect();
+    if !cids.is_empty() {
+        match nft_remove(&cids) {
+            Ok(()) => {
+                for (cid, ifname, _) in &stale {
+                    owners::forget(OWNERS, network, cid, ifname);
+                }
+            }
             Err(e) => errs.push(e.to_string()),
         }
     }

@@ -8,7 +8,7 @@ use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 use nix::errno::Errno;
 use std::fmt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 const SUBSYS: u16 = 10; // NFNL_SUBSYS_NFTABLES
 const BATCH_BEGIN: u16 = 0x10;
@@ -408,6 +408,9 @@ pub struct Nft {
 }
 
 static LINGER: AtomicBool = AtomicBool::new(false);
+/// The one socket kept open for exit (-1: none); a newer one replaces (closes) it, so a GC
+/// that commits many batches holds one extra descriptor, not one per batch.
+static LINGERING: AtomicI32 = AtomicI32::new(-1);
 
 /// Keep sockets that committed a batch open until the process exits instead of closing them
 /// when dropped. Closing a netfilter socket waits until the kernel has destroyed what earlier
@@ -423,9 +426,15 @@ impl Drop for Nft {
     fn drop(&mut self) {
         if self.applied && LINGER.load(Ordering::Relaxed) {
             // A duplicate keeps the socket alive; the kernel closes it at exit.
-            // SAFETY: duplicating a valid fd we own; the copy is intentionally never closed.
-            unsafe {
-                libc::dup(std::os::fd::AsRawFd::as_raw_fd(&self.sock));
+            // SAFETY: duplicating a valid fd we own; the copy is only closed below, when a
+            // newer socket takes its place.
+            let copy = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&self.sock)) };
+            let older = LINGERING.swap(copy, Ordering::Relaxed);
+            if older >= 0 {
+                // SAFETY: `older` is a descriptor this function dup'ed and nothing else owns.
+                unsafe {
+                    libc::close(older);
+                }
             }
         }
     }
