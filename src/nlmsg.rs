@@ -1,6 +1,7 @@
-//! Reading netlink wire data, shared by the rtnetlink client ([`crate::netlink`]) and the
-//! nf_tables client ([`crate::netfilter`]): the messages of a received datagram, the attributes
-//! (TLVs) of a payload, and decoders for their scalar and string payloads. Lengths and types
+//! Writing and reading netlink wire data, shared by the rtnetlink client ([`crate::netlink`]) and the
+//! nf_tables client ([`crate::netfilter`]): an attribute writer (nests, strings, integers), the
+//! messages of a received datagram, the attributes (TLVs) of a payload, and decoders for their
+//! scalar and string payloads. Lengths and types
 //! are host-endian, as netlink defines them; values that a protocol sends big-endian (most of
 //! nf_tables) have their own decoders there.
 //!
@@ -8,8 +9,61 @@
 //! iteration, a short scalar decodes to `None`.
 
 pub const NLMSG_HDRLEN: usize = 16;
+pub const NLA_F_NESTED: u16 = 0x8000;
 pub const NLMSG_ERROR: u16 = 2;
 pub const NLMSG_DONE: u16 = 3;
+
+/// A growing buffer of netlink attributes (and message headers).
+#[derive(Default)]
+pub struct Writer {
+    pub buf: Vec<u8>,
+}
+
+fn pad(buf: &mut Vec<u8>) {
+    buf.resize((buf.len() + 3) & !3, 0);
+}
+
+impl Writer {
+    pub fn attr(&mut self, ty: u16, data: &[u8]) {
+        self.buf
+            .extend_from_slice(&((4 + data.len()) as u16).to_ne_bytes());
+        self.buf.extend_from_slice(&ty.to_ne_bytes());
+        self.buf.extend_from_slice(data);
+        pad(&mut self.buf);
+    }
+    /// A NUL-terminated string attribute.
+    pub fn str(&mut self, ty: u16, s: &str) {
+        let mut v = Vec::with_capacity(s.len() + 1);
+        v.extend_from_slice(s.as_bytes());
+        v.push(0);
+        self.attr(ty, &v);
+    }
+    pub fn be32(&mut self, ty: u16, v: u32) {
+        self.attr(ty, &v.to_be_bytes());
+    }
+    pub fn be64(&mut self, ty: u16, v: u64) {
+        self.attr(ty, &v.to_be_bytes());
+    }
+    pub fn u8(&mut self, ty: u16, v: u8) {
+        self.attr(ty, &[v]);
+    }
+    pub fn u16(&mut self, ty: u16, v: u16) {
+        self.attr(ty, &v.to_ne_bytes());
+    }
+    pub fn u32(&mut self, ty: u16, v: u32) {
+        self.attr(ty, &v.to_ne_bytes());
+    }
+    /// A nested attribute whose content `f` writes.
+    pub fn nest(&mut self, ty: u16, f: impl FnOnce(&mut Writer)) {
+        let at = self.buf.len();
+        self.buf.extend_from_slice(&[0, 0]);
+        self.buf
+            .extend_from_slice(&(ty | NLA_F_NESTED).to_ne_bytes());
+        f(self);
+        let len = (self.buf.len() - at) as u16;
+        self.buf[at..at + 2].copy_from_slice(&len.to_ne_bytes());
+    }
+}
 
 /// One netlink message of a datagram.
 pub struct NlMsg<'a> {

@@ -2,15 +2,12 @@
 
 use std::net::IpAddr;
 
-use ipnet::IpNet;
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
-use netlink_packet_route::address::{
-    AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage,
+use super::{
+    Family, Handle, NLM_F_CREATE, NLM_F_EXCL, RTM_DELADDR, RTM_GETADDR, RTM_NEWADDR, Result,
+    request,
 };
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
-
-use super::{Family, Handle, RTM_NEWADDR, Result};
 use crate::nlmsg;
+use ipnet::IpNet;
 
 /// Skip duplicate address detection (IPv6).
 pub const IFA_F_NODAD: u32 = 0x02;
@@ -29,44 +26,45 @@ pub struct Addr {
     pub scope: u8,
 }
 
-pub(super) fn family(f: Family) -> AddressFamily {
+pub(super) fn family(f: Family) -> u8 {
     match f {
-        Family::All => AddressFamily::Unspec,
-        Family::V4 => AddressFamily::Inet,
-        Family::V6 => AddressFamily::Inet6,
+        Family::All => 0,
+        Family::V4 => libc::AF_INET as u8,
+        Family::V6 => libc::AF_INET6 as u8,
     }
 }
 
-/// RTM_NEWADDR/RTM_DELADDR body for `net` on `index`.
-pub(super) fn addr_msg(index: u32, net: IpNet, flags: u32, add: bool) -> AddressMessage {
-    let mut m = AddressMessage::default();
-    m.header.family = family(if net.addr().is_ipv4() {
-        Family::V4
-    } else {
-        Family::V6
-    });
-    m.header.prefix_len = net.prefix_len();
-    m.header.index = index;
-    m.header.flags = AddressHeaderFlags::from_bits_retain(flags as u8);
-    m.attributes.push(AddressAttribute::Local(net.addr()));
-    m.attributes.push(AddressAttribute::Address(net.addr()));
-    if let (true, IpNet::V4(n)) = (add, net)
-        && n.prefix_len() < 31
-    {
-        m.attributes
-            .push(AddressAttribute::Broadcast(n.broadcast()));
-    }
-    if flags > 0xff {
-        m.attributes
-            .push(AddressAttribute::Flags(AddressFlags::from_bits_retain(
-                flags,
-            )));
-    }
-    m
+/// RTM_NEWADDR/RTM_DELADDR request for `net` on `index`: IFA_LOCAL and IFA_ADDRESS, the IPv4
+/// broadcast address when adding (prefixes shorter than /31), IFA_FLAGS when a flag does not
+/// fit the header's 8 bits.
+pub(super) fn addr_msg(ty: u16, index: u32, net: IpNet, flags: u32) -> Vec<u8> {
+    let v4 = net.addr().is_ipv4();
+    let mut h = [0u8; IFADDRMSG_LEN];
+    h[0] = family(if v4 { Family::V4 } else { Family::V6 });
+    h[1] = net.prefix_len();
+    h[2] = flags as u8;
+    h[4..8].copy_from_slice(&index.to_ne_bytes());
+    request(ty, &h, |w| {
+        let ip = match net.addr() {
+            IpAddr::V4(a) => a.octets().to_vec(),
+            IpAddr::V6(a) => a.octets().to_vec(),
+        };
+        w.attr(IFA_LOCAL, &ip);
+        w.attr(IFA_ADDRESS, &ip);
+        if let (RTM_NEWADDR, IpNet::V4(n)) = (ty, net)
+            && n.prefix_len() < 31
+        {
+            w.attr(IFA_BROADCAST, &n.broadcast().octets());
+        }
+        if flags > 0xff {
+            w.u32(IFA_FLAGS, flags);
+        }
+    })
 }
 
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
+const IFA_BROADCAST: u16 = 4;
 const IFA_FLAGS: u16 = 8;
 /// struct ifaddrmsg: family, prefixlen, flags, scope, index.
 const IFADDRMSG_LEN: usize = 8;
@@ -97,10 +95,10 @@ fn parse(body: &[u8]) -> Option<Addr> {
 impl Handle {
     /// Addresses of `family`, on link `index` only when given.
     pub fn addrs(&mut self, index: Option<u32>, fam: Family) -> Result<Vec<Addr>> {
-        let mut m = AddressMessage::default();
-        m.header.family = family(fam);
+        let mut h = [0u8; IFADDRMSG_LEN];
+        h[0] = family(fam);
         let r = self
-            .dump(Rt::GetAddress(m))
+            .dump(request(RTM_GETADDR, &h, |_| {}))
             .map_err(|e| e.ctx("list addresses"))?;
         Ok(r.iter()
             .filter(|m| m.ty == RTM_NEWADDR)
@@ -118,7 +116,7 @@ impl Handle {
     /// get the broadcast address derived from the prefix.
     pub fn add_addr(&mut self, index: u32, net: IpNet, flags: u32) -> Result<()> {
         self.request_ack(
-            Rt::NewAddress(addr_msg(index, net, flags, true)),
+            addr_msg(RTM_NEWADDR, index, net, flags),
             NLM_F_CREATE | NLM_F_EXCL,
         )
         .map(drop)
@@ -127,7 +125,7 @@ impl Handle {
 
     /// Remove `net` from link `index`.
     pub fn del_addr(&mut self, index: u32, net: IpNet) -> Result<()> {
-        self.request_ack(Rt::DelAddress(addr_msg(index, net, 0, false)), 0)
+        self.request_ack(addr_msg(RTM_DELADDR, index, net, 0), 0)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("delete address {net} (link {index})")))
     }

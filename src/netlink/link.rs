@@ -1,16 +1,11 @@
 //! Links: lookup, creation (bridge, veth, vlan, ifb), changes, bridge ports and bridge VLANs.
 
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL};
-use netlink_packet_route::link::{
-    AfSpecBridge, BridgeFlag, BridgeVlanInfo, BridgeVlanInfoFlags, InfoBridge, InfoBridgePort,
-    InfoData, InfoKind, InfoPortData, InfoVeth, InfoVlan, LinkAttribute, LinkExtentMask, LinkFlags,
-    LinkInfo, LinkMessage,
+use super::{
+    Error, Handle, NLM_F_CREATE, NLM_F_EXCL, RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK,
+    Result, request,
 };
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
-
-use super::{Error, Handle, RTM_NEWLINK, Result};
 use crate::netns::NetNs;
-use crate::nlmsg;
+use crate::nlmsg::{self, Writer};
 
 /// A network interface as the kernel reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,106 +50,7 @@ pub struct BridgeVlan {
     pub untagged: bool,
 }
 
-fn msg(index: u32, attributes: Vec<LinkAttribute>) -> LinkMessage {
-    let mut m = LinkMessage::default();
-    m.header.index = index;
-    m.attributes = attributes;
-    m
-}
-
-fn info(kind: InfoKind, data: Option<InfoData>) -> LinkAttribute {
-    let mut v = vec![LinkInfo::Kind(kind)];
-    v.extend(data.map(LinkInfo::Data));
-    LinkAttribute::LinkInfo(v)
-}
-
-fn name_mtu(name: &str, mtu: Option<u32>) -> Vec<LinkAttribute> {
-    let mut a = vec![LinkAttribute::IfName(name.into())];
-    a.extend(mtu.filter(|&m| m > 0).map(LinkAttribute::Mtu));
-    a
-}
-
-/// RTM_NEWLINK for a bridge.
-pub(super) fn bridge_msg(name: &str, mtu: Option<u32>, vlan_filtering: bool) -> LinkMessage {
-    let mut a = name_mtu(name, mtu);
-    // Only sent when wanted: kernels without CONFIG_BRIDGE_VLAN_FILTERING refuse the attribute
-    // whatever its value.
-    let data = vlan_filtering.then(|| InfoData::Bridge(vec![InfoBridge::VlanFiltering(true)]));
-    a.push(info(InfoKind::Bridge, data));
-    msg(0, a)
-}
-
-/// RTM_NEWLINK for a veth pair; the peer goes to `peer_ns` when given.
-pub(super) fn veth_msg(
-    name: &str,
-    peer: &str,
-    mtu: Option<u32>,
-    mac: Option<[u8; 6]>,
-    peer_ns: Option<&NetNs>,
-) -> LinkMessage {
-    let mut p = name_mtu(peer, mtu);
-    p.extend(peer_ns.map(|ns| LinkAttribute::NetNsFd(ns.fd())));
-    let mut a = name_mtu(name, mtu);
-    a.extend(mac.map(|m| LinkAttribute::Address(m.to_vec())));
-    a.push(info(
-        InfoKind::Veth,
-        Some(InfoData::Veth(InfoVeth::Peer(msg(0, p)))),
-    ));
-    msg(0, a)
-}
-
-/// RTM_NEWLINK for a vlan on `parent`, created directly in `ns` when given.
-pub(super) fn vlan_msg(
-    name: &str,
-    parent: u32,
-    vid: u16,
-    mtu: Option<u32>,
-    ns: Option<&NetNs>,
-) -> LinkMessage {
-    let mut a = name_mtu(name, mtu);
-    a.push(LinkAttribute::Link(parent));
-    a.extend(ns.map(|ns| LinkAttribute::NetNsFd(ns.fd())));
-    a.push(info(
-        InfoKind::Vlan,
-        Some(InfoData::Vlan(vec![InfoVlan::Id(vid)])),
-    ));
-    msg(0, a)
-}
-
-fn port_attrs(o: &PortOpts) -> Vec<InfoBridgePort> {
-    let mut v = Vec::new();
-    v.extend(o.hairpin.map(InfoBridgePort::HairpinMode));
-    v.extend(o.learning.map(InfoBridgePort::Learning));
-    v.extend(o.isolated.map(InfoBridgePort::Isolated));
-    v
-}
-
-/// AF_BRIDGE message carrying one VLAN entry for port `index`.
-pub(super) fn vlan_filter_msg(
-    index: u32,
-    vid: u16,
-    pvid: bool,
-    untagged: bool,
-    on_self: bool,
-) -> LinkMessage {
-    let mut flags = BridgeVlanInfoFlags::empty();
-    if pvid {
-        flags |= BridgeVlanInfoFlags::Pvid;
-    }
-    if untagged {
-        flags |= BridgeVlanInfoFlags::Untagged;
-    }
-    let mut spec = Vec::new();
-    if on_self {
-        spec.push(AfSpecBridge::Flags(BridgeFlag::LowerDev));
-    }
-    spec.push(AfSpecBridge::VlanInfo(BridgeVlanInfo { flags, vid }));
-    let mut m = msg(index, vec![LinkAttribute::AfSpecBridge(spec)]);
-    m.header.interface_family = AddressFamily::Bridge;
-    m
-}
-
-// Attributes read from RTM_NEWLINK (linux/if_link.h).
+// Link attributes (linux/if_link.h, linux/veth.h, linux/rtnetlink.h).
 const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
@@ -166,6 +62,16 @@ const IFLA_LINKINFO: u16 = 18;
 const IFLA_IFALIAS: u16 = 20;
 const IFLA_AF_SPEC: u16 = 26;
 const IFLA_LINK_NETNSID: u16 = 37;
+const IFLA_NET_NS_FD: u16 = 28;
+const IFLA_EXT_MASK: u16 = 29;
+const IFLA_BR_VLAN_FILTERING: u16 = 7;
+const VETH_INFO_PEER: u16 = 1;
+const IFLA_BRIDGE_FLAGS: u16 = 0;
+const BRIDGE_FLAGS_SELF: u16 = 2;
+const RTEXT_FILTER_BRVLAN: u32 = 1 << 1;
+const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
+const AF_UNSPEC: u8 = 0;
+const AF_BRIDGE: u8 = 7;
 const IFLA_INFO_KIND: u16 = 1;
 const IFLA_INFO_DATA: u16 = 2;
 const IFLA_INFO_SLAVE_KIND: u16 = 4;
@@ -265,13 +171,131 @@ fn parse_vlans(body: &[u8]) -> Vec<BridgeVlan> {
     out
 }
 
-fn skip_stats() -> LinkAttribute {
-    LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats])
+/// struct ifinfomsg for `index` in `family`, setting the `change` flags to `flags`.
+fn ifinfomsg(family: u8, index: u32, flags: u32, change: u32) -> [u8; IFINFOMSG_LEN] {
+    let mut h = [0u8; IFINFOMSG_LEN];
+    h[0] = family;
+    h[4..8].copy_from_slice(&index.to_ne_bytes());
+    h[8..12].copy_from_slice(&flags.to_ne_bytes());
+    h[12..16].copy_from_slice(&change.to_ne_bytes());
+    h
+}
+
+/// A link request for `index` (0: by name or new) with attributes `f`.
+fn link_msg(ty: u16, index: u32, f: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    request(ty, &ifinfomsg(AF_UNSPEC, index, 0, 0), f)
+}
+
+fn name_mtu(w: &mut Writer, name: &str, mtu: Option<u32>) {
+    w.str(IFLA_IFNAME, name);
+    if let Some(m) = mtu.filter(|&m| m > 0) {
+        w.u32(IFLA_MTU, m);
+    }
+}
+
+/// IFLA_LINKINFO with IFLA_INFO_KIND `kind` and, when `data` writes any, IFLA_INFO_DATA.
+fn link_info(w: &mut Writer, kind: &str, data: Option<&dyn Fn(&mut Writer)>) {
+    w.nest(IFLA_LINKINFO, |w| {
+        w.str(IFLA_INFO_KIND, kind);
+        if let Some(d) = data {
+            w.nest(IFLA_INFO_DATA, d);
+        }
+    });
+}
+
+/// RTM_NEWLINK for a bridge.
+pub(super) fn bridge_msg(name: &str, mtu: Option<u32>, vlan_filtering: bool) -> Vec<u8> {
+    link_msg(RTM_NEWLINK, 0, |w| {
+        name_mtu(w, name, mtu);
+        // Only sent when wanted: kernels without CONFIG_BRIDGE_VLAN_FILTERING refuse the
+        // attribute whatever its value.
+        let filtering = |w: &mut Writer| w.u8(IFLA_BR_VLAN_FILTERING, 1);
+        link_info(
+            w,
+            "bridge",
+            vlan_filtering.then_some(&filtering as &dyn Fn(&mut Writer)),
+        );
+    })
+}
+
+/// RTM_NEWLINK for a veth pair; the peer goes to `peer_ns` when given.
+pub(super) fn veth_msg(
+    name: &str,
+    peer: &str,
+    mtu: Option<u32>,
+    mac: Option<[u8; 6]>,
+    peer_ns: Option<&NetNs>,
+) -> Vec<u8> {
+    link_msg(RTM_NEWLINK, 0, |w| {
+        name_mtu(w, name, mtu);
+        if let Some(m) = mac {
+            w.attr(IFLA_ADDRESS, &m);
+        }
+        // VETH_INFO_PEER holds a whole ifinfomsg followed by the peer's attributes.
+        let data = |w: &mut Writer| {
+            w.nest(VETH_INFO_PEER, |w| {
+                w.buf.extend_from_slice(&ifinfomsg(AF_UNSPEC, 0, 0, 0));
+                name_mtu(w, peer, mtu);
+                if let Some(ns) = peer_ns {
+                    w.u32(IFLA_NET_NS_FD, ns.fd() as u32);
+                }
+            })
+        };
+        link_info(w, "veth", Some(&data));
+    })
+}
+
+/// RTM_NEWLINK for a vlan on `parent`, created directly in `ns` when given.
+pub(super) fn vlan_msg(
+    name: &str,
+    parent: u32,
+    vid: u16,
+    mtu: Option<u32>,
+    ns: Option<&NetNs>,
+) -> Vec<u8> {
+    link_msg(RTM_NEWLINK, 0, |w| {
+        name_mtu(w, name, mtu);
+        w.u32(IFLA_LINK, parent);
+        if let Some(ns) = ns {
+            w.u32(IFLA_NET_NS_FD, ns.fd() as u32);
+        }
+        link_info(w, "vlan", Some(&|w: &mut Writer| w.u16(IFLA_VLAN_ID, vid)));
+    })
+}
+
+/// AF_BRIDGE message (RTM_SETLINK to add, RTM_DELLINK to remove) carrying one VLAN entry for
+/// port `index`.
+pub(super) fn vlan_filter_msg(
+    ty: u16,
+    index: u32,
+    vid: u16,
+    pvid: bool,
+    untagged: bool,
+    on_self: bool,
+) -> Vec<u8> {
+    let mut flags = 0;
+    if pvid {
+        flags |= BRIDGE_VLAN_INFO_PVID;
+    }
+    if untagged {
+        flags |= BRIDGE_VLAN_INFO_UNTAGGED;
+    }
+    request(ty, &ifinfomsg(AF_BRIDGE, index, 0, 0), |w| {
+        w.nest(IFLA_AF_SPEC, |w| {
+            if on_self {
+                w.u16(IFLA_BRIDGE_FLAGS, BRIDGE_FLAGS_SELF);
+            }
+            let mut info = [0u8; 4];
+            info[..2].copy_from_slice(&flags.to_ne_bytes());
+            info[2..].copy_from_slice(&vid.to_ne_bytes());
+            w.attr(IFLA_BRIDGE_VLAN_INFO, &info);
+        })
+    })
 }
 
 impl Handle {
-    fn get_link(&mut self, m: LinkMessage) -> Result<Option<Link>> {
-        match self.request_ack(Rt::GetLink(m), 0) {
+    fn get_link(&mut self, req: Vec<u8>) -> Result<Option<Link>> {
+        match self.request_ack(req, 0) {
             Ok(Some(r)) if r.ty == RTM_NEWLINK => Ok(parse(&r.body)),
             Ok(_) => Ok(None),
             Err(e) if e.errno == libc::ENODEV => Ok(None),
@@ -281,17 +305,19 @@ impl Handle {
 
     /// The link called `name`, or None.
     pub fn link_by_name(&mut self, name: &str) -> Result<Option<Link>> {
-        self.get_link(msg(
-            0,
-            vec![LinkAttribute::IfName(name.into()), skip_stats()],
-        ))
+        self.get_link(link_msg(RTM_GETLINK, 0, |w| {
+            w.str(IFLA_IFNAME, name);
+            w.u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS);
+        }))
         .map_err(|e| e.ctx(format_args!("get link {name}")))
     }
 
     /// The link with index `index`, or None.
     pub fn link_by_index(&mut self, index: u32) -> Result<Option<Link>> {
-        self.get_link(msg(index, vec![skip_stats()]))
-            .map_err(|e| e.ctx(format_args!("get link {index}")))
+        self.get_link(link_msg(RTM_GETLINK, index, |w| {
+            w.u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
+        }))
+        .map_err(|e| e.ctx(format_args!("get link {index}")))
     }
 
     /// The link called `name`; a missing link is an ENODEV error naming it.
@@ -303,7 +329,9 @@ impl Handle {
     /// All links.
     pub fn links(&mut self) -> Result<Vec<Link>> {
         let r = self
-            .dump(Rt::GetLink(msg(0, vec![skip_stats()])))
+            .dump(link_msg(RTM_GETLINK, 0, |w| {
+                w.u32(IFLA_EXT_MASK, RTEXT_FILTER_SKIP_STATS)
+            }))
             .map_err(|e| e.ctx("list links"))?;
         Ok(r.iter()
             .filter(|m| m.ty == RTM_NEWLINK)
@@ -311,8 +339,8 @@ impl Handle {
             .collect())
     }
 
-    fn new_link(&mut self, m: LinkMessage, what: &str, name: &str) -> Result<()> {
-        self.request_ack(Rt::NewLink(m), NLM_F_CREATE | NLM_F_EXCL)
+    fn new_link(&mut self, req: Vec<u8>, what: &str, name: &str) -> Result<()> {
+        self.request_ack(req, NLM_F_CREATE | NLM_F_EXCL)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("add {what} {name}")))
     }
@@ -357,10 +385,14 @@ impl Handle {
         txqlen: Option<u32>,
         alias: Option<&str>,
     ) -> Result<u32> {
-        let mut a = name_mtu(name, mtu);
-        a.extend(txqlen.map(LinkAttribute::TxQueueLen));
-        a.push(info(InfoKind::Ifb, None));
-        self.new_link(msg(0, a), "ifb", name)?;
+        let req = link_msg(RTM_NEWLINK, 0, |w| {
+            name_mtu(w, name, mtu);
+            if let Some(q) = txqlen {
+                w.u32(IFLA_TXQLEN, q);
+            }
+            link_info(w, "ifb", None);
+        });
+        self.new_link(req, "ifb", name)?;
         let index = self.link(name)?.index;
         if let Some(al) = alias {
             self.set_alias(index, al)?;
@@ -368,9 +400,14 @@ impl Handle {
         Ok(index)
     }
 
-    fn set_link(&mut self, m: LinkMessage, what: std::fmt::Arguments) -> Result<()> {
-        let index = m.header.index;
-        self.request_ack(Rt::SetLink(m), 0)
+    /// RTM_SETLINK on `index` with attributes `f`.
+    fn set_link(
+        &mut self,
+        index: u32,
+        what: std::fmt::Arguments,
+        f: impl FnOnce(&mut Writer),
+    ) -> Result<()> {
+        self.request_ack(link_msg(RTM_SETLINK, index, f), 0)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("{what} (link {index})")))
     }
@@ -378,23 +415,25 @@ impl Handle {
     fn set_flag(
         &mut self,
         index: u32,
-        flag: LinkFlags,
+        flag: u32,
         on: bool,
         what: std::fmt::Arguments,
     ) -> Result<()> {
-        let mut m = msg(index, vec![]);
-        m.header.change_mask = flag;
-        if on {
-            m.header.flags = flag;
-        }
-        self.set_link(m, what)
+        let req = request(
+            RTM_SETLINK,
+            &ifinfomsg(AF_UNSPEC, index, if on { flag } else { 0 }, flag),
+            |_| {},
+        );
+        self.request_ack(req, 0)
+            .map(drop)
+            .map_err(|e| e.ctx(format_args!("{what} (link {index})")))
     }
 
     /// Set the link administratively up or down.
     pub fn set_up(&mut self, index: u32, up: bool) -> Result<()> {
         self.set_flag(
             index,
-            LinkFlags::Up,
+            IFF_UP,
             up,
             format_args!("set link {}", if up { "up" } else { "down" }),
         )
@@ -404,7 +443,7 @@ impl Handle {
     pub fn set_promisc(&mut self, index: u32, on: bool) -> Result<()> {
         self.set_flag(
             index,
-            LinkFlags::Promisc,
+            IFF_PROMISC,
             on,
             format_args!("set promisc {}", if on { "on" } else { "off" }),
         )
@@ -413,64 +452,70 @@ impl Handle {
     /// Enslave to `master`, or release from its master with None.
     pub fn set_master(&mut self, index: u32, master: Option<u32>) -> Result<()> {
         let m = master.unwrap_or(0);
-        self.set_link(
-            msg(index, vec![LinkAttribute::Controller(m)]),
-            format_args!("set master {m}"),
-        )
+        self.set_link(index, format_args!("set master {m}"), |w| {
+            w.u32(IFLA_MASTER, m)
+        })
     }
 
     pub fn set_mtu(&mut self, index: u32, mtu: u32) -> Result<()> {
-        self.set_link(
-            msg(index, vec![LinkAttribute::Mtu(mtu)]),
-            format_args!("set mtu {mtu}"),
-        )
+        self.set_link(index, format_args!("set mtu {mtu}"), |w| {
+            w.u32(IFLA_MTU, mtu)
+        })
     }
 
     pub fn set_txqlen(&mut self, index: u32, qlen: u32) -> Result<()> {
-        self.set_link(
-            msg(index, vec![LinkAttribute::TxQueueLen(qlen)]),
-            format_args!("set txqueuelen {qlen}"),
-        )
+        self.set_link(index, format_args!("set txqueuelen {qlen}"), |w| {
+            w.u32(IFLA_TXQLEN, qlen)
+        })
     }
 
     pub fn set_mac(&mut self, index: u32, mac: [u8; 6]) -> Result<()> {
         let s = super::fmt_mac(&mac);
-        self.set_link(
-            msg(index, vec![LinkAttribute::Address(mac.to_vec())]),
-            format_args!("set mac {s}"),
-        )
+        self.set_link(index, format_args!("set mac {s}"), |w| {
+            w.attr(IFLA_ADDRESS, &mac)
+        })
     }
 
     /// Rename (the link must be down).
     pub fn rename(&mut self, index: u32, name: &str) -> Result<()> {
-        self.set_link(
-            msg(index, vec![LinkAttribute::IfName(name.into())]),
-            format_args!("rename to {name}"),
-        )
+        self.set_link(index, format_args!("rename to {name}"), |w| {
+            w.str(IFLA_IFNAME, name)
+        })
     }
 
     /// Move the link into namespace `ns`.
     pub fn set_netns(&mut self, index: u32, ns: &NetNs) -> Result<()> {
-        self.set_link(
-            msg(index, vec![LinkAttribute::NetNsFd(ns.fd())]),
-            format_args!("move to netns {}", ns.path()),
-        )
+        self.set_link(index, format_args!("move to netns {}", ns.path()), |w| {
+            w.u32(IFLA_NET_NS_FD, ns.fd() as u32)
+        })
     }
 
     /// Set IFLA_IFALIAS (an empty alias removes it).
     pub fn set_alias(&mut self, index: u32, alias: &str) -> Result<()> {
-        self.set_link(
-            msg(index, vec![LinkAttribute::IfAlias(alias.into())]),
-            format_args!("set alias {alias:?}"),
-        )
+        self.set_link(index, format_args!("set alias {alias:?}"), |w| {
+            w.str(IFLA_IFALIAS, alias)
+        })
     }
 
-    /// Change bridge port settings of `index` (which must be a bridge port).
+    /// Change bridge port settings of `index` (which must be a bridge port): IFLA_LINKINFO /
+    /// IFLA_INFO_SLAVE_DATA, handled by the master's (the bridge's) slave_changelink.
     pub fn set_bridge_port(&mut self, index: u32, opts: &PortOpts) -> Result<()> {
-        let a = vec![LinkAttribute::LinkInfo(vec![LinkInfo::PortData(
-            InfoPortData::BridgePort(port_attrs(opts)),
-        )])];
-        self.request_ack(Rt::NewLink(msg(index, a)), 0)
+        let req = link_msg(RTM_NEWLINK, index, |w| {
+            w.nest(IFLA_LINKINFO, |w| {
+                w.nest(IFLA_INFO_SLAVE_DATA, |w| {
+                    for (ty, v) in [
+                        (IFLA_BRPORT_MODE, opts.hairpin),
+                        (IFLA_BRPORT_LEARNING, opts.learning),
+                        (IFLA_BRPORT_ISOLATED, opts.isolated),
+                    ] {
+                        if let Some(on) = v {
+                            w.u8(ty, u8::from(on));
+                        }
+                    }
+                })
+            })
+        });
+        self.request_ack(req, 0)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("set bridge port options (link {index})")))
     }
@@ -485,7 +530,7 @@ impl Handle {
         on_self: bool,
     ) -> Result<()> {
         self.request_ack(
-            Rt::SetLink(vlan_filter_msg(index, vid, pvid, untagged, on_self)),
+            vlan_filter_msg(RTM_SETLINK, index, vid, pvid, untagged, on_self),
             0,
         )
         .map(drop)
@@ -495,7 +540,7 @@ impl Handle {
     /// Remove VLAN `vid` from bridge port `index` (or from the bridge itself with `on_self`).
     pub fn bridge_vlan_del(&mut self, index: u32, vid: u16, on_self: bool) -> Result<()> {
         self.request_ack(
-            Rt::DelLink(vlan_filter_msg(index, vid, false, false, on_self)),
+            vlan_filter_msg(RTM_DELLINK, index, vid, false, false, on_self),
             0,
         )
         .map(drop)
@@ -504,14 +549,10 @@ impl Handle {
 
     /// The VLANs configured on bridge port (or bridge) `index`.
     pub fn bridge_vlans(&mut self, index: u32) -> Result<Vec<BridgeVlan>> {
-        let mut m = msg(
-            0,
-            vec![LinkAttribute::ExtMask(vec![LinkExtentMask::Brvlan])],
-        );
-        m.header.interface_family = AddressFamily::Bridge;
-        let r = self
-            .dump(Rt::GetLink(m))
-            .map_err(|e| e.ctx("list bridge vlans"))?;
+        let req = request(RTM_GETLINK, &ifinfomsg(AF_BRIDGE, 0, 0, 0), |w| {
+            w.u32(IFLA_EXT_MASK, RTEXT_FILTER_BRVLAN)
+        });
+        let r = self.dump(req).map_err(|e| e.ctx("list bridge vlans"))?;
         Ok(r.iter()
             .filter(|m| m.ty == RTM_NEWLINK && index_of(&m.body) == Some(index))
             .flat_map(|m| parse_vlans(&m.body))
@@ -520,7 +561,7 @@ impl Handle {
 
     /// Delete a link (a veth takes its peer with it).
     pub fn del_link(&mut self, index: u32) -> Result<()> {
-        self.request_ack(Rt::DelLink(msg(index, vec![])), 0)
+        self.request_ack(link_msg(RTM_DELLINK, index, |_| {}), 0)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("delete link {index}")))
     }

@@ -2,16 +2,12 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use ipnet::IpNet;
-use netlink_packet_core::{NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE};
-use netlink_packet_route::route::{
-    RouteAttribute, RouteHeader, RouteMessage, RouteMetric, RouteNextHop, RouteProtocol,
-    RouteScope, RouteType,
+use super::{
+    Family, Handle, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, RTM_DELROUTE, RTM_GETROUTE,
+    RTM_NEWROUTE, Result, request,
 };
-use netlink_packet_route::{AddressFamily, RouteNetlinkMessage as Rt};
-
-use super::{Family, Handle, RTM_NEWROUTE, Result};
-use crate::nlmsg;
+use crate::nlmsg::{self, Writer};
+use ipnet::IpNet;
 
 pub const TABLE_MAIN: u32 = 254;
 pub const SCOPE_UNIVERSE: u8 = 0;
@@ -43,61 +39,80 @@ pub struct Route {
     pub multipath: Vec<NextHop>,
 }
 
-fn af(v4: bool) -> AddressFamily {
-    if v4 {
-        AddressFamily::Inet
-    } else {
-        AddressFamily::Inet6
+fn af(v4: bool) -> u8 {
+    if v4 { AF_INET } else { AF_INET6 }
+}
+
+fn ip_bytes(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
     }
 }
 
-/// RTM_NEWROUTE/RTM_DELROUTE body for `r`.
-pub(super) fn route_msg(r: &Route, add: bool) -> RouteMessage {
-    let mut m = RouteMessage::default();
+/// RTM_NEWROUTE/RTM_DELROUTE request for `r`: unicast, protocol boot and `r.scope` when
+/// adding; wildcards (so that unset fields match anything) when deleting.
+pub(super) fn route_msg(ty: u16, r: &Route) -> Vec<u8> {
     let table = if r.table == 0 { TABLE_MAIN } else { r.table };
-    let h: &mut RouteHeader = &mut m.header;
-    h.address_family = af(r.dst.addr().is_ipv4());
-    h.destination_prefix_length = r.dst.prefix_len();
-    h.table = u8::try_from(table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
+    let add = ty == RTM_NEWROUTE;
+    let mut h = [0u8; RTMSG_LEN];
+    h[0] = af(r.dst.addr().is_ipv4());
+    h[1] = r.dst.prefix_len();
+    h[4] = u8::try_from(table).unwrap_or(0);
     if add {
-        h.protocol = RouteProtocol::Boot;
-        h.scope = r.scope.into();
-        h.kind = RouteType::Unicast;
+        (h[5], h[6], h[7]) = (RTPROT_BOOT, r.scope, RTN_UNICAST);
     } else {
-        h.protocol = RouteProtocol::Unspec;
-        h.scope = RouteScope::NoWhere;
-        h.kind = RouteType::Unspec;
+        h[6] = RT_SCOPE_NOWHERE;
     }
-    let a = &mut m.attributes;
-    if r.dst.prefix_len() > 0 {
-        a.push(RouteAttribute::Destination(r.dst.addr().into()));
+    request(ty, &h, |w| {
+        if r.dst.prefix_len() > 0 {
+            w.attr(RTA_DST, &ip_bytes(r.dst.addr()));
+        }
+        w.u32(RTA_TABLE, table);
+        if let Some(g) = r.gw {
+            w.attr(RTA_GATEWAY, &ip_bytes(g));
+        }
+        if let Some(o) = r.oif {
+            w.u32(RTA_OIF, o);
+        }
+        if let Some(s) = r.src {
+            w.attr(RTA_PREFSRC, &ip_bytes(s));
+        }
+        if let Some(m) = r.metric {
+            w.u32(RTA_PRIORITY, m);
+        }
+        if r.mtu.is_some() || r.advmss.is_some() {
+            w.nest(RTA_METRICS, |w| {
+                if let Some(v) = r.mtu {
+                    w.u32(RTAX_MTU, v);
+                }
+                if let Some(v) = r.advmss {
+                    w.u32(RTAX_ADVMSS, v);
+                }
+            });
+        }
+        if !r.multipath.is_empty() {
+            w.attr(RTA_MULTIPATH, &next_hops_bytes(&r.multipath));
+        }
+    })
+}
+
+/// RTA_MULTIPATH's payload: per hop a struct rtnexthop (its length covering its attributes)
+/// followed by RTA_GATEWAY.
+fn next_hops_bytes(hops: &[NextHop]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for nh in hops {
+        let mut w = Writer::default();
+        w.buf.resize(RTNH_LEN, 0);
+        w.buf[4..8].copy_from_slice(&nh.oif.to_ne_bytes());
+        if let Some(g) = nh.gw {
+            w.attr(RTA_GATEWAY, &ip_bytes(g));
+        }
+        let len = w.buf.len() as u16;
+        w.buf[..2].copy_from_slice(&len.to_ne_bytes());
+        out.extend_from_slice(&w.buf);
     }
-    a.push(RouteAttribute::Table(table));
-    a.extend(r.gw.map(|g| RouteAttribute::Gateway(g.into())));
-    a.extend(r.oif.map(RouteAttribute::Oif));
-    a.extend(r.src.map(|s| RouteAttribute::PrefSource(s.into())));
-    a.extend(r.metric.map(RouteAttribute::Priority));
-    let mut metrics = Vec::new();
-    metrics.extend(r.mtu.map(RouteMetric::Mtu));
-    metrics.extend(r.advmss.map(RouteMetric::Advmss));
-    if !metrics.is_empty() {
-        a.push(RouteAttribute::Metrics(metrics));
-    }
-    if !r.multipath.is_empty() {
-        let hops = r
-            .multipath
-            .iter()
-            .map(|nh| {
-                let mut h = RouteNextHop::default();
-                h.interface_index = nh.oif;
-                h.attributes
-                    .extend(nh.gw.map(|g| RouteAttribute::Gateway(g.into())));
-                h
-            })
-            .collect();
-        a.push(RouteAttribute::MultiPath(hops));
-    }
-    m
+    out
 }
 
 const RTA_DST: u16 = 1;
@@ -111,6 +126,9 @@ const RTA_TABLE: u16 = 15;
 const RTAX_MTU: u16 = 2;
 const RTAX_ADVMSS: u16 = 8;
 const RTM_F_CLONED: u32 = 0x200;
+const RTPROT_BOOT: u8 = 3;
+const RTN_UNICAST: u8 = 1;
+const RT_SCOPE_NOWHERE: u8 = 255;
 const AF_INET: u8 = 2;
 const AF_INET6: u8 = 10;
 /// struct rtmsg: family, dst_len, src_len, tos, table, protocol, scope, type, flags.
@@ -186,10 +204,10 @@ impl Handle {
     /// Routes of `family`, in `table` only when given (all tables otherwise). Cached clones
     /// are left out.
     pub fn routes(&mut self, family: Family, table: Option<u32>) -> Result<Vec<Route>> {
-        let mut m = RouteMessage::default();
-        m.header.address_family = super::addr::family(family);
+        let mut h = [0u8; RTMSG_LEN];
+        h[0] = super::addr::family(family);
         let r = self
-            .dump(Rt::GetRoute(m))
+            .dump(request(RTM_GETROUTE, &h, |_| {}))
             .map_err(|e| e.ctx("list routes"))?;
         Ok(r.iter()
             .filter(|m| m.ty == RTM_NEWROUTE)
@@ -198,8 +216,8 @@ impl Handle {
             .collect())
     }
 
-    fn route_req(&mut self, msg: Rt, flags: u16, verb: &str, r: &Route) -> Result<()> {
-        self.request_ack(msg, flags).map(drop).map_err(|e| {
+    fn route_req(&mut self, req: Vec<u8>, flags: u16, verb: &str, r: &Route) -> Result<()> {
+        self.request_ack(req, flags).map(drop).map_err(|e| {
             let via = r.gw.map(|g| format!(" via {g}")).unwrap_or_default();
             let dev = r.oif.map(|i| format!(" dev {i}")).unwrap_or_default();
             e.ctx(format_args!("{verb} route {}{via}{dev}", r.dst))
@@ -209,7 +227,7 @@ impl Handle {
     /// Add a route; EEXIST if it is already there.
     pub fn route_add(&mut self, r: &Route) -> Result<()> {
         self.route_req(
-            Rt::NewRoute(route_msg(r, true)),
+            route_msg(RTM_NEWROUTE, r),
             NLM_F_CREATE | NLM_F_EXCL,
             "add",
             r,
@@ -219,7 +237,7 @@ impl Handle {
     /// Add a route or replace the one with the same destination, table and metric.
     pub fn route_replace(&mut self, r: &Route) -> Result<()> {
         self.route_req(
-            Rt::NewRoute(route_msg(r, true)),
+            route_msg(RTM_NEWROUTE, r),
             NLM_F_CREATE | NLM_F_REPLACE,
             "replace",
             r,
@@ -228,16 +246,16 @@ impl Handle {
 
     /// Delete the route matching `r` (fields left unset match anything).
     pub fn route_del(&mut self, r: &Route) -> Result<()> {
-        self.route_req(Rt::DelRoute(route_msg(r, false)), 0, "delete", r)
+        self.route_req(route_msg(RTM_DELROUTE, r), 0, "delete", r)
     }
 
     /// The output interface the kernel would use to reach `dst`; None when unreachable.
     pub fn route_get(&mut self, dst: IpAddr) -> Result<Option<u32>> {
-        let mut m = RouteMessage::default();
-        m.header.address_family = af(dst.is_ipv4());
-        m.header.destination_prefix_length = if dst.is_ipv4() { 32 } else { 128 };
-        m.attributes.push(RouteAttribute::Destination(dst.into()));
-        match self.request_ack(Rt::GetRoute(m), 0) {
+        let mut h = [0u8; RTMSG_LEN];
+        h[0] = af(dst.is_ipv4());
+        h[1] = if dst.is_ipv4() { 32 } else { 128 };
+        let req = request(RTM_GETROUTE, &h, |w| w.attr(RTA_DST, &ip_bytes(dst)));
+        match self.request_ack(req, 0) {
             // The answer is a cached clone, which `parse` leaves out: read RTA_OIF directly.
             Ok(Some(m)) if m.ty == RTM_NEWROUTE => {
                 Ok(nlmsg::attrs(m.body.get(RTMSG_LEN..).unwrap_or_default())

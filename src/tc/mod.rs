@@ -6,20 +6,29 @@
 //! semantics): rate in bytes/s, `buffer` = time to send the burst at that rate in psched ticks
 //! (from /proc/net/psched), `limit` = rate × 25 ms + burst bytes.
 
-use crate::netlink::{Handle, RTM_NEWQDISC, Result};
-use crate::nlmsg;
-use netlink_packet_core::{DefaultNla, NLM_F_CREATE, NLM_F_EXCL};
-use netlink_packet_route::RouteNetlinkMessage as Rt;
-use netlink_packet_route::tc::{
-    TcAction, TcActionAttribute, TcActionGeneric, TcActionMirrorOption, TcActionOption,
-    TcActionType, TcAttribute, TcFilterU32Option, TcHandle, TcMessage, TcMirror,
-    TcMirrorActionType, TcOption, TcU32Key, TcU32Selector, TcU32SelectorFlags,
+use crate::netlink::{
+    Handle, NLM_F_CREATE, NLM_F_EXCL, RTM_GETQDISC, RTM_NEWQDISC, RTM_NEWTFILTER, Result, request,
 };
+use crate::nlmsg::{self, Writer};
+
+const TCA_KIND: u16 = 1;
+const TCA_OPTIONS: u16 = 2;
+/// struct tcmsg: family, pad, pad, ifindex, handle, parent, info.
+const TCMSG_LEN: usize = 20;
 
 const TCA_TBF_PARMS: u16 = 1;
 const TCA_TBF_RATE64: u16 = 4;
 const LATENCY_USEC: f64 = 25_000.0;
 const ETH_P_ALL: u16 = 0x0003;
+const TC_U32_TERMINAL: u8 = 1;
+const TCA_U32_CLASSID: u16 = 1;
+const TCA_U32_SEL: u16 = 5;
+const TCA_U32_ACT: u16 = 7;
+const TCA_ACT_KIND: u16 = 1;
+const TCA_ACT_OPTIONS: u16 = 2;
+const TCA_MIRRED_PARMS: u16 = 2;
+const TC_ACT_STOLEN: i32 = 4;
+const TCA_EGRESS_REDIR: i32 = 1;
 
 /// TBF settings in the kernel's units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,30 +82,33 @@ pub struct Qdisc {
     pub tbf: Option<Tbf>,
 }
 
-fn handle(major: u16, minor: u16) -> TcHandle {
-    TcHandle { major, minor }
+const TC_H_ROOT: u32 = 0xffff_ffff;
+const TC_H_INGRESS: u32 = 0xffff_fff1;
+
+/// struct tcmsg for `ifindex` with `handle`, `parent` and `info`.
+fn tcmsg(ifindex: u32, handle: u32, parent: u32, info: u32) -> [u8; TCMSG_LEN] {
+    let mut h = [0u8; TCMSG_LEN];
+    h[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    h[8..12].copy_from_slice(&handle.to_ne_bytes());
+    h[12..16].copy_from_slice(&parent.to_ne_bytes());
+    h[16..20].copy_from_slice(&info.to_ne_bytes());
+    h
 }
 
-fn u32_of(h: &TcHandle) -> u32 {
-    (u32::from(h.major) << 16) | u32::from(h.minor)
-}
-
+/// RTM_NEWQDISC of `kind` with TCA_OPTIONS written by `options`, if any.
 fn qdisc_msg(
     ifindex: u32,
-    parent: TcHandle,
-    h: TcHandle,
+    parent: u32,
+    handle: u32,
     kind: &str,
-    options: Vec<TcOption>,
-) -> TcMessage {
-    let mut m = TcMessage::default();
-    m.header.index = ifindex as i32;
-    m.header.parent = parent;
-    m.header.handle = h;
-    m.attributes.push(TcAttribute::Kind(kind.into()));
-    if !options.is_empty() {
-        m.attributes.push(TcAttribute::Options(options));
-    }
-    m
+    options: Option<&dyn Fn(&mut Writer)>,
+) -> Vec<u8> {
+    request(RTM_NEWQDISC, &tcmsg(ifindex, handle, parent, 0), |w| {
+        w.str(TCA_KIND, kind);
+        if let Some(o) = options {
+            w.nest(TCA_OPTIONS, o);
+        }
+    })
 }
 
 /// `tc qdisc add dev IF root handle 1: tbf …`
@@ -106,29 +118,22 @@ pub fn add_tbf(h: &mut Handle, ifindex: u32, t: Tbf) -> Result<()> {
     parms[8..12].copy_from_slice(&(t.rate.min(u64::from(u32::MAX)) as u32).to_ne_bytes());
     parms[24..28].copy_from_slice(&t.limit.to_ne_bytes());
     parms[28..32].copy_from_slice(&t.buffer.to_ne_bytes());
-    let mut opts = vec![TcOption::Other(DefaultNla::new(TCA_TBF_PARMS, parms))];
-    if t.rate >= 1 << 32 {
-        opts.push(TcOption::Other(DefaultNla::new(
-            TCA_TBF_RATE64,
-            t.rate.to_ne_bytes().to_vec(),
-        )));
-    }
-    let m = qdisc_msg(ifindex, TcHandle::ROOT, handle(1, 0), "tbf", opts);
-    h.request_ack(Rt::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL)
+    let options = |w: &mut Writer| {
+        w.attr(TCA_TBF_PARMS, &parms);
+        if t.rate >= 1 << 32 {
+            w.attr(TCA_TBF_RATE64, &t.rate.to_ne_bytes());
+        }
+    };
+    let m = qdisc_msg(ifindex, TC_H_ROOT, 1 << 16, "tbf", Some(&options));
+    h.request_ack(m, NLM_F_CREATE | NLM_F_EXCL)
         .map(drop)
         .map_err(|e| e.ctx(format_args!("add tbf qdisc (link {ifindex})")))
 }
 
 /// `tc qdisc add dev IF handle ffff: ingress`
 pub fn add_ingress(h: &mut Handle, ifindex: u32) -> Result<()> {
-    let m = qdisc_msg(
-        ifindex,
-        TcHandle::INGRESS,
-        handle(0xffff, 0),
-        "ingress",
-        Vec::new(),
-    );
-    h.request_ack(Rt::NewQueueDiscipline(m), NLM_F_CREATE | NLM_F_EXCL)
+    let m = qdisc_msg(ifindex, TC_H_INGRESS, 0xffff << 16, "ingress", None);
+    h.request_ack(m, NLM_F_CREATE | NLM_F_EXCL)
         .map(drop)
         .map_err(|e| e.ctx(format_args!("add ingress qdisc (link {ifindex})")))
 }
@@ -136,35 +141,37 @@ pub fn add_ingress(h: &mut Handle, ifindex: u32) -> Result<()> {
 /// `tc filter add dev IF parent ffff: protocol all prio 1 u32 match u32 0 0 flowid 1:1
 ///  action mirred egress redirect dev TARGET`
 pub fn add_redirect(h: &mut Handle, ifindex: u32, target: u32) -> Result<()> {
-    let mut m = TcMessage::default();
-    m.header.index = ifindex as i32;
-    m.header.parent = handle(0xffff, 0);
-    m.header.info = (1 << 16) | u32::from(ETH_P_ALL.to_be());
-    let mut sel = TcU32Selector::default();
-    sel.flags = TcU32SelectorFlags::Terminal;
-    sel.nkeys = 1;
-    sel.keys = vec![TcU32Key::default()];
-    let mut generic = TcActionGeneric::default();
-    generic.action = TcActionType::Stolen;
-    let mut mirred = TcMirror::default();
-    mirred.generic = generic;
-    mirred.eaction = TcMirrorActionType::EgressRedir;
-    mirred.ifindex = target;
-    let mut action = TcAction::default();
-    action.tab = 1;
-    action.attributes = vec![
-        TcActionAttribute::Kind("mirred".into()),
-        TcActionAttribute::Options(vec![TcActionOption::Mirror(TcActionMirrorOption::Parms(
-            mirred,
-        ))]),
-    ];
-    m.attributes.push(TcAttribute::Kind("u32".into()));
-    m.attributes.push(TcAttribute::Options(vec![
-        TcOption::U32(TcFilterU32Option::ClassId(handle(1, 1))),
-        TcOption::U32(TcFilterU32Option::Selector(sel)),
-        TcOption::U32(TcFilterU32Option::Action(vec![action])),
-    ]));
-    h.request_ack(Rt::NewTrafficFilter(m), NLM_F_CREATE | NLM_F_EXCL)
+    // Priority 1, protocol ETH_P_ALL (network byte order) in tcm_info.
+    let info = (1 << 16) | u32::from(ETH_P_ALL.to_be());
+    // struct tc_u32_sel with TC_U32_TERMINAL and one all-zero key (match everything):
+    // flags, offshift, nkeys, pad, offmask, off, offoff, hoff, hmask, then the 16-byte key.
+    let mut sel = [0u8; 32];
+    sel[0] = TC_U32_TERMINAL;
+    sel[2] = 1;
+    // struct tc_mirred: tc_gen (index, capab, action, refcnt, bindcnt), eaction, ifindex.
+    let mut mirred = [0u8; 28];
+    mirred[8..12].copy_from_slice(&TC_ACT_STOLEN.to_ne_bytes());
+    mirred[20..24].copy_from_slice(&TCA_EGRESS_REDIR.to_ne_bytes());
+    mirred[24..28].copy_from_slice(&target.to_ne_bytes());
+    let m = request(
+        RTM_NEWTFILTER,
+        &tcmsg(ifindex, 0, 0xffff << 16, info),
+        |w| {
+            w.str(TCA_KIND, "u32");
+            w.nest(TCA_OPTIONS, |w| {
+                w.u32(TCA_U32_CLASSID, (1 << 16) | 1);
+                w.attr(TCA_U32_SEL, &sel);
+                w.nest(TCA_U32_ACT, |w| {
+                    // Actions are numbered by their position (1: the first).
+                    w.nest(1, |w| {
+                        w.str(TCA_ACT_KIND, "mirred");
+                        w.nest(TCA_ACT_OPTIONS, |w| w.attr(TCA_MIRRED_PARMS, &mirred));
+                    })
+                })
+            })
+        },
+    );
+    h.request_ack(m, NLM_F_CREATE | NLM_F_EXCL)
         .map(drop)
         .map_err(|e| {
             e.ctx(format_args!(
@@ -173,14 +180,9 @@ pub fn add_redirect(h: &mut Handle, ifindex: u32, target: u32) -> Result<()> {
         })
 }
 
-const TCA_KIND: u16 = 1;
-const TCA_OPTIONS: u16 = 2;
-/// struct tcmsg: family, pad, pad, ifindex, handle, parent, info.
-const TCMSG_LEN: usize = 20;
-
 /// Qdiscs of one link.
 pub fn qdiscs(h: &mut Handle, ifindex: u32) -> Result<Vec<Qdisc>> {
-    let replies = h.dump(Rt::GetQueueDiscipline(TcMessage::default()))?;
+    let replies = h.dump(request(RTM_GETQDISC, &tcmsg(0, 0, 0, 0), |_| {}))?;
     Ok(replies
         .iter()
         .filter(|r| r.ty == RTM_NEWQDISC && nlmsg::get_u32(&r.body, 4) == Some(ifindex))
@@ -246,7 +248,7 @@ pub fn root_tbf(h: &mut Handle, ifindex: u32) -> Result<Option<Tbf>> {
 pub fn ingress_user(h: &mut Handle, ifindex: u32) -> Result<Option<String>> {
     Ok(qdiscs(h, ifindex)?
         .into_iter()
-        .find(|q| q.parent == u32_of(&TcHandle::INGRESS))
+        .find(|q| q.parent == TC_H_INGRESS)
         .map(|q| q.kind))
 }
 
