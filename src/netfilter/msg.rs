@@ -1,6 +1,5 @@
-//! Netlink wire helpers for nf_tables: an attribute writer (nests, strings, big-endian
-//! integers), big-endian readers and the user-data TLV format `nft` uses for comments; the
-//! generic readers are [`crate::nlmsg`]'s.
+//! Netlink wire helpers for nf_tables: big-endian readers and the user-data TLV format `nft`
+//! uses for comments; the attribute writer and the generic readers are [`crate::nlmsg`]'s.
 
 pub use crate::nlmsg::{NLMSG_DONE, NLMSG_ERROR, Writer, attrs, get_str, messages};
 
