@@ -358,8 +358,8 @@ impl Batch {
         }
         self
     }
-    /// A chain whose whole content is `rules`: created with them when missing, flushed and
-    /// refilled when its rule count differs, left alone otherwise.
+    /// A chain whose whole content is `rules`: (created,) flushed and filled when missing or
+    /// when its rule count differs, left alone otherwise.
     pub fn ensure_fixed_chain(
         &mut self,
         snap: &Snapshot,
@@ -372,10 +372,13 @@ impl Batch {
             if snap.rules_in(chain).count() == rules.len() {
                 return self;
             }
-            self.flush_chain(t, chain);
         } else {
             self.add_chain(t, chain, base);
         }
+        // Flushed in the same transaction even when we create the chain: a concurrent first
+        // ADD may have created and filled it since our snapshot (flushing an empty chain
+        // deletes nothing, so costs no grace period).
+        self.flush_chain(t, chain);
         for r in rules {
             self.add_rule(t, chain, r);
         }

@@ -1,12 +1,8 @@
-//! bridge `ipMasq` and the GC of netfilter rules, inside throwaway "node" namespaces: a
-//! container reaches an "outside" host that has no route back to the container subnet only
-//! through masquerading (the outside sees the node's address); the rules are gone after a DEL
-//! without netns; GC keeps only the valid attachments' rules (ipMasq, portmap, firewall); the
-//! reference bridge's masquerading is removed by our DEL and the other way round, and both write
-//! the same iptables rules.
-//!
-//! Each test gets its own node namespace, numbers (subnet 10.N.0.0/24, outside link
-//! 192.168.N.0/24) and network name, so everything runs in parallel.
+//! GC of every netfilter user at once, inside a throwaway "node" namespace: two containers with
+//! bridge ipMasq, a port mapping and firewall rules each; GC naming both (or another network)
+//! removes nothing, GC naming one removes the other's masquerading, DNAT and firewall rules,
+//! and the remaining container's port mapping still answers. Both backends. (ipMasq alone, its
+//! traffic and its compatibility with the reference: tests/ipmasq.rs.)
 
 mod common;
 use common::traffic::*;
@@ -114,77 +110,7 @@ fn skip(test: &str, imp: Impl) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. Masquerading: traffic, rules, DEL without netns
-
-fn masquerade(imp: Impl, backend: Option<&'static str>, n: u8) {
-    if skip("masquerade", imp) {
-        return;
-    }
-    let lab = Lab::new("masq", imp, backend, n);
-    let c1 = NetNs::create();
-    let id = format!("masq-c1-{n}");
-    lab.attach(&c1, &id);
-    let outside_ip = format!("192.168.{n}.2");
-    // The outside answers with the address it saw the connection come from.
-    let _srv = serve(&lab.outside, "tcp", false, 80, "$SOCAT_PEERADDR");
-    assert_answers(
-        &c1,
-        "tcp",
-        &outside_ip,
-        80,
-        &format!("192.168.{n}.1"),
-        "container -> outside, masqueraded to the node's address",
-    );
-    let rules = lab.rules_of(&id);
-    assert!(!rules.is_empty(), "no masquerade rules name {id}");
-    if backend == Some("nftables") {
-        let nat = lab.node.sh(&["iptables-save", "-t", "nat"]);
-        assert!(
-            !nat.contains(&id),
-            "nftables backend wrote iptables rules:\n{nat}"
-        );
-    }
-
-    // The runtime lost the netns: DEL with an empty CNI_NETNS still removes the rules.
-    drop(c1);
-    let env = Env {
-        container_id: id.clone(),
-        ..Env::default()
-    }
-    .with_netns("");
-    lab.plugin().del("bridge", &env, &lab.bridge_conf()).ok();
-    if imp == Impl::Reference && !lab.rules_of(&id).is_empty() {
-        // Upstream's DEL needs the netns to learn the addresses and leaks the rules; ours
-        // finds them by name, so running our DEL cleans up what the reference left.
-        eprintln!("note: the reference leaks masquerade rules on DEL without netns");
-        lab.sb
-            .plugin_in(Impl::Ours, &lab.node)
-            .del("bridge", &env, &lab.bridge_conf())
-            .ok();
-    }
-    assert!(
-        lab.rules_of(&id).is_empty(),
-        "rules left after DEL: {:?}",
-        lab.rules_of(&id)
-    );
-    lab.plugin().del("bridge", &env, &lab.bridge_conf()).ok();
-}
-
-#[test]
-fn masquerade_ours_iptables() {
-    masquerade(Impl::Ours, Some("iptables"), 101);
-}
-#[test]
-fn masquerade_ours_nftables() {
-    masquerade(Impl::Ours, Some("nftables"), 102);
-}
-#[test]
-fn masquerade_reference() {
-    masquerade(Impl::Reference, None, 103);
-}
-
-// ---------------------------------------------------------------------------------------------
-// 2. GC: ipMasq, portmap and firewall keep only the valid attachments' rules
+// GC: ipMasq, portmap and firewall keep only the valid attachments' rules
 
 fn gc(backend: &'static str, n: u8) {
     if skip("gc", Impl::Ours) {
@@ -281,65 +207,4 @@ fn gc_ours_iptables() {
 #[test]
 fn gc_ours_nftables() {
     gc("nftables", 105);
-}
-
-// ---------------------------------------------------------------------------------------------
-// 3. Compatibility with the reference bridge (iptables)
-
-/// The nat-table lines of the masquerade chain of `id`, with counters and the chain-specific
-/// hash left as they are (both implementations derive them the same way).
-fn masq_lines(lab: &Lab, id: &str) -> Vec<String> {
-    let nat = lab.node.sh(&["iptables-save", "-t", "nat"]);
-    let chain = nat
-        .lines()
-        .find(|l| l.starts_with("-A POSTROUTING") && l.contains(id))
-        .and_then(|l| l.rsplit(' ').next())
-        .unwrap_or_else(|| panic!("no masquerade jump for {id}:\n{nat}"))
-        .to_string();
-    nat.lines()
-        .filter(|l| l.contains(&chain))
-        .map(str::to_string)
-        .collect()
-}
-
-#[test]
-fn compat_with_reference_bridge() {
-    if skip("compat_with_reference_bridge", Impl::Reference) {
-        return;
-    }
-    let ours = Lab::new("masq-compat-o", Impl::Ours, Some("iptables"), 106);
-    let theirs = Lab::new("masq-compat-r", Impl::Reference, None, 106);
-    let id = "masq-compat-106";
-    let (co, cr) = (NetNs::create(), NetNs::create());
-    ours.attach(&co, id);
-    theirs.attach(&cr, id);
-    // Same network name, container ID and subnet: the same chain, rules and comments.
-    assert_eq!(masq_lines(&ours, id), masq_lines(&theirs, id));
-
-    // Each one's DEL (without netns) removes the other's rules.
-    let env = Env {
-        container_id: id.into(),
-        ..Env::default()
-    }
-    .with_netns("");
-    theirs
-        .sb
-        .plugin_in(Impl::Ours, &theirs.node)
-        .del("bridge", &env, &theirs.bridge_conf())
-        .ok();
-    assert!(
-        theirs.rules_of(id).is_empty(),
-        "reference rules left after our DEL"
-    );
-    let mut conf = ours.bridge_conf();
-    conf.as_object_mut().unwrap().remove("ipMasqBackend");
-    let out =
-        ours.sb
-            .plugin_in(Impl::Reference, &ours.node)
-            .del("bridge", &env_for(&co, id), &conf);
-    assert!(out.status_ok, "reference DEL: {out:?}");
-    assert!(
-        ours.rules_of(id).is_empty(),
-        "our rules left after reference DEL"
-    );
 }
