@@ -31,8 +31,8 @@ use crate::cni::result::CniResult;
 use crate::cni::{Applet, Error, Request, Result, Version};
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, ct, network_tag,
-    owner_comment, owners,
+    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, Table, ct,
+    delete_commented, network_tag, owner_comment, owners,
 };
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -353,18 +353,6 @@ fn nft_isolation_rules(bridge: &str, policy: Policy) -> Vec<(&'static str, Strin
         .collect()
 }
 
-/// Comments of the rules in `chain`, with their handles (nothing if the chain is missing).
-fn nft_comments(nft: &mut Nft, t: &Table, chain: &str) -> Result<Vec<(String, u64)>> {
-    if !nft.chain_exists(t, chain)? {
-        return Ok(Vec::new());
-    }
-    Ok(nft
-        .rules(t, Some(chain))?
-        .into_iter()
-        .filter_map(|r| Some((r.comment?, r.handle)))
-        .collect())
-}
-
 fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
     let t = nft_table();
     let mut nft = Nft::open()?;
@@ -425,15 +413,15 @@ fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
 
 fn nft_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
     let t = nft_table();
-    let mut nft = Nft::open()?;
-    if !nft.table_exists(&t)? || !nft.chain_exists(&t, "forward")? {
+    let snap = Nft::open()?.snapshot(&t)?;
+    if !snap.has_chain("forward") {
         return Err(Error::internal(format!("nftables table {t} not found")));
     }
-    let jumps = nft.rules(&t, Some("forward"))?.len();
+    let jumps = snap.rules_in("forward").count();
     let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
-    let have = nft_comments(&mut nft, &t, NFT_FORWARD)?
-        .iter()
-        .filter(|(c, _)| *c == comment)
+    let have = snap
+        .comments_in(NFT_FORWARD)
+        .filter(|(_, c)| *c == comment)
         .count();
     if jumps < 3 || have < 2 * ips.len() {
         return Err(Error::internal(format!(
@@ -444,23 +432,9 @@ fn nft_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
     Ok(())
 }
 
-/// Delete the `cni-forward` rules whose comment starts with `prefix`, except those `keep`
-/// says to keep. No table (or no nf_tables) is fine.
-fn nft_delete_where(prefix: &str, keep: impl Fn(&str) -> bool) -> Result<()> {
-    let t = nft_table();
-    let Ok(mut nft) = Nft::open() else {
-        return Ok(());
-    };
-    if !nft.table_exists(&t)? {
-        return Ok(());
-    }
-    let mut b = Batch::new();
-    for (c, h) in nft_comments(&mut nft, &t, NFT_FORWARD)? {
-        if c.starts_with(prefix) && !keep(&c) {
-            b.del_rule(&t, NFT_FORWARD, h);
-        }
-    }
-    nft.apply(&b)
+/// Delete the `cni-forward` rules whose comment `doomed` picks (no table is fine).
+fn nft_delete(doomed: impl Fn(&str) -> bool) -> Result<()> {
+    delete_commented(&nft_table(), &[NFT_FORWARD], doomed)
         .map_err(|e| e.context("error deleting nftables firewall rules"))
 }
 
@@ -507,12 +481,12 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
             ips.push(ip);
         }
     }
-    let prefix = owner_comment(&fw.network, &fw.ifname, &fw.cid);
+    let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
     let mut errs = Vec::new();
     if let Err(e) = ipt_remove(&ips) {
         errs.push(e);
     }
-    if let Err(e) = nft_delete_where(&prefix, |c| c != prefix) {
+    if let Err(e) = nft_delete(|c| c == comment) {
         errs.push(e);
     }
     match errs.into_iter().next() {
@@ -551,7 +525,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         .iter()
         .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
         .collect();
-    let mut errs = Vec::new();
+    let mut failures = Failures::default();
     let records = owners::list(OWNERS, network);
     let live: HashSet<&str> = records
         .iter()
@@ -567,25 +541,19 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             .filter(|s| !live.contains(s.as_str()))
             .filter_map(|s| s.parse().ok())
             .collect();
-        match ipt_remove(&ips) {
-            Ok(()) => owners::forget(OWNERS, network, cid, ifname),
-            Err(e) => errs.push(e.to_string()),
+        if failures.check(ipt_remove(&ips)) {
+            owners::forget(OWNERS, network, cid, ifname);
         }
     }
     let keep_comments: HashSet<String> = valid
         .iter()
         .map(|a| owner_comment(network, &a.ifname, &a.container_id))
         .collect();
-    if let Err(e) = nft_delete_where(&format!("{}-", network_tag(network)), |c| {
-        keep_comments.contains(c)
-    }) {
-        errs.push(e.to_string());
-    }
-    if errs.is_empty() {
-        Ok(None)
-    } else {
-        Err(Error::internal(errs.join("; ")))
-    }
+    let of_network = format!("{}-", network_tag(network));
+    failures.check(nft_delete(|c| {
+        c.starts_with(&of_network) && !keep_comments.contains(c)
+    }));
+    failures.into_result().map(|()| None)
 }
 
 #[cfg(test)]

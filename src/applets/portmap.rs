@@ -26,8 +26,8 @@ use crate::cni::{Applet, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, SCTP, Snapshot, TCP, Table, UDP,
-    owners,
+    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, SCTP, Snapshot, TCP,
+    Table, UDP, delete_commented, owners,
 };
 use crate::netlink::Handle;
 use ipnet::IpNet;
@@ -659,17 +659,8 @@ fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
 
 /// Delete the container's rules from both nftables families; no table is fine.
 fn nft_remove(cids: &HashSet<&str>) -> Result<()> {
-    let Ok(mut nft) = Nft::open() else {
-        return Ok(());
-    };
     for v6 in [false, true] {
-        let t = nft_table(v6);
-        let snap = nft.snapshot(&t)?;
-        let mut b = Batch::new();
-        for (chain, h) in nft_owned(&snap, |c| cids.contains(c)) {
-            b.del_rule(&t, chain, h);
-        }
-        nft.apply(&b)
+        delete_commented(&nft_table(v6), &OWNED_CHAINS, |c| cids.contains(c))
             .map_err(|e| e.context("error deleting nftables rules"))?;
     }
     Ok(())
@@ -798,12 +789,11 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         .iter()
         .map(|a| dnat_chain(network, &a.container_id))
         .collect();
-    let mine = iptables::quote(&format!("dnat name: {network:?} id: "));
-    let mine = mine.trim_end_matches('"').to_string();
-    let mut errs = Vec::new();
+    let mine = iptables::comment_prefix(&format!("dnat name: {network:?} id: "));
+    let mut failures = Failures::default();
     for proto in [Proto::V4, Proto::V6] {
         let Ok(ipt) = Ipt::new(proto) else { continue };
-        if let Err(e) = ipt.transact("nat", |saved: &Saved| {
+        failures.check(ipt.transact("nat", |saved: &Saved| {
             let mut stale: Vec<String> = saved
                 .rules_in(TOP_DNAT)
                 .filter(|r| r.contains(&mine))
@@ -817,9 +807,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
                 s.remove_chain(saved, c);
             }
             Ok(s)
-        }) {
-            errs.push(e.to_string());
-        }
+        }));
     }
     // One nftables batch per family for every stale container.
     let stale: Vec<(String, String, Vec<String>)> = owners::list(OWNERS, network)
@@ -827,21 +815,12 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         .filter(|(cid, _, _)| !keep_ids.contains(cid.as_str()))
         .collect();
     let cids: HashSet<&str> = stale.iter().map(|(cid, _, _)| cid.as_str()).collect();
-    if !cids.is_empty() {
-        match nft_remove(&cids) {
-            Ok(()) => {
-                for (cid, ifname, _) in &stale {
-                    owners::forget(OWNERS, network, cid, ifname);
-                }
-            }
-            Err(e) => errs.push(e.to_string()),
+    if !cids.is_empty() && failures.check(nft_remove(&cids)) {
+        for (cid, ifname, _) in &stale {
+            owners::forget(OWNERS, network, cid, ifname);
         }
     }
-    if errs.is_empty() {
-        Ok(None)
-    } else {
-        Err(Error::internal(errs.join("; ")))
-    }
+    failures.into_result().map(|()| None)
 }
 
 #[cfg(test)]

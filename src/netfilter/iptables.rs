@@ -193,6 +193,12 @@ pub fn comment(text: &str) -> String {
     format!("-m comment --comment {}", quote(text))
 }
 
+/// How a comment starting with `prefix` begins in `iptables-save` output (quoted, its closing
+/// quote cut off), to find the rules whose comment starts so.
+pub fn comment_prefix(prefix: &str) -> String {
+    quote(prefix).trim_end_matches('"').to_string()
+}
+
 /// The lines of one `iptables-restore` transaction for one table.
 #[derive(Debug, Default)]
 pub struct Script {
@@ -397,6 +403,10 @@ mod tests {
             r#""name: \"net\" id: \"c1\"""#
         );
         assert_eq!(quote("a b"), "\"a b\"");
+        assert_eq!(
+            comment_prefix(r#"name: "net" id: "#),
+            r#""name: \"net\" id: "#
+        );
         assert_eq!(quote(""), "\"\"");
     }
 

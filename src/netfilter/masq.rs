@@ -18,11 +18,11 @@
 
 use super::iptables::{self, Ipt, Proto, Saved, Script};
 use super::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, instance_tag,
-    network_tag, owner_comment,
+    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, Table,
+    delete_commented, instance_tag, network_tag, owner_comment,
 };
+use crate::cni::Result;
 use crate::cni::config::Attachment;
-use crate::cni::{Error, Result};
 use crate::hash::sha512_hex;
 use ipnet::IpNet;
 use std::collections::HashSet;
@@ -158,93 +158,54 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
 
 /// Remove the container's masquerading from both backends; everything is found by name.
 pub fn teardown(network: &str, cid: &str, ifname: &str) -> Result<()> {
-    let mut errs = Vec::new();
+    let mut failures = Failures::default();
     let chain = chain_name(network, cid);
     for proto in [Proto::V4, Proto::V6] {
         if !iptables::may_hold(proto, "nat", &[&chain]) {
             continue;
         }
         let Ok(ipt) = Ipt::new(proto) else { continue };
-        if let Err(e) = ipt.transact("nat", |saved| {
+        failures.check(ipt.transact("nat", |saved| {
             let mut s = Script::new();
             s.remove_chain(saved, &chain);
             Ok(s)
-        }) {
-            errs.push(e.to_string());
-        }
+        }));
     }
-    if let Err(e) = teardown_nftables(&instance_tag(network, ifname, cid)) {
-        errs.push(e.to_string());
-    }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::internal(errs.join("; ")))
-    }
-}
-
-/// Delete the `masq_checks` rules whose comment starts with `prefix`, keeping those `keep`
-/// says to keep.
-fn nft_delete_where(prefix: &str, keep: impl Fn(&str) -> bool) -> Result<()> {
-    let t = table();
-    let Ok(mut nft) = Nft::open() else {
-        // No nf_tables in this kernel: nothing of ours can be there.
-        return Ok(());
-    };
-    if !nft.table_exists(&t)? || !nft.chain_exists(&t, NFT_CHAIN)? {
-        return Ok(());
-    }
-    let mut b = Batch::new();
-    for r in nft.rules(&t, Some(NFT_CHAIN))? {
-        if let Some(c) = r.comment.as_deref()
-            && c.starts_with(prefix)
-            && !keep(c)
-        {
-            b.del_rule(&t, NFT_CHAIN, r.handle);
-        }
-    }
-    nft.apply(&b)
-}
-
-fn teardown_nftables(prefix: &str) -> Result<()> {
-    nft_delete_where(prefix, |_| false)
+    let prefix = instance_tag(network, ifname, cid);
+    failures.check(delete_commented(&table(), &[NFT_CHAIN], |c| {
+        c.starts_with(&prefix)
+    }));
+    failures.into_result()
 }
 
 /// Remove the masquerading of every attachment of `network` not in `valid`, from both
 /// backends. iptables chains are recognised by their comment naming this network.
 pub fn gc(network: &str, valid: &[Attachment]) -> Result<()> {
-    let mut errs = Vec::new();
+    let mut failures = Failures::default();
     let keep_chains: HashSet<String> = valid
         .iter()
         .map(|a| chain_name(network, &a.container_id))
         .collect();
-    let mine = iptables::quote(&format!("name: {network:?} id: "));
-    // The saved comment is quoted: `"name: \"net\" id: \"cid\""`; match up to the id.
-    let mine = mine.trim_end_matches('"').to_string();
+    let mine = iptables::comment_prefix(&format!("name: {network:?} id: "));
     for proto in [Proto::V4, Proto::V6] {
         let Ok(ipt) = Ipt::new(proto) else { continue };
-        if let Err(e) = ipt.transact("nat", |saved| {
+        failures.check(ipt.transact("nat", |saved| {
             let mut s = Script::new();
             for chain in stale_chains(saved, &mine, &keep_chains) {
                 s.remove_chain(saved, &chain);
             }
             Ok(s)
-        }) {
-            errs.push(e.to_string());
-        }
+        }));
     }
     let keep: HashSet<String> = valid
         .iter()
         .map(|a| owner_comment(network, &a.ifname, &a.container_id))
         .collect();
-    if let Err(e) = nft_delete_where(&format!("{}-", network_tag(network)), |c| keep.contains(c)) {
-        errs.push(e.to_string());
-    }
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::internal(errs.join("; ")))
-    }
+    let of_network = format!("{}-", network_tag(network));
+    failures.check(delete_commented(&table(), &[NFT_CHAIN], |c| {
+        c.starts_with(&of_network) && !keep.contains(c)
+    }));
+    failures.into_result()
 }
 
 /// Masquerade chains (`CNI-` + 24 hex) whose rules carry this network's comment and whose name

@@ -24,6 +24,7 @@ mod tests;
 
 pub use nft::{
     BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nft, Policy, RuleInfo, Snapshot, Table,
+    delete_commented,
 };
 pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
 
@@ -58,6 +59,25 @@ impl Backend {
             Backend::Iptables
         } else {
             Backend::Nftables
+        }
+    }
+}
+
+/// The failures of cleanup steps that all run whatever the others do, reported together
+/// (code 999).
+#[derive(Default)]
+pub struct Failures(Vec<String>);
+
+impl Failures {
+    /// Record `r`'s error, if any; whether it succeeded.
+    pub fn check(&mut self, r: Result<()>) -> bool {
+        r.map_err(|e| self.0.push(e.to_string())).is_ok()
+    }
+    pub fn into_result(self) -> Result<()> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::internal(self.0.join("; ")))
         }
     }
 }

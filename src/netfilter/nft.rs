@@ -859,6 +859,24 @@ impl Nft {
     }
 }
 
+/// Delete, in one batch, the rules of `chains` in table `t` whose comment `doomed` picks. A
+/// missing table or chain, or a kernel without nf_tables, means nothing to delete.
+pub fn delete_commented(t: &Table, chains: &[&str], doomed: impl Fn(&str) -> bool) -> Result<()> {
+    let Ok(mut nft) = Nft::open() else {
+        return Ok(());
+    };
+    let snap = nft.snapshot(t)?;
+    let mut b = Batch::new();
+    for chain in chains {
+        for (h, c) in snap.comments_in(chain) {
+            if doomed(c) {
+                b.del_rule(t, chain, h);
+            }
+        }
+    }
+    nft.apply(&b)
+}
+
 /// Best effort SOL_SOCKET option (buffer sizes, timeouts); failures only degrade limits.
 fn setsockopt<T>(sock: &Socket, opt: libc::c_int, val: T) {
     // SAFETY: valid fd; the value pointer and length describe `val`.
