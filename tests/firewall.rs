@@ -152,24 +152,9 @@ fn fw_conf_for(
     c
 }
 
-/// Skip checks shared by all scenarios: root, and the reference plugins for the reference.
+/// Skip when not root, or for the reference when its plugins are missing.
 fn skip(test: &str, imp: Impl) -> bool {
-    if !require_root(test) {
-        return true;
-    }
-    imp == Impl::Reference
-        && !(reference_available("firewall")
-            && reference_available("bridge")
-            && reference_available("host-local"))
-}
-
-/// Variant offset so reference / ours-iptables / ours-nftables get distinct numbers.
-fn num(base: u8, imp: Impl, backend: Option<&str>) -> u8 {
-    base + match (imp, backend) {
-        (Impl::Reference, _) => 0,
-        (Impl::Ours, Some("nftables")) => 2,
-        (Impl::Ours, _) => 1,
-    }
+    skip_scenario(test, imp, &["firewall", "bridge", "host-local"])
 }
 
 /// The two per-IP rules of the iptables backend for `ip` (as iptables-save prints them).
@@ -196,7 +181,7 @@ fn forward_drop(imp: Impl, backend: Option<&'static str>) {
     if skip("forward_drop", imp) {
         return;
     }
-    let lab = Lab::new("fw-drop", imp, backend, num(61, imp, backend));
+    let lab = Lab::new("fw-drop", imp, backend, variant_num(61, imp, backend));
     lab.node.sh(&["iptables", "-P", "FORWARD", "DROP"]);
     lab.node.sh(&["ip6tables", "-P", "FORWARD", "DROP"]);
     let c1 = NetNs::create();
@@ -333,7 +318,7 @@ fn same_bridge(imp: Impl, backend: Option<&'static str>) {
     if skip("same_bridge", imp) {
         return;
     }
-    let lab = Lab::new("fw-samebr", imp, backend, num(64, imp, backend));
+    let lab = Lab::new("fw-samebr", imp, backend, variant_num(64, imp, backend));
     let t = three(&lab);
     let (ip_a2, ip_b1, ip_a1) = (
         cont_ip(&t.ra2, false),
@@ -419,7 +404,7 @@ fn isolated(imp: Impl, backend: Option<&'static str>) {
     if skip("isolated", imp) {
         return;
     }
-    let lab = Lab::new("fw-isolated", imp, backend, num(67, imp, backend));
+    let lab = Lab::new("fw-isolated", imp, backend, variant_num(67, imp, backend));
     let t = three(&lab);
     let (ip_a2, ip_b1) = (cont_ip(&t.ra2, false), cont_ip(&t.rb1, false));
     assert_answers(&t.a1, "tcp", &ip_a2, 80, "a2", "a1 -> a2 before firewall");
@@ -621,7 +606,7 @@ fn old_version(imp: Impl, backend: Option<&'static str>) {
     if skip("old_version", imp) {
         return;
     }
-    let lab = Lab::new("fw-version", imp, backend, num(73, imp, backend));
+    let lab = Lab::new("fw-version", imp, backend, variant_num(73, imp, backend));
     let c1 = NetNs::create();
     let id = format!("fw-ver-{}", lab.n);
     let r = lab.attach("a", &c1, &id);

@@ -80,11 +80,9 @@ fn pings(from: &NetNs, host: &str, tries: usize) -> bool {
     (0..tries).any(|_| from.exec(&["ping", "-c1", "-W1", host]).status_ok)
 }
 
+/// Skip when not root, or for the reference when its plugins are missing.
 fn skip(test: &str, imp: Impl) -> bool {
-    if !require_root(test) {
-        return true;
-    }
-    imp == Impl::Reference && !(reference_available("bridge") && reference_available("host-local"))
+    skip_scenario(test, imp, &["bridge", "host-local"])
 }
 
 // ---------------------------------------------------------------------------------------------

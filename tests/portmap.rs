@@ -222,24 +222,9 @@ fn std_mappings() -> Value {
     ])
 }
 
-/// Skip checks shared by all scenarios: root, and the reference plugins for the reference.
+/// Skip when not root, or for the reference when its plugins are missing.
 fn skip(test: &str, imp: Impl) -> bool {
-    if !require_root(test) {
-        return true;
-    }
-    imp == Impl::Reference
-        && !(reference_available("portmap")
-            && reference_available("bridge")
-            && reference_available("host-local"))
-}
-
-/// Variant offset so reference / ours-iptables / ours-nftables get distinct numbers.
-fn num(base: u8, imp: Impl, backend: Option<&str>) -> u8 {
-    base + match (imp, backend) {
-        (Impl::Reference, _) => 0,
-        (Impl::Ours, Some("nftables")) => 2,
-        (Impl::Ours, _) => 1,
-    }
+    skip_scenario(test, imp, &["portmap", "bridge", "host-local"])
 }
 
 fn tag(imp: Impl, backend: Option<&str>) -> String {
@@ -256,7 +241,13 @@ fn tcp_udp_hostport(imp: Impl, backend: Option<&'static str>) {
     if skip("tcp_udp_hostport", imp) {
         return;
     }
-    let lab = Lab::new("pm-hostport", imp, backend, num(21, imp, backend), false);
+    let lab = Lab::new(
+        "pm-hostport",
+        imp,
+        backend,
+        variant_num(21, imp, backend),
+        false,
+    );
     let c1 = NetNs::create();
     let id = format!("pm-hp-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -305,7 +296,13 @@ fn from_node_localhost(imp: Impl, backend: Option<&'static str>) {
     if skip("from_node_localhost", imp) {
         return;
     }
-    let lab = Lab::new("pm-local", imp, backend, num(24, imp, backend), false);
+    let lab = Lab::new(
+        "pm-local",
+        imp,
+        backend,
+        variant_num(24, imp, backend),
+        false,
+    );
     let c1 = NetNs::create();
     let id = format!("pm-lo-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -380,7 +377,13 @@ fn hairpin(imp: Impl, backend: Option<&'static str>) {
     if skip("hairpin", imp) {
         return;
     }
-    let lab = Lab::new("pm-hairpin", imp, backend, num(27, imp, backend), false);
+    let lab = Lab::new(
+        "pm-hairpin",
+        imp,
+        backend,
+        variant_num(27, imp, backend),
+        false,
+    );
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let id = format!("pm-hp1-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -445,7 +448,7 @@ fn check_and_del(imp: Impl, backend: Option<&'static str>) {
     if skip("check_and_del", imp) {
         return;
     }
-    let lab = Lab::new("pm-del", imp, backend, num(30, imp, backend), false);
+    let lab = Lab::new("pm-del", imp, backend, variant_num(30, imp, backend), false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let id = format!("pm-del1-{}", lab.n);
     let id2 = format!("pm-del2-{}", lab.n);
@@ -573,7 +576,13 @@ fn host_ip(imp: Impl, backend: Option<&'static str>) {
     if skip("host_ip", imp) {
         return;
     }
-    let lab = Lab::new("pm-hostip", imp, backend, num(33, imp, backend), false);
+    let lab = Lab::new(
+        "pm-hostip",
+        imp,
+        backend,
+        variant_num(33, imp, backend),
+        false,
+    );
     let c1 = NetNs::create();
     let id = format!("pm-hip-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -640,7 +649,7 @@ fn ipv6(imp: Impl, backend: Option<&'static str>) {
     if skip("ipv6", imp) {
         return;
     }
-    let lab = Lab::new("pm-v6", imp, backend, num(36, imp, backend), true);
+    let lab = Lab::new("pm-v6", imp, backend, variant_num(36, imp, backend), true);
     let c1 = NetNs::create();
     let id = format!("pm-v6-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -802,7 +811,13 @@ fn errors(imp: Impl, backend: Option<&'static str>) {
     if skip("errors", imp) {
         return;
     }
-    let lab = Lab::new("pm-errors", imp, backend, num(42, imp, backend), false);
+    let lab = Lab::new(
+        "pm-errors",
+        imp,
+        backend,
+        variant_num(42, imp, backend),
+        false,
+    );
     let c1 = NetNs::create();
     let id = format!("pm-err-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -864,7 +879,13 @@ fn concurrent_adds(imp: Impl, backend: Option<&'static str>) {
     if skip("concurrent_adds", imp) {
         return;
     }
-    let lab = Lab::new("pm-concurrent", imp, backend, num(45, imp, backend), false);
+    let lab = Lab::new(
+        "pm-concurrent",
+        imp,
+        backend,
+        variant_num(45, imp, backend),
+        false,
+    );
     let conts: Vec<NetNs> = (0..8).map(|_| NetNs::create()).collect();
     let ids: Vec<String> = (0..8).map(|i| format!("pm-cc{i}-{}", lab.n)).collect();
     let results: Vec<Value> = conts
@@ -987,7 +1008,7 @@ fn udp_conntrack(imp: Impl, backend: Option<&'static str>) {
     if skip("udp_conntrack", imp) {
         return;
     }
-    let lab = Lab::new("pm-ct", imp, backend, num(48, imp, backend), false);
+    let lab = Lab::new("pm-ct", imp, backend, variant_num(48, imp, backend), false);
     // Conntrack on in the node before any NAT rule exists (as on a real node).
     lab.node.sh(&["nft", "add table ip cnitest"]);
     lab.node.sh(&[
