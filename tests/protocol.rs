@@ -24,6 +24,8 @@ fn conf(ver: &str) -> Value {
 fn version_answers_for_every_spec_version() {
     let sb = Sandbox::new("version");
     let want = json!({"cniVersion": "1.1.0", "supportedVersions": ALL_VERSIONS});
+    // SPEC.md: the answer's cniVersion is "the value of cniVersion specified on input" (the Go
+    // skel prints its own latest instead); an unknown or missing one gets our latest.
     for v in ALL_VERSIONS.iter().chain(&["9.9.9", ""]) {
         let out = sb.ours().run(
             "static",
@@ -31,10 +33,16 @@ fn version_answers_for_every_spec_version() {
             &sb.env(),
             &json!({"cniVersion": v}).to_string(),
         );
+        let echoed = if ALL_VERSIONS.contains(v) {
+            *v
+        } else {
+            "1.1.0"
+        };
+        let want = json!({"cniVersion": echoed, "supportedVersions": ALL_VERSIONS});
         assert_eq!(out.ok(), &want, "input {v}");
         assert!(out.stdout.ends_with('\n'));
     }
-    // VERSION needs no other variable and does not read stdin.
+    // VERSION needs no other variable and ignores input it cannot read.
     let bare = Env {
         container_id: String::new(),
         netns: String::new(),
@@ -215,8 +223,8 @@ fn malformed_inputs_give_error_json() {
             "CNI_CONTAINERID",
         ),
         (
-            "no CNI_PATH",
-            "ADD",
+            "no CNI_PATH on GC",
+            "GC",
             Env {
                 path: Some(String::new()),
                 ..env.clone()
@@ -416,4 +424,137 @@ fn harness_netns_guard_creates_and_removes() {
         ns.name.clone()
     };
     assert!(!std::path::Path::new(&format!("/run/netns/{name}")).exists());
+}
+
+/// `ipam.type` naming a main plugin must not recurse (it overflowed the stack: SIGSEGV): every
+/// verb answers with a CNI error JSON, exit 1, no signal.
+#[test]
+fn ipam_type_naming_a_main_plugin_is_a_config_error() {
+    let sb = Sandbox::new("ipam-loop");
+    for (main, ipam) in [("bridge", "bridge"), ("bridge", "vlan"), ("vlan", "bridge")] {
+        let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": main, "bridge": "brloop0",
+            "master": "eth0", "ipam": {"type": ipam}});
+        for cmd in ["ADD", "DEL", "CHECK", "STATUS", "GC"] {
+            let env = Env {
+                netns: String::new(),
+                ..sb.env()
+            };
+            let out = sb.ours().cmd(main, cmd, &env, &conf);
+            assert!(out.code.is_some(), "{main}/{ipam} {cmd}: {out:?}");
+            assert!(!out.status_ok, "{main}/{ipam} {cmd}: {out:?}");
+            let code = out.err_code();
+            assert!(
+                code.is_some() && out.json["msg"].is_string(),
+                "{main}/{ipam} {cmd}: no error JSON: {out:?}"
+            );
+            if code == Some(7) {
+                assert!(out.json["msg"].as_str().unwrap().contains(ipam), "{out:?}");
+            }
+        }
+    }
+}
+
+/// A loop through exec'd plugins (here a script IPAM plugin that runs cnibox's bridge again)
+/// ends with a CNI error once delegation is nested too deep, instead of forking forever.
+#[test]
+fn delegation_depth_is_bounded_across_exec() {
+    use std::os::unix::fs::PermissionsExt;
+    let sb = Sandbox::new("ipam-depth");
+    let dir = sb.path("loopdir");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(bin(), dir.join("bridge")).unwrap();
+    let script = dir.join("loop");
+    std::fs::write(&script, "#!/bin/sh\nexec \"$(dirname \"$0\")/bridge\"\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "bridge", "bridge": "brloop1",
+        "ipam": {"type": "loop"}});
+    let env = Env {
+        netns: String::new(),
+        path: Some(dir.display().to_string()),
+        ..sb.env()
+    };
+    let vars = [
+        ("CNI_COMMAND", "DEL"),
+        ("CNI_CONTAINERID", env.container_id.as_str()),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_PATH", env.path.as_deref().unwrap()),
+    ];
+    let out = exec(&dir.join("bridge"), &[], &vars, &conf.to_string());
+    assert!(out.code.is_some(), "{out:?}");
+    let msg = out.err(7);
+    assert!(msg.contains("nested more than"), "{msg}");
+}
+
+/// Plugins that delegate nothing need no CNI_PATH (SPEC.md lists it as optional for ADD, DEL,
+/// CHECK and STATUS); a plugin that must find its IPAM plugin says CNI_PATH is missing.
+#[test]
+fn cni_path_only_when_needed() {
+    let sb = Sandbox::new("no-cni-path");
+    let env = Env {
+        path: Some(String::new()),
+        ..sb.env()
+    };
+    let conf = json!({"cniVersion": "1.1.0", "name": "n", "type": "static",
+        "ipam": {"type": "static", "addresses": [{"address": "10.9.9.9/24"}]}});
+    let out = sb.ours().add("static", &env, &conf);
+    assert_eq!(out.ok()["ips"][0]["address"], "10.9.9.9/24");
+    assert!(sb.ours().del("static", &env, &conf).status_ok);
+    assert!(sb.ours().cmd("static", "STATUS", &env, &conf).status_ok);
+    for applet in ["portmap", "firewall", "bandwidth"] {
+        let c = json!({"cniVersion": "1.1.0", "name": "n", "type": applet});
+        let out = sb.ours().del(applet, &env, &c);
+        assert!(out.status_ok, "{applet} DEL without CNI_PATH: {out:?}");
+    }
+    let bridge = json!({"cniVersion": "1.1.0", "name": "n", "type": "bridge",
+        "ipam": {"type": "host-local", "subnet": "10.9.0.0/24"}});
+    let env = Env {
+        netns: String::new(),
+        ..env
+    };
+    let msg = sb.ours().del("bridge", &env, &bridge).err(4);
+    assert!(
+        msg.contains("CNI_PATH") && msg.contains("host-local"),
+        "{msg}"
+    );
+}
+
+/// CNI_NETNS naming the plugin's own namespace would configure the node as a container: code 8.
+#[test]
+fn own_netns_is_refused() {
+    let sb = Sandbox::new("own-netns");
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "loopback"});
+    for cmd in ["ADD", "DEL", "CHECK"] {
+        let env = sb.env().with_netns("/proc/self/ns/net");
+        let mut c = conf.clone();
+        if cmd == "CHECK" {
+            c["prevResult"] = json!({"cniVersion": "1.0.0"});
+        }
+        let out = sb.ours().cmd("loopback", cmd, &env, &c);
+        assert_eq!(out.err_code(), Some(8), "{cmd}: {out:?}");
+    }
+}
+
+/// A 10 MB config is not echoed back: message and details stay small.
+#[test]
+fn huge_input_is_not_echoed() {
+    let sb = Sandbox::new("huge");
+    let big = "a".repeat(10 << 20);
+    for conf in [
+        json!({"cniVersion": "1.0.0", "name": format!("{big}!"), "type": "static"}),
+        json!({"cniVersion": "1.0.0", "name": "n", "type": "static",
+               "ipam": {"type": "static", "addresses": [{"address": big}]}}),
+        json!({"cniVersion": big, "name": "n", "type": "static"}),
+    ] {
+        let out = sb.ours().add("static", &sb.env(), &conf);
+        assert!(
+            !out.status_ok && out.err_code().is_some(),
+            "{}",
+            &out.stdout[..200.min(out.stdout.len())]
+        );
+        assert!(
+            out.stdout.len() < 4096,
+            "{} bytes of error",
+            out.stdout.len()
+        );
+    }
 }

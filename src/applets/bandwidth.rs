@@ -9,6 +9,7 @@
 //! ingress or clsact qdisc someone else put on the host veth is named in the error instead of
 //! "file exists"; a failed ADD removes what it added.
 
+use crate::cni::gojson;
 use crate::cni::result::{CniResult, Interface};
 use crate::cni::{Applet, Context, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
@@ -36,8 +37,10 @@ pub static APPLET: Applet = Applet {
 
 const ALIAS_PREFIX: &str = "cnibox-bandwidth";
 
+/// `runtimeConfig.bandwidth`. Unknown keys are refused: a misspelt limit must fail the ADD, not
+/// leave the pod unshaped (Go's spellings such as `IngressRate` match, see `cni::gojson`).
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct Limits {
     #[serde(default)]
     ingress_rate: u64,
@@ -79,7 +82,7 @@ fn limits(req: &Request) -> Result<Limits> {
             egress_burst: c.egress_burst.unwrap_or(0),
         }
     } else if let Some(v) = req.runtime_config("bandwidth") {
-        Limits::deserialize(v)
+        gojson::from_value::<Limits>(v)
             .map_err(|e| Error::decode(format!("runtimeConfig.bandwidth: {e}")))?
     } else {
         Limits::default()

@@ -7,6 +7,7 @@
 //! dataDir is refused.
 
 use crate::cni::env::validate_network_name;
+use crate::cni::gojson;
 use crate::cni::result::{CniResult, Dns, IpConfig, Route};
 use crate::cni::{Applet, Error, Request, Result, Version, error::code};
 use crate::ipam::store::{DEFAULT_DATA_DIR, Owner, Store};
@@ -30,8 +31,6 @@ pub static APPLET: Applet = Applet {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct IpamConf {
-    #[serde(flatten)]
-    legacy: RangeConf,
     #[serde(default)]
     ranges: Vec<Vec<RangeConf>>,
     #[serde(default)]
@@ -46,6 +45,14 @@ struct IpamConf {
 struct NetConf {
     #[serde(default)]
     ipam: Option<IpamConf>,
+}
+
+/// The single range written directly in `ipam` (`subnet`, `rangeStart`, …), decoded on its own
+/// rather than flattened into [`IpamConf`]: serde's flatten would bypass Go's key matching.
+#[derive(Deserialize)]
+struct LegacyRange {
+    #[serde(default)]
+    ipam: Option<RangeConf>,
 }
 
 /// The validated configuration of one request.
@@ -82,6 +89,7 @@ fn requested_list(v: Option<&Value>, what: &str) -> Result<Vec<IpAddr>> {
 
 fn load(req: &Request) -> Result<Config> {
     let n: NetConf = req.decode()?;
+    let legacy = req.decode::<LegacyRange>()?.ipam.unwrap_or_default();
     let ipam = n
         .ipam
         .ok_or_else(|| Error::config("IPAM config missing 'ipam' key"))?;
@@ -98,11 +106,11 @@ fn load(req: &Request) -> Result<Config> {
 
     let mut confs: Vec<Vec<RangeConf>> = Vec::new();
     if let Some(v) = req.runtime_config("ipRanges") {
-        confs = Vec::<Vec<RangeConf>>::deserialize(v)
+        confs = gojson::from_value::<Vec<Vec<RangeConf>>>(v)
             .map_err(|e| Error::decode(format!("runtimeConfig.ipRanges: {e}")))?;
     }
-    if ipam.legacy.subnet.is_some() {
-        confs.push(vec![ipam.legacy.clone()]);
+    if legacy.subnet.is_some() {
+        confs.push(vec![legacy]);
     }
     confs.extend(ipam.ranges);
     if confs.is_empty() {

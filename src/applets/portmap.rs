@@ -21,6 +21,7 @@
 //! other backend; when `backend` is not set, nftables-syntax conditions select nftables (as
 //! upstream's documentation says) instead of failing.
 
+use crate::cni::gojson;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
@@ -178,7 +179,7 @@ fn load(req: &Request) -> Result<Pm> {
     }
     let raw: Vec<RawMapping> = match req.runtime_config("portMappings") {
         None | Some(serde_json::Value::Null) => Vec::new(),
-        Some(v) => Vec::<RawMapping>::deserialize(v)
+        Some(v) => gojson::from_value::<Vec<RawMapping>>(v)
             .map_err(|e| Error::decode(format!("runtimeConfig.portMappings: {e}")))?,
     };
     let mut maps = Vec::with_capacity(raw.len());

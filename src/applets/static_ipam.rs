@@ -7,6 +7,7 @@
 //! Bad values are config errors (code 7) naming the value and where it came from.
 
 use crate::cni::error::code;
+use crate::cni::gojson;
 use crate::cni::result::{Dns, IpConfig, Route};
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
 use ipnet::{IpNet, Ipv4Net};
@@ -78,8 +79,8 @@ fn ip(s: &str, src: &str) -> Result<IpAddr> {
 /// A list of address strings from `args.cni.ips` / `runtimeConfig.ips`; `None` if absent or empty.
 fn ip_list(v: Option<&Value>, src: &'static str) -> Result<Option<Vec<Entry>>> {
     let Some(v) = v else { return Ok(None) };
-    let list =
-        Vec::<String>::deserialize(v).map_err(|e| Error::config(format!("invalid {src}: {e}")))?;
+    let list = gojson::from_value::<Vec<String>>(v)
+        .map_err(|e| Error::config(format!("invalid {src}: {e}")))?;
     Ok((!list.is_empty()).then(|| list.into_iter().map(|a| (a, None, src)).collect()))
 }
 
@@ -147,17 +148,22 @@ fn load(req: &Request) -> Result<CniResult> {
     }
     for mut v in ipam.routes.unwrap_or_default() {
         // Go reads `"gw": ""` as no gateway.
-        if v.get("gw").is_some_and(|g| g == "") {
-            v["gw"] = Value::Null;
+        if let Some(obj) = v.as_object_mut() {
+            for (_, g) in obj
+                .iter_mut()
+                .filter(|(k, g)| gojson::fold_eq(k, "gw") && *g == "")
+            {
+                *g = Value::Null;
+            }
         }
-        let rt = Route::deserialize(&v).map_err(|e| {
+        let rt = gojson::from_value::<Route>(&v).map_err(|e| {
             Error::config(format!("invalid route {v}")).with_details(format!("ipam.routes: {e}"))
         })?;
         r.routes.push(rt);
     }
     if let Some(d) = ipam.dns.filter(|d| !d.is_null()) {
-        r.dns =
-            Dns::deserialize(&d).map_err(|e| Error::config(format!("invalid ipam.dns: {e}")))?;
+        r.dns = gojson::from_value::<Dns>(&d)
+            .map_err(|e| Error::config(format!("invalid ipam.dns: {e}")))?;
     }
     Ok(r)
 }

@@ -4,6 +4,7 @@
 
 use super::env::Env;
 use super::error::{Error, Result};
+use super::gojson;
 use super::result::{CniResult, Dns};
 use super::version::Version;
 use serde::Deserialize;
@@ -59,7 +60,8 @@ pub struct Request {
 impl Request {
     /// Decode applet-specific keys from the config (code 6 on a type mismatch).
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-        T::deserialize(&self.raw).map_err(|e| Error::decode(format!("failed to load netconf: {e}")))
+        gojson::from_value(&self.raw)
+            .map_err(|e| Error::decode(format!("failed to load netconf: {e}")))
     }
 
     /// `prevResult`, parsed in the config's version when it carries none of its own.
@@ -90,20 +92,14 @@ impl Request {
             .or(self.conf.legacy_attachments.as_deref())
     }
 
-    /// A field of `runtimeConfig`, if present and not null.
+    /// A field of `runtimeConfig`, if present and not null (keys matched as Go matches them).
     pub fn runtime_config(&self, key: &str) -> Option<&Value> {
-        self.raw
-            .get("runtimeConfig")?
-            .get(key)
-            .filter(|v| !v.is_null())
+        gojson::member(gojson::member(&self.raw, "runtimeConfig")?, key)
     }
 
-    /// A field of `args.cni`, if present and not null.
+    /// A field of `args.cni`, if present and not null (keys matched as Go matches them).
     pub fn args_cni(&self, key: &str) -> Option<&Value> {
-        self.raw
-            .get("args")?
-            .get("cni")?
-            .get(key)
-            .filter(|v| !v.is_null())
+        let cni = gojson::member(gojson::member(&self.raw, "args")?, "cni")?;
+        gojson::member(cni, key)
     }
 }

@@ -5,10 +5,18 @@
 //! a cnibox symlink or hardlink) the applet runs in-process through the same driver, so the
 //! output is identical and one fork+exec is saved. A different `host-local` earlier in CNI_PATH
 //! is still exec'd, which keeps libcni's semantics.
+//!
+//! Only IPAM applets run in-process: `ipam.type` naming one of our main plugins (`bridge`) is a
+//! config error, not a recursion. Delegation is also bounded in depth, in-process and across
+//! exec (through `CNIBOX_DELEGATION_DEPTH`), so a loop through other plugins ends in a CNI error.
+//!
+//! When an IPAM ADD fails, its DEL runs before the error is returned (SPEC.md: a plugin whose
+//! delegate failed "should execute again with DEL"), so a half-done allocation is released.
 
 use super::config::Request;
 use super::env::Command;
 use super::error::{Error, Result};
+use super::gojson;
 use super::result::CniResult;
 use super::skel;
 use serde::Deserialize;
@@ -16,11 +24,59 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Applets of this binary that may serve as `ipam.type`.
+const IPAM_APPLETS: &[&str] = &["host-local", "static", "dhcp"];
+
+/// Deepest chain of delegations allowed (a main plugin and its IPAM need 1).
+const MAX_DEPTH: u32 = 4;
+
+/// Carries the delegation depth into exec'd plugins (which may be cnibox again).
+const DEPTH_ENV: &str = "CNIBOX_DELEGATION_DEPTH";
+
+/// Delegations in progress in this process, on top of the depth inherited from the parent.
+static DEPTH: AtomicU32 = AtomicU32::new(0);
+
+fn depth() -> u32 {
+    let inherited = std::env::var(DEPTH_ENV)
+        .ok()
+        .and_then(|s| s.parse::<u32>().ok())
+        .unwrap_or(0);
+    inherited.saturating_add(DEPTH.load(Ordering::Relaxed))
+}
+
+/// Counts one level of delegation while alive.
+struct Level;
+
+impl Level {
+    fn enter(name: &str) -> Result<Level> {
+        let d = depth();
+        if d >= MAX_DEPTH {
+            return Err(Error::config(format!(
+                "ipam.type {name:?}: delegation nested more than {MAX_DEPTH} deep (a loop of plugins delegating to each other?)"
+            )));
+        }
+        DEPTH.fetch_add(1, Ordering::Relaxed);
+        Ok(Level)
+    }
+}
+
+impl Drop for Level {
+    fn drop(&mut self) {
+        DEPTH.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 /// First regular file (after symlinks) called `name` in CNI_PATH.
 pub fn find_in_path(name: &str, req: &Request) -> Result<PathBuf> {
     if name.is_empty() {
         return Err(Error::config("no plugin name provided"));
+    }
+    if req.env.path.is_empty() {
+        return Err(Error::env(format!(
+            "required env variables [CNI_PATH] missing: needed to find IPAM plugin {name:?}"
+        )));
     }
     if name.contains('/') || name == "." || name == ".." {
         return Err(Error::config(format!(
@@ -48,15 +104,36 @@ fn is_self(path: &Path) -> bool {
 
 /// Run the delegated plugin `name` for `cmd`; ADD returns its result.
 pub fn delegate(cmd: Command, name: &str, req: &Request) -> Result<Option<CniResult>> {
+    run(cmd, name, req)?
+}
+
+/// The outer error: the plugin could not be started (not found, not an IPAM plugin, too deep);
+/// the inner one: it ran and failed, or its result could not be read.
+fn run(cmd: Command, name: &str, req: &Request) -> Result<Result<Option<CniResult>>> {
     let path = find_in_path(name, req)?;
+    let _level = Level::enter(name)?;
     let out = match skel::lookup(name).filter(|_| is_self(&path)) {
+        Some(_) if !IPAM_APPLETS.contains(&name) => {
+            return Err(Error::config(format!(
+                "ipam.type {name:?} is not an IPAM plugin"
+            )));
+        }
         Some(applet) => {
             let mut env = req.env.clone();
             env.command = cmd;
-            skel::execute(applet, env, req.stdin.clone()).1?
+            skel::execute(applet, env, req.stdin.clone()).1
         }
-        None => exec(cmd, &path, req)?,
+        None => exec(cmd, &path, req),
     };
+    Ok(out.and_then(|out| result(cmd, name, out, req)))
+}
+
+fn result(
+    cmd: Command,
+    name: &str,
+    out: Option<String>,
+    req: &Request,
+) -> Result<Option<CniResult>> {
     match (cmd, out) {
         (Command::Add, Some(text)) => {
             let v: serde_json::Value = serde_json::from_str(&text)
@@ -68,9 +145,15 @@ pub fn delegate(cmd: Command, name: &str, req: &Request) -> Result<Option<CniRes
     }
 }
 
+/// IPAM ADD. When it fails after the plugin ran, its DEL runs before the error is returned.
 pub fn add(name: &str, req: &Request) -> Result<CniResult> {
-    delegate(Command::Add, name, req)?
-        .ok_or_else(|| Error::internal(format!("{name}: ADD printed no result")))
+    let out = run(Command::Add, name, req)?;
+    if out.is_err()
+        && let Err(e) = delegate(Command::Del, name, req)
+    {
+        eprintln!("{name}: DEL after a failed ADD: {e}");
+    }
+    out?.ok_or_else(|| Error::internal(format!("{name}: ADD printed no result")))
 }
 
 pub fn del(name: &str, req: &Request) -> Result<()> {
@@ -82,6 +165,7 @@ fn exec(cmd: Command, path: &Path, req: &Request) -> Result<Option<String>> {
     let mut child = loop {
         let spawned = std::process::Command::new(path)
             .env("CNI_COMMAND", cmd.as_str())
+            .env(DEPTH_ENV, depth().to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -115,18 +199,21 @@ fn exec(cmd: Command, path: &Path, req: &Request) -> Result<Option<String>> {
         #[serde(default)]
         details: String,
     }
-    match serde_json::from_str::<ErrOut>(&text) {
-        Ok(e) => Err(Error {
+    let parsed = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| gojson::from_value::<ErrOut>(&v).ok());
+    match parsed {
+        Some(e) => Err(Error {
             code: e.code,
             msg: e.msg,
             details: e.details,
         }),
-        Err(_) if text.trim().is_empty() => Err(Error::internal(format!(
+        None if text.trim().is_empty() => Err(Error::internal(format!(
             "{} failed ({}) with no error message",
             path.display(),
             out.status
         ))),
-        Err(_) => Err(Error::internal(format!(
+        None => Err(Error::internal(format!(
             "{} failed ({}): {}",
             path.display(),
             out.status,

@@ -1,9 +1,10 @@
 //! The CNI_* environment variables: which each command requires and how they are validated
 //! (SPEC.md "Parameters"), plus CNI_ARGS `K=V;K2=V2` parsing with `IgnoreUnknown`.
 //!
-//! Like the Go skel, CNI_PATH is required for ADD/DEL/CHECK/GC/STATUS (the spec makes it optional
-//! for some verbs; runtimes always send it). Unlike Go, empty pairs in CNI_ARGS (a trailing `;`)
-//! are skipped instead of failing the whole request.
+//! As SPEC.md says (and unlike the Go skel, which requires it for every verb), CNI_PATH is
+//! required only for GC; a plugin that must find a delegate without it fails then with code 4
+//! naming CNI_PATH. Unlike Go, empty pairs in CNI_ARGS (a trailing `;`) are skipped instead of
+//! failing the whole request.
 
 use super::error::{Error, Result};
 use std::path::PathBuf;
@@ -73,10 +74,10 @@ impl Env {
         let command = Command::parse(&cmd)
             .ok_or_else(|| Error::env(format!("unknown CNI_COMMAND: {cmd}")))?;
         let required: &[&str] = match command {
-            Command::Add | Command::Check => &[CONTAINER_ID, NETNS, IFNAME, PATH],
-            Command::Del => &[CONTAINER_ID, IFNAME, PATH],
-            Command::Gc | Command::Status => &[PATH],
-            Command::Version => &[],
+            Command::Add | Command::Check => &[CONTAINER_ID, NETNS, IFNAME],
+            Command::Del => &[CONTAINER_ID, IFNAME],
+            Command::Gc => &[PATH],
+            Command::Status | Command::Version => &[],
         };
         let val = |k: &str| get(k).unwrap_or_default();
         let missing: Vec<&str> = required
@@ -258,6 +259,14 @@ mod tests {
     }
 
     #[test]
+    fn cni_path_is_optional_but_for_gc() {
+        for cmd in ["ADD", "DEL", "CHECK", "STATUS", "VERSION"] {
+            let e = env_of(&with(&[("CNI_COMMAND", cmd), ("CNI_PATH", "")])).unwrap();
+            assert_eq!(e.unwrap().path, "", "{cmd}");
+        }
+    }
+
+    #[test]
     fn no_command_means_about() {
         assert!(env_of(&[]).unwrap().is_none());
         assert!(env_of(&[("CNI_COMMAND", "")]).unwrap().is_none());
@@ -283,8 +292,12 @@ mod tests {
                 "required env variables [CNI_NETNS] missing",
             ),
             (
-                &[("CNI_NETNS", ""), ("CNI_PATH", "")],
-                "required env variables [CNI_NETNS CNI_PATH] missing",
+                &[("CNI_NETNS", ""), ("CNI_IFNAME", "")],
+                "required env variables [CNI_NETNS CNI_IFNAME] missing",
+            ),
+            (
+                &[("CNI_COMMAND", "GC"), ("CNI_PATH", "")],
+                "required env variables [CNI_PATH] missing",
             ),
             (
                 &[("CNI_CONTAINERID", "-abc")],
@@ -328,7 +341,8 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
-        assert!(env_of(&[("CNI_COMMAND", "STATUS")]).is_err());
+        assert!(env_of(&[("CNI_COMMAND", "STATUS")]).unwrap().is_some());
+        assert!(env_of(&[("CNI_COMMAND", "GC")]).is_err());
     }
 
     #[test]

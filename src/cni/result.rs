@@ -7,6 +7,7 @@
 //! `"dns": {}` when empty, as the Go library does (encoding/json never omits a struct).
 
 use super::error::{Error, Result};
+use super::gojson;
 use super::version::Version;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -184,9 +185,9 @@ struct ModernIn {
 impl CniResult {
     /// Parse a result printed in `version` (a prevResult, or a delegated plugin's output).
     pub fn from_value(v: &Value, version: Version) -> Result<CniResult> {
-        let bad = |e: serde_json::Error| Error::decode(format!("failed to parse result: {e}"));
+        let bad = |e: gojson::DecodeError| Error::decode(format!("failed to parse result: {e}"));
         if version.is_legacy() {
-            let l = Legacy::deserialize(v).map_err(bad)?;
+            let l = gojson::from_value::<Legacy>(v).map_err(bad)?;
             let mut r = CniResult {
                 dns: l.dns,
                 ..Default::default()
@@ -203,7 +204,7 @@ impl CniResult {
             }
             return Ok(r);
         }
-        let m = ModernIn::deserialize(v).map_err(bad)?;
+        let m = gojson::from_value::<ModernIn>(v).map_err(bad)?;
         let mut r = CniResult {
             interfaces: m.interfaces,
             ips: m.ips,

@@ -3,14 +3,17 @@
 //! errors pretty-printed with four spaces, VERSION compact with a newline).
 //!
 //! Beyond the Go skel: a missing `type` is rejected with code 7, errors carry `cniVersion` as
-//! the spec asks, and a panic hook turns a bug into a CNI error on stdout.
+//! the spec asks, VERSION answers in the `cniVersion` it was asked in (SPEC.md: "the value of
+//! cniVersion specified on input"; Go always prints its latest), error texts are bounded so a
+//! huge input is never echoed back, and a panic hook turns a bug into a CNI error on stdout and
+//! exit status 1 instead of an abort signal.
 
 use super::config::{NetConf, Request};
 use super::env::{Command, Env, validate_network_name};
 use super::error::{Error, Result, code};
+use super::gojson;
 use super::result::CniResult;
 use super::version::{self, Version};
-use serde::Deserialize;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::sync::OnceLock;
@@ -58,7 +61,11 @@ pub fn run(applet: &Applet) -> i32 {
         }
         Err(e) => return print_error(&e, Version::LATEST),
     };
-    let stdin = if env.command == Command::Version {
+    // VERSION reads stdin only when something was piped in: a person typing the command at a
+    // terminal must not be left waiting.
+    let stdin = if env.command == Command::Version
+        && nix::unistd::isatty(std::io::stdin()).unwrap_or(false)
+    {
         Vec::new()
     } else {
         let mut buf = Vec::new();
@@ -70,7 +77,11 @@ pub fn run(applet: &Applet) -> i32 {
         }
         buf
     };
-    let (ver, out) = execute(applet, env, stdin);
+    // Checked here, not in `execute`: in-process delegates run with the caller's CNI_NETNS.
+    let (ver, out) = match refuse_own_netns(&env) {
+        Ok(()) => execute(applet, env, stdin),
+        Err(e) => (Version::LATEST, Err(e)),
+    };
     match out {
         Ok(Some(text)) => {
             let mut so = std::io::stdout().lock();
@@ -92,7 +103,17 @@ pub fn run(applet: &Applet) -> i32 {
 /// delegation, so both print byte-identical output. Returns the version for error printing.
 pub fn execute(applet: &Applet, env: Env, stdin: Vec<u8>) -> (Version, Result<Option<String>>) {
     if env.command == Command::Version {
-        return (Version::LATEST, Ok(Some(version_text(applet.versions))));
+        let asked = serde_json::from_slice::<Value>(&stdin)
+            .ok()
+            .and_then(|v| {
+                gojson::from_member::<String>(&v, "cniVersion")
+                    .ok()
+                    .flatten()
+            })
+            .filter(|s| !s.is_empty())
+            .and_then(|s| Version::parse(&s))
+            .unwrap_or(Version::LATEST);
+        return (asked, Ok(Some(version_text(asked, applet.versions))));
     }
     let raw: Value = match serde_json::from_slice(&stdin) {
         Ok(v @ Value::Object(_)) => v,
@@ -113,7 +134,7 @@ pub fn execute(applet: &Applet, env: Env, stdin: Vec<u8>) -> (Version, Result<Op
             );
         }
     };
-    let conf = match NetConf::deserialize(&raw) {
+    let conf = match gojson::from_value::<NetConf>(&raw) {
         Ok(c) => c,
         Err(e) => {
             return (
@@ -184,15 +205,40 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
     let Some(handler) = handler else {
         return Ok(None);
     };
+
     match handler(&req)? {
         Some(result) if req.env.command == Command::Add => Ok(Some(result.to_json(req.version)?)),
         _ => Ok(None),
     }
 }
 
-pub fn version_text(versions: &[Version]) -> String {
+/// The VERSION answer, in the version the caller asked in.
+/// CNI_NETNS naming the namespace the plugin itself runs in would configure the host as if it
+/// were a container (and DEL would tear the host's interfaces down): refused with code 8, as the
+/// Go skel does. A path that does not exist is left to the verb (DEL tolerates it).
+fn refuse_own_netns(env: &Env) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let netns = env.netns.as_str();
+    if netns.is_empty() || !matches!(env.command, Command::Add | Command::Del | Command::Check) {
+        return Ok(());
+    }
+    if let (Ok(a), Ok(b)) = (
+        std::fs::metadata(netns),
+        std::fs::metadata("/proc/thread-self/ns/net"),
+    ) && a.dev() == b.dev()
+        && a.ino() == b.ino()
+    {
+        return Err(Error::new(
+            code::INVALID_NETNS,
+            format!("CNI_NETNS {netns:?} is the plugin's own network namespace"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn version_text(asked: Version, versions: &[Version]) -> String {
     let list: Vec<&str> = versions.iter().map(|v| v.as_str()).collect();
-    let v = serde_json::json!({"cniVersion": Version::LATEST.as_str(), "supportedVersions": list});
+    let v = serde_json::json!({"cniVersion": asked.as_str(), "supportedVersions": list});
     format!("{v}\n")
 }
 
@@ -206,10 +252,26 @@ pub fn pretty<T: serde::Serialize>(v: &T) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
+/// Longest `msg` or `details` printed: a hostile or broken config can be megabytes, and parts
+/// of it end up in messages (a bad name, a serde error quoting a value).
+const MAX_ERROR_TEXT: usize = 1024;
+
+fn bounded(s: &str) -> String {
+    if s.len() <= MAX_ERROR_TEXT {
+        return s.to_string();
+    }
+    let mut end = MAX_ERROR_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
+}
+
 pub fn error_json(e: &Error, ver: Version) -> String {
-    let mut v = serde_json::json!({"cniVersion": ver.as_str(), "code": e.code, "msg": e.msg});
+    let mut v =
+        serde_json::json!({"cniVersion": ver.as_str(), "code": e.code, "msg": bounded(&e.msg)});
     if !e.details.is_empty() {
-        v["details"] = Value::String(e.details.clone());
+        v["details"] = Value::String(bounded(&e.details));
     }
     pretty(&v)
 }
@@ -225,5 +287,8 @@ fn install_panic_hook() {
         let e = Error::internal(format!("internal error (please report): {info}"));
         let _ = std::io::stdout().write_all(error_json(&e, Version::LATEST).as_bytes());
         let _ = std::io::stdout().flush();
+        // The release profile aborts on panic; an abort is a signal, which runtimes report as
+        // a crash with no reason. Exit like any other failed plugin instead.
+        std::process::exit(1);
     }));
 }
