@@ -251,8 +251,11 @@ fn del_removes_reference_ifb() {
 /// Throughput through the shaper is within ±20% of the configured rate in both directions.
 #[test]
 fn shaped_throughput() {
-    if !require_root("shaped_throughput") || !std::path::Path::new("/usr/bin/iperf3").exists() {
-        eprintln!("SKIP shaped_throughput: needs root and iperf3");
+    if !require_root("shaped_throughput") {
+        return;
+    }
+    if !std::path::Path::new("/usr/bin/iperf3").exists() {
+        skip_note("shaped_throughput", "needs iperf3");
         return;
     }
     let sb = Sandbox::new("bw-rate");

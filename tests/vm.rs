@@ -6,7 +6,8 @@
 //! `CNIBOX_STATIC` must point at the static musl release binary (`make test` sets it). When it
 //! is unset, or the runner reports a missing host dependency (qemu, kernel, static busybox:
 //! exit 3), the test prints a SKIP note and passes — unless `CNIBOX_VM_REQUIRED=1`, which makes
-//! that a failure (for CI, where the dependencies are installed on purpose).
+//! that a failure (for CI, where the dependencies are installed on purpose), as does
+//! `CNIBOX_REQUIRE_ALL=1`.
 //! `CNIBOX_VM_ACCEL`, `CNIBOX_VM_TIMEOUT` etc. are passed through to the runner. When the Go
 //! reference plugins are installed in `/usr/lib/cni`, they are copied into the VM as well and
 //! the script compares against them.
@@ -19,12 +20,18 @@ use std::time::Instant;
 const EX_MISSING: i32 = 3;
 
 fn required() -> bool {
-    std::env::var("CNIBOX_VM_REQUIRED").is_ok_and(|v| v == "1" || v == "true")
+    ["CNIBOX_VM_REQUIRED", "CNIBOX_REQUIRE_ALL"]
+        .iter()
+        .any(|k| std::env::var(k).is_ok_and(|v| v == "1" || v == "true"))
 }
 
 fn skip(test: &str, why: &str) {
     assert!(!required(), "{test}: {why}, and CNIBOX_VM_REQUIRED is set");
-    eprintln!("SKIP {test}: {why}");
+    // Straight to fd 2: visible past the test harness's output capture.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("SKIP {test}: {why}\n").as_bytes(),
+    );
 }
 
 /// The reference plugins in `/usr/lib/cni` are dynamically linked (Debian): they go into the VM

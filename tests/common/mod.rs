@@ -65,16 +65,37 @@ pub fn reference_path(name: &str) -> PathBuf {
     Path::new(REFERENCE_DIR).join(name)
 }
 
-/// Whether the reference plugin `name` is installed; prints a skip note when it is not, so a
-/// compat test can simply `if !reference_available("static") { return; }`.
+/// Whether every test must run: `CNIBOX_REQUIRE_ALL=1` (set by `.ci/run`) turns each skip into
+/// a failure, so a missing tool, reference plugin or privilege cannot make CI pass by accident.
+pub fn require_all() -> bool {
+    std::env::var("CNIBOX_REQUIRE_ALL").is_ok_and(|v| v == "1" || v == "true")
+}
+
+/// Record that `test` skips (part of) its work because of `why`: a failure under
+/// [`require_all`], otherwise a `SKIP` line written straight to fd 2, past the test harness's
+/// output capture, so skips are visible in every run.
+#[track_caller]
+pub fn skip_note(test: &str, why: &str) {
+    assert!(
+        !require_all(),
+        "{test} would skip ({why}), and CNIBOX_REQUIRE_ALL=1 forbids skipping"
+    );
+    // One write, so parallel tests' lines do not interleave.
+    let _ = std::io::stderr().write_all(format!("SKIP {test}: {why}\n").as_bytes());
+}
+
+/// Whether the reference plugin `name` is installed; prints a skip note when it is not (a
+/// failure under `CNIBOX_REQUIRE_ALL=1`), so a compat test can simply
+/// `if !reference_available("static") { return; }`.
+#[track_caller]
 pub fn reference_available(name: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
     let ok = std::fs::metadata(reference_path(name))
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if !ok {
-        eprintln!(
-            "note: reference plugin {} missing, skipping the comparison",
-            reference_path(name).display()
+        skip_note(
+            &format!("reference comparison ({name})"),
+            &format!("{} missing", reference_path(name).display()),
         );
     }
     ok
@@ -85,11 +106,13 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// `if !require_root("test name") { return; }` — prints a skip note when not root.
+/// `if !require_root("test name") { return; }` — prints a skip note when not root (a failure
+/// under `CNIBOX_REQUIRE_ALL=1`).
+#[track_caller]
 pub fn require_root(test: &str) -> bool {
     let root = is_root();
     if !root {
-        eprintln!("note: {test} needs root, skipped");
+        skip_note(test, "needs root");
     }
     root
 }
