@@ -8,6 +8,7 @@
 //! to IPAM and collects ipMasq rules, and a failed ADD undoes everything it did.
 
 use crate::cni::config::Request;
+use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Dns, Interface, Route};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::ipam::iface;
@@ -88,6 +89,8 @@ fn load(req: &Request) -> Result<Bridge> {
     if c.bridge.is_empty() {
         c.bridge = "cni0".into();
     }
+    // The name reaches netlink, sysctl paths (/proc/sys/net/.../<bridge>/...) and rules.
+    validate_config_ifname("bridge", &c.bridge)?;
     if c.is_default_gateway {
         c.is_gateway = true;
     }

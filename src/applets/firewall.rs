@@ -27,6 +27,7 @@
 //! only this table's evaluation: a drop policy in another table (say iptables-nft's FORWARD)
 //! still applies, so on such nodes use the iptables backend.
 
+use crate::cni::env::validate_config_ifname;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Error, Request, Result, Version};
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
@@ -117,6 +118,7 @@ fn load(req: &Request) -> Result<Fw> {
     let admin = if c.iptables_admin_chain_name.is_empty() {
         DEFAULT_ADMIN.to_string()
     } else {
+        iptables::validate_chain_name("iptablesAdminChainName", &c.iptables_admin_chain_name)?;
         c.iptables_admin_chain_name
     };
     Ok(Fw {
@@ -155,7 +157,10 @@ fn bridge_of(fw: &Fw, prev: &CniResult) -> Result<Option<String>> {
             fw.policy.name()
         ))),
         Some(i) if i.name.is_empty() => Err(Error::config("got empty bridge name")),
-        Some(i) => Ok(Some(i.name.clone())),
+        Some(i) => {
+            validate_config_ifname("prevResult.interfaces[0].name", &i.name)?;
+            Ok(Some(i.name.clone()))
+        }
     }
 }
 

@@ -21,6 +21,7 @@
 //! other backend; when `backend` is not set, nftables-syntax conditions select nftables (as
 //! upstream's documentation says) instead of failing.
 
+use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Error, Request, Result, Version};
@@ -147,6 +148,9 @@ fn load(req: &Request) -> Result<Pm> {
     }
     let cond4 = c.conditions_v4.unwrap_or_default();
     let cond6 = c.conditions_v6.unwrap_or_default();
+    if let Some(chain) = &c.external_set_mark_chain {
+        iptables::validate_chain_name("externalSetMarkChain", chain)?;
+    }
     let mut wants: Vec<(Backend, &str)> = Vec::new();
     if c.external_set_mark_chain.is_some() {
         wants.push((Backend::Iptables, "externalSetMarkChain"));
@@ -176,6 +180,17 @@ fn load(req: &Request) -> Result<Pm> {
         return Err(Error::config(format!(
             "{name} backend was requested but configuration contains {other}-specific options {wrong:?}"
         )));
+    }
+    // Conditions reach rules: iptables tokens are checked here, nftables ones are parsed (and
+    // so checked) into rule expressions, never pasted.
+    for (cond, key, v6) in [
+        (&cond4, "conditionsV4", false),
+        (&cond6, "conditionsV6", true),
+    ] {
+        match backend {
+            Backend::Iptables => iptables::validate_condition_tokens(key, cond)?,
+            Backend::Nftables => drop(nft_conditions(Rule::new(), cond, v6, key)?),
+        }
     }
     let raw: Vec<RawMapping> = match req.runtime_config("portMappings") {
         None | Some(serde_json::Value::Null) => Vec::new(),
@@ -356,6 +371,23 @@ fn ipt_add(pm: &Pm, cip: &IpNet) -> Result<()> {
     let chain = dnat_chain(&pm.network, &pm.cid);
     let rules = dn_rules(pm, cip);
     let entries = entry_rules(pm, v6);
+    let (cond, key) = if v6 {
+        (&pm.cond6, "conditionsV6")
+    } else {
+        (&pm.cond4, "conditionsV4")
+    };
+    let refused_conditions = |e: Error| {
+        // The tokens passed our checks but iptables does not understand them: a config error
+        // of that key, not an I/O failure.
+        if e.code == code::IO_FAILURE && !cond.is_empty() {
+            Error::config(format!(
+                "{key}: iptables-restore refused the rules: {}",
+                e.msg
+            ))
+        } else {
+            e
+        }
+    };
     ipt.transact("nat", |saved| {
         let mut s = Script::new();
         if pm.snat && pm.set_mark_chain.is_none() {
@@ -407,6 +439,7 @@ fn ipt_add(pm: &Pm, cip: &IpNet) -> Result<()> {
         }
         Ok(s)
     })
+    .map_err(refused_conditions)
 }
 
 fn ipt_check(pm: &Pm, cip: &IpNet) -> Result<()> {
@@ -459,6 +492,11 @@ fn nft_table(v6: bool) -> Table {
 /// `ip|ip6 saddr|daddr [==|!=] PREFIX` and `iifname|oifname [==|!=] NAME`.
 fn nft_conditions(mut rule: Rule, cond: &[String], v6: bool, key: &str) -> Result<Rule> {
     let text = cond.join(" ");
+    if text.chars().any(char::is_control) {
+        return Err(Error::config(format!(
+            "{key}: conditions contain a control character (newline, NUL, …)"
+        )));
+    }
     let toks: Vec<&str> = text.split_whitespace().collect();
     let bad = |why: &str| {
         Error::config(format!(
@@ -489,6 +527,12 @@ fn nft_conditions(mut rule: Rule, cond: &[String], v6: bool, key: &str) -> Resul
                 };
                 let (neq, j) = neg(i + 2);
                 let v = toks.get(j).ok_or_else(|| bad("missing address"))?;
+                if v.starts_with('{') {
+                    return Err(bad(
+                        "anonymous sets `{ … }` are not supported yet; write one \
+                         rule's worth of conditions per address",
+                    ));
+                }
                 let net: IpNet = v
                     .parse::<IpNet>()
                     .or_else(|_| v.parse::<IpAddr>().map(IpNet::from))
@@ -505,6 +549,9 @@ fn nft_conditions(mut rule: Rule, cond: &[String], v6: bool, key: &str) -> Resul
                 let (neq, j) = neg(i + 1);
                 let v = toks.get(j).ok_or_else(|| bad("missing interface name"))?;
                 let name = v.trim_matches('"');
+                if name.is_empty() || name.len() > 15 {
+                    return Err(bad(&format!("bad interface name {v:?} (1-15 bytes)")));
+                }
                 rule = match (t == "oifname", neq) {
                     (false, false) => rule.iifname(name),
                     (false, true) => rule.iifname_not(name),
@@ -513,7 +560,12 @@ fn nft_conditions(mut rule: Rule, cond: &[String], v6: bool, key: &str) -> Resul
                 };
                 i = j + 1;
             }
-            other => return Err(bad(&format!("unsupported token {other:?}"))),
+            other => {
+                return Err(bad(&format!(
+                    "unsupported token {other:?} at position {}",
+                    i + 1
+                )));
+            }
         }
     }
     Ok(rule)

@@ -20,6 +20,7 @@
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
 use crate::cni::delegate;
+use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
 use crate::ipam::iface;
@@ -69,6 +70,7 @@ fn load(req: &Request) -> Result<Vlan> {
             "\"master\" field is required. It specifies the host interface name to create the VLAN for",
         ));
     }
+    validate_config_ifname("master", &c.master)?;
     let vid = u16::try_from(c.vlan_id)
         .ok()
         .filter(|&v| v <= 4094)

@@ -2,7 +2,7 @@
 //! with the keys every plugin shares (SPEC.md "Plugin configuration"). Applets decode their own
 //! keys from the same parsed JSON with [`Request::decode`].
 
-use super::env::Env;
+use super::env::{Env, validate_config_ifname};
 use super::error::{Error, Result};
 use super::gojson;
 use super::result::{CniResult, Dns};
@@ -64,14 +64,21 @@ impl Request {
             .map_err(|e| Error::decode(format!("failed to load netconf: {e}")))
     }
 
-    /// `prevResult`, parsed in the config's version when it carries none of its own.
+    /// `prevResult`, parsed in the config's version when it carries none of its own. Its
+    /// interface names are kernel names (chained plugins use them in rules, sysctl paths and
+    /// netlink requests), so each must be one: code 7 naming the entry otherwise.
     pub fn prev_result(&self) -> Result<Option<CniResult>> {
-        match &self.conf.prev_result {
-            None | Some(Value::Null) => Ok(None),
+        let prev = match &self.conf.prev_result {
+            None | Some(Value::Null) => return Ok(None),
             Some(v) => CniResult::from_json(v, self.version)
-                .map(Some)
-                .map_err(|e| e.context("could not parse prevResult")),
+                .map_err(|e| e.context("could not parse prevResult"))?,
+        };
+        for (i, iface) in prev.interfaces.iter().enumerate() {
+            if !iface.name.is_empty() {
+                validate_config_ifname(&format!("prevResult.interfaces[{i}].name"), &iface.name)?;
+            }
         }
+        Ok(Some(prev))
     }
 
     /// The IPAM plugin's type, if the config names one.

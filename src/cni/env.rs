@@ -142,9 +142,11 @@ pub fn validate_container_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-/// The kernel's `dev_valid_name`: 1–15 bytes, not `.`/`..`, no `/`, `:` or whitespace.
-pub fn validate_ifname(name: &str) -> Result<()> {
-    let msg = if name.is_empty() {
+/// What is wrong with an interface name by the kernel's `dev_valid_name` (1–15 bytes, not
+/// `.`/`..`, no `/`, `:` or whitespace) — plus no control characters or NUL, which the kernel
+/// would cut or which would break a rule or a sysctl path — or `None` when it is valid.
+pub fn ifname_problem(name: &str) -> Option<&'static str> {
+    Some(if name.is_empty() {
         "interface name is empty"
     } else if name.len() > 15 {
         "interface name is too long"
@@ -155,10 +157,28 @@ pub fn validate_ifname(name: &str) -> Result<()> {
         .any(|c| c == '/' || c == ':' || c.is_whitespace())
     {
         "interface name contains / or : or whitespace characters"
+    } else if name.chars().any(char::is_control) {
+        "interface name contains control characters"
     } else {
-        return Ok(());
-    };
-    Err(Error::env(msg).with_details(name))
+        return None;
+    })
+}
+
+/// CNI_IFNAME (code 4, as the Go skel).
+pub fn validate_ifname(name: &str) -> Result<()> {
+    match ifname_problem(name) {
+        None => Ok(()),
+        Some(msg) => Err(Error::env(msg).with_details(name)),
+    }
+}
+
+/// An interface name taken from the config or a prevResult (`key` says where): code 7 naming
+/// the key. Every such name is checked before it reaches netlink, a rule or a sysctl path.
+pub fn validate_config_ifname(key: &str, name: &str) -> Result<()> {
+    match ifname_problem(name) {
+        None => Ok(()),
+        Some(msg) => Err(Error::config(format!("{key}: {msg}: {name:?}"))),
+    }
 }
 
 pub fn validate_network_name(name: &str) -> Result<()> {

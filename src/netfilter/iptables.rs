@@ -170,6 +170,109 @@ impl Saved {
     }
 }
 
+/// Longest user-defined chain name iptables accepts (`XT_EXTENSION_MAXNAMELEN` - 1).
+pub const MAX_CHAIN_NAME: usize = 28;
+
+/// A chain name from the config (`key` names where it came from), as iptables allows it: 1–28
+/// printable ASCII characters, no whitespace or quotes, not starting with `-` or `!`, and not
+/// a built-in target or chain. Code 7 naming the key otherwise. This is what keeps a name from
+/// becoming extra lines (`"X\n-A INPUT -j DROP"`) or options of an `iptables-restore` script.
+pub fn validate_chain_name(key: &str, name: &str) -> Result<()> {
+    const RESERVED: &[&str] = &[
+        "ACCEPT",
+        "DROP",
+        "QUEUE",
+        "RETURN",
+        "REJECT",
+        "MASQUERADE",
+        "DNAT",
+        "SNAT",
+        "MARK",
+        "INPUT",
+        "OUTPUT",
+        "FORWARD",
+        "PREROUTING",
+        "POSTROUTING",
+    ];
+    let problem = if name.is_empty() {
+        "is empty"
+    } else if name.len() > MAX_CHAIN_NAME {
+        "is longer than 28 characters"
+    } else if name.starts_with('-') || name.starts_with('!') {
+        "starts with - or !"
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\'' | '\\'))
+    {
+        "may only hold printable ASCII without whitespace or quotes"
+    } else if RESERVED.contains(&name) {
+        "is a built-in chain or target"
+    } else {
+        return Ok(());
+    };
+    Err(Error::config(format!(
+        "{key}: chain name {name:?} {problem}"
+    )))
+}
+
+/// Options that would turn a match condition into another command or verdict of the rule it
+/// is pasted into; conditions are matches only.
+const NOT_A_CONDITION: &[&str] = &[
+    "-A",
+    "--append",
+    "-C",
+    "--check",
+    "-D",
+    "--delete",
+    "-I",
+    "--insert",
+    "-R",
+    "--replace",
+    "-L",
+    "--list",
+    "-S",
+    "--list-rules",
+    "-F",
+    "--flush",
+    "-Z",
+    "--zero",
+    "-N",
+    "--new-chain",
+    "-X",
+    "--delete-chain",
+    "-P",
+    "--policy",
+    "-E",
+    "--rename-chain",
+    "-j",
+    "--jump",
+    "-g",
+    "--goto",
+    "-t",
+    "--table",
+];
+
+/// iptables-syntax `conditionsV4/V6` tokens (`key` names the list): each one argument, without
+/// control characters, and no option that makes it more than a match. iptables-restore judges
+/// the rest; its refusal is reported against `key` as well (see [`Ipt::restore`] callers).
+pub fn validate_condition_tokens(key: &str, tokens: &[String]) -> Result<()> {
+    for (i, t) in tokens.iter().enumerate() {
+        let problem = if t.is_empty() {
+            "is empty"
+        } else if t.chars().any(char::is_control) {
+            "contains a control character (newline, NUL, …)"
+        } else if t.len() > 256 {
+            "is longer than 256 bytes"
+        } else if NOT_A_CONDITION.contains(&t.as_str()) {
+            "is a command or target option, not a match"
+        } else {
+            continue;
+        };
+        return Err(Error::config(format!("{key}[{i}]: {t:?} {problem}")));
+    }
+    Ok(())
+}
+
 /// Quote one argument the way `iptables-save` does (so our specs equal its output).
 pub fn quote(arg: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
@@ -208,6 +311,18 @@ pub struct Script {
 impl Script {
     pub fn new() -> Script {
         Script::default()
+    }
+    /// Refuse a line holding a line break or NUL: `iptables-restore` reads one command per
+    /// line, so such a line would smuggle in commands of its own. Callers validate what they
+    /// put in rules; this is the last line of defence, whatever a future caller forgets.
+    pub fn check(&self) -> Result<()> {
+        match self.lines.iter().find(|l| l.contains(['\n', '\r', '\0'])) {
+            None => Ok(()),
+            Some(l) => Err(Error::config(format!(
+                "refusing an iptables rule holding a line break or NUL: {:?}",
+                l.chars().take(200).collect::<String>()
+            ))),
+        }
     }
     pub fn is_empty(&self) -> bool {
         self.lines.is_empty()
@@ -334,6 +449,7 @@ impl Ipt {
         if script.is_empty() {
             return Ok(());
         }
+        script.check()?;
         let input = script.render(table);
         let mut child = Command::new(&self.restore)
             .arg("--noflush")

@@ -700,3 +700,44 @@ fn big_batch() {
     );
     assert_eq!(nft.rules(&t, None).expect("rules").len(), 3000);
 }
+
+#[test]
+fn restore_script_refuses_line_breaks_and_nul() {
+    use super::iptables::{Script, validate_chain_name, validate_condition_tokens};
+    for bad in ["X\n-A INPUT -j DROP", "X\r", "X\0"] {
+        let mut s = Script::new();
+        s.append("CNI-FORWARD", &format!("-j {bad}"));
+        let e = s.check().unwrap_err();
+        assert_eq!(e.code, 7, "{bad:?}");
+        let mut s = Script::new();
+        s.new_chain(bad);
+        assert!(s.check().is_err());
+    }
+    let mut s = Script::new();
+    s.append("CNI-FORWARD", "-m comment --comment \"a b\" -j ACCEPT");
+    assert!(s.check().is_ok());
+    assert!(validate_chain_name("k", "CNI-ADMIN").is_ok());
+    assert!(validate_chain_name("k", &"C".repeat(28)).is_ok());
+    for bad in [
+        "",
+        "-X",
+        "!X",
+        "a b",
+        "a\"b",
+        "DROP",
+        "X\n",
+        &"C".repeat(29),
+    ] {
+        let e = validate_chain_name("iptablesAdminChainName", bad).unwrap_err();
+        assert!(e.msg.starts_with("iptablesAdminChainName: "), "{}", e.msg);
+    }
+    let ok: Vec<String> = ["-s", "10.0.0.0/8", "!", "-d", "1.2.3.4"]
+        .map(String::from)
+        .into();
+    assert!(validate_condition_tokens("conditionsV4", &ok).is_ok());
+    for bad in ["-j", "--goto", "-A", "a\nb", ""] {
+        let toks = vec!["-s".to_string(), bad.to_string()];
+        let e = validate_condition_tokens("conditionsV4", &toks).unwrap_err();
+        assert!(e.msg.starts_with("conditionsV4[1]: "), "{}", e.msg);
+    }
+}
