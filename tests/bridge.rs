@@ -494,3 +494,120 @@ fn macspoofchk_drops_spoofed_frames() {
     }
     let _ = r;
 }
+
+/// The node's nftables ruleset, for "nothing left" comparisons.
+fn nft_rules(node: &NetNs) -> String {
+    node.sh(&["nft", "list", "ruleset"])
+}
+
+/// A bridge ADD that fails after macspoofchk (and IPAM) were set up removes the macspoofchk
+/// rules too (the undo used to skip them).
+#[test]
+fn failed_add_removes_macspoofchk_rules() {
+    if !require_root("failed_add_removes_macspoofchk_rules") {
+        return;
+    }
+    let sb = Sandbox::new("br-undo-spoof");
+    let node = NetNs::create();
+    let c = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    // The bridge holds another address: setting the gateway fails after macspoofchk.
+    node.sh(&["ip", "link", "add", "br-spoof", "type", "bridge"]);
+    node.sh(&["ip", "addr", "add", "10.99.0.1/24", "dev", "br-spoof"]);
+    let cf = conf(
+        &sb,
+        "1.0.0",
+        json!({"bridge": "br-spoof", "macspoofchk": true, "ipMasq": true}),
+    );
+    let before = links(&node);
+    let msg = p.add("bridge", &env_for(&c, "spoof1"), &cf).err(7);
+    assert!(msg.contains("already has an IP address"), "{msg}");
+    assert_eq!(links(&node), before, "ADD left links");
+    // Only the shared, empty base chain (as upstream's DEL leaves it) may remain: no per-port
+    // chain, no rule, no masquerading.
+    let nft = nft_rules(&node);
+    let chains = nft.matches("chain ").count();
+    assert!(
+        chains <= 1
+            && !nft.contains("ether saddr")
+            && !nft.contains("jump")
+            && !nft.contains("masquerade"),
+        "ADD left nftables state:\n{nft}"
+    );
+    let ipt = node.sh(&["iptables-save", "-t", "nat"]);
+    assert!(
+        !ipt.contains("spoof1") && !ipt.contains("CNI-"),
+        "ADD left iptables state:\n{ipt}"
+    );
+}
+
+/// A second network on a container whose IPAM returns a route the first network already
+/// installed (the default route): the first one wins, as upstream, instead of `File exists`.
+#[test]
+fn second_network_with_the_same_default_route() {
+    if !require_root("second_network_with_the_same_default_route") {
+        return;
+    }
+    let sb = Sandbox::new("br-second");
+    let node = NetNs::create();
+    let net = |n: u8, bridge: &str| {
+        json!({"cniVersion": "1.0.0", "name": format!("net{n}"), "type": "bridge",
+            "bridge": bridge, "isGateway": true,
+            "ipam": {"type": "host-local", "subnet": format!("10.8{n}.0.0/24"),
+                     "routes": [{"dst": "0.0.0.0/0"}],
+                     "dataDir": sb.path("ipam").display().to_string()}})
+    };
+    for imp in [Impl::Ours, Impl::Reference] {
+        if imp == Impl::Reference && !reference_available("bridge") {
+            continue;
+        }
+        let c = NetNs::create();
+        let p = sb.plugin_in(imp, &node);
+        let (a, b) = (net(1, "br-first"), net(2, "br-second"));
+        let id = format!("second-{imp:?}");
+        p.add("bridge", &env_for(&c, &id), &a).ok();
+        let mut e2 = env_for(&c, &id);
+        e2.ifname = "eth1".into();
+        let r = p.add("bridge", &e2, &b);
+        assert!(r.status_ok, "{imp:?}: second network: {r:?}");
+        let routes = c.sh(&["ip", "-4", "route", "show", "default"]);
+        // (The reference adds a second default route beside the first; we keep the first.)
+        assert!(
+            routes.contains("via 10.81.0.1 dev eth0")
+                && (imp == Impl::Reference || !routes.contains("eth1")),
+            "{imp:?}: the first network's default route stays: {routes}"
+        );
+        assert!(p.del("bridge", &e2, &b).status_ok);
+        assert!(p.del("bridge", &env_for(&c, &id), &a).status_ok);
+    }
+}
+
+/// isDefaultGateway when IPAM already returns a default route with a gateway keeps IPAM's
+/// route (upstream), rather than failing.
+#[test]
+fn default_gateway_keeps_ipam_default_route() {
+    if !require_root("default_gateway_keeps_ipam_default_route") {
+        return;
+    }
+    let sb = Sandbox::new("br-defgw");
+    let node = NetNs::create();
+    let c = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let cf = json!({"cniVersion": "1.0.0", "name": "defgw", "type": "bridge",
+        "bridge": "br-defgw", "isDefaultGateway": true,
+        "ipam": {"type": "host-local", "subnet": "10.83.0.0/24",
+                 "routes": [{"dst": "0.0.0.0/0", "gw": "10.83.0.254"}],
+                 "dataDir": sb.path("ipam").display().to_string()}});
+    let r = p.add("bridge", &env_for(&c, "defgw"), &cf).ok().clone();
+    let defaults: Vec<&Value> = r["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["dst"] == "0.0.0.0/0")
+        .collect();
+    assert_eq!(defaults.len(), 1, "{r}");
+    assert_eq!(defaults[0]["gw"], "10.83.0.254", "{r}");
+    let routes = c.sh(&["ip", "-4", "route", "show", "default"]);
+    assert!(routes.contains("via 10.83.0.254"), "{routes}");
+    assert!(p.del("bridge", &env_for(&c, "defgw"), &cf).status_ok);
+}

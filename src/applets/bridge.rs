@@ -204,6 +204,7 @@ struct Undo<'a> {
     container: Option<(&'a NetNs, String)>,
     ipam: Option<String>,
     spoofcheck: bool,
+    masq: bool,
     done: bool,
 }
 
@@ -211,6 +212,21 @@ impl Drop for Undo<'_> {
     fn drop(&mut self) {
         if self.done {
             return;
+        }
+        let (network, cid, ifname) = (
+            &self.req.conf.name,
+            &self.req.env.container_id,
+            &self.req.env.ifname,
+        );
+        if self.masq
+            && let Err(e) = masq::teardown(network, cid, ifname)
+        {
+            eprintln!("bridge: undo ipMasq: {e}");
+        }
+        if self.spoofcheck
+            && let Err(e) = spoofcheck::teardown(cid, ifname)
+        {
+            eprintln!("bridge: undo macspoofchk: {e}");
         }
         if let Some(name) = &self.ipam
             && let Err(e) = delegate::del(name, self.req)
@@ -253,6 +269,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         container: None,
         ipam: None,
         spoofcheck: false,
+        masq: false,
         done: false,
     };
     let host_name = create_veth(&mut cont, ifname, b.c.mtu, mac, &host_ns)?;
@@ -345,6 +362,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     }
     if b.c.ip_masq {
         let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
+        undo.masq = true;
         masq::setup(
             b.c.ip_masq_backend.as_deref(),
             &req.conf.name,
@@ -355,7 +373,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         .ctx("failed to set up IP masquerading")?;
     }
     if !b.c.disable_container_interface {
-        wait_oper_up(&mut host, hv.index);
+        wait_oper_up(&mut host, hv.index, &host_name)?;
     }
     // The bridge takes the lowest port MAC unless pinned; report what the links have now.
     for (i, link) in [
@@ -446,12 +464,8 @@ fn prepare_gateways(b: &Bridge, result: &mut CniResult) -> Result<()> {
             .parse()
             .map_err(|_| Error::internal("default route"))?;
         match result.routes.iter_mut().find(|r| r.dst == default) {
-            Some(r) if r.gw.is_some_and(|g| g != gw) => {
-                return Err(Error::config(format!(
-                    "isDefaultGateway ineffective because IPAM sets default route via {}",
-                    r.gw.map(|g| g.to_string()).unwrap_or_default()
-                )));
-            }
+            // IPAM's own default route with a gateway wins, as upstream.
+            Some(r) if r.gw.is_some() => {}
             Some(r) => r.gw = Some(gw),
             None => result.routes.push(Route::new(default, Some(gw))),
         }
@@ -579,16 +593,37 @@ fn is_link_local(ip: IpAddr) -> bool {
 }
 
 /// Wait for the host veth to become operationally up (upstream: 0/50/500/1000/1000 ms).
-fn wait_oper_up(h: &mut Handle, index: u32) {
+/// Wait (≈2.5 s, upstream's schedule) for the host veth to be operationally up; a port that
+/// never comes up fails the ADD with upstream's "bridge port in error state".
+fn wait_oper_up(h: &mut Handle, index: u32, name: &str) -> Result<()> {
+    const IF_OPER_UP: u8 = 6;
+    let mut state = None;
     for ms in [0u64, 50, 500, 1000, 1000] {
         std::thread::sleep(Duration::from_millis(ms));
-        if h.link_by_index(index)
-            .ok()
-            .flatten()
-            .is_some_and(|l| l.operstate == 6)
-        {
-            return;
+        state = h.link_by_index(index)?.map(|l| l.operstate);
+        if state == Some(IF_OPER_UP) {
+            return Ok(());
         }
+    }
+    let state = match state {
+        None => "gone".to_string(),
+        Some(s) => oper_state_name(s).to_string(),
+    };
+    Err(Error::internal(format!(
+        "bridge port in error state: {state} (host veth {name:?})"
+    )))
+}
+
+/// RFC 2863 operational states as the kernel numbers them (`IF_OPER_*`), named as `ip` does.
+fn oper_state_name(s: u8) -> &'static str {
+    match s {
+        1 => "notpresent",
+        2 => "down",
+        3 => "lowerlayerdown",
+        4 => "testing",
+        5 => "dormant",
+        6 => "up",
+        _ => "unknown",
     }
 }
 

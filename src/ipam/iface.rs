@@ -92,10 +92,19 @@ pub fn configure(
         });
     }
     for r in &routes {
-        h.route_add(r).ctx(format_args!(
-            "failed to add route '{}' via {:?} dev {ifname}",
-            r.dst, r.gw
-        ))?;
+        match h.route_add(r) {
+            Ok(()) => {}
+            // The route is already there (typically the default route of a first network when
+            // a second one is attached): the first one wins, as upstream.
+            Err(e) if e.is_exists() => {}
+            Err(e) => {
+                let via = r.gw.map(|g| format!(" via {g}")).unwrap_or_default();
+                return Err(Error::from(e).context(format_args!(
+                    "failed to add route '{}'{via} dev {ifname}",
+                    r.dst
+                )));
+            }
+        }
     }
     Ok(())
 }
