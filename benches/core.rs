@@ -69,7 +69,7 @@ fn allocation(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::from_parameter(existing), &existing, |b, _| {
             b.iter(|| {
                 let mut s = Store::open(&dir, "net", true).unwrap().unwrap();
-                assert!(s.owned_by(&owner).is_empty());
+                assert!(s.owned_by(&owner).unwrap().is_empty());
                 let last = s.last_reserved(0);
                 let ip = set
                     .candidates(last)

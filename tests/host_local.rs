@@ -411,3 +411,66 @@ fn compatible_with_reference_store() {
     let r3 = ours.add("host-local", &id("m3"), &c).ok().clone();
     assert_eq!(addr(&r3, 0), "10.9.0.4/24");
 }
+
+/// Ranges that would hand out addresses outside the subnet, or its network address, are
+/// config errors naming the range, and nothing is written.
+#[test]
+fn ranges_outside_the_subnet_are_refused() {
+    let sb = Sandbox::new("hl-badrange");
+    for (range, needle) in [
+        (
+            json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.255"}),
+            "rangeStart 10.0.0.255 is the broadcast address",
+        ),
+        (
+            json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.0"}),
+            "rangeStart 10.0.0.0 is the network address",
+        ),
+        (
+            json!({"subnet": "10.0.0.0/24", "rangeStart": "10.0.0.9", "rangeEnd": "10.0.0.5"}),
+            "rangeStart 10.0.0.9 is after rangeEnd 10.0.0.5",
+        ),
+        (
+            json!({"subnet": "10.0.0.0/24", "rangeEnd": "10.0.0.0"}),
+            "rangeEnd 10.0.0.0 is the network address",
+        ),
+    ] {
+        let c = conf(&sb, "1.0.0", json!({"ranges": [[range]]}));
+        let msg = sb.ours().add("host-local", &id("bad"), &c).err(7);
+        assert!(msg.contains("range set 0") && msg.contains(needle), "{msg}");
+        assert!(store(&sb.path("data/hlnet")).is_empty());
+    }
+    // rangeEnd at the broadcast address is accepted (as upstream), but never handed out.
+    let c = conf(
+        &sb,
+        "1.0.0",
+        json!({"ranges": [[{"subnet": "10.0.0.0/30", "rangeEnd": "10.0.0.3"}]]}),
+    );
+    let r = sb.ours().add("host-local", &id("b1"), &c).ok().clone();
+    assert_eq!(addr(&r, 0), "10.0.0.2/30");
+    let out = sb.ours().add("host-local", &id("b2"), &c);
+    assert!(
+        out.err_code().is_some() && !out.stdout.contains("10.0.0.3"),
+        "{out:?}"
+    );
+}
+
+/// CONVENTIONS.md: `args.cni.ips` wins over CNI_ARGS `IP` when both are given.
+#[test]
+fn args_ips_win_over_cni_args_ip() {
+    let sb = Sandbox::new("hl-args");
+    let mut c = conf(&sb, "1.0.0", json!({"subnet": "10.3.0.0/24"}));
+    c["args"] = json!({"cni": {"ips": ["10.3.0.20"]}});
+    let env = id("a1").with_args("IP=10.3.0.30");
+    let r = sb.ours().add("host-local", &env, &c).ok().clone();
+    assert_eq!(r["ips"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(addr(&r, 0), "10.3.0.20/24");
+    // Without args.cni.ips, CNI_ARGS IP is used.
+    let c2 = conf(&sb, "1.0.0", json!({"subnet": "10.3.0.0/24"}));
+    let r = sb
+        .ours()
+        .add("host-local", &id("a2").with_args("IP=10.3.0.30"), &c2)
+        .ok()
+        .clone();
+    assert_eq!(addr(&r, 0), "10.3.0.30/24");
+}

@@ -93,12 +93,18 @@ fn load(req: &Request) -> Result<Config> {
     let ipam = n
         .ipam
         .ok_or_else(|| Error::config("IPAM config missing 'ipam' key"))?;
-    // Requested addresses: CNI_ARGS IP, then args.cni.ips, then runtimeConfig.ips — all of them.
+    // Requested addresses: CNI_ARGS IP (unless args.cni.ips is given), args.cni.ips, runtimeConfig.ips.
+    // CONVENTIONS.md: when `args.cni.ips` is given, CNI_ARGS `IP` is ignored (upstream uses
+    // both). It is still parsed, so a malformed one is reported either way.
     let mut requested = Vec::new();
+    let from_args = requested_list(req.args_cni("ips"), "args.cni.ips")?;
     if let Some(ip) = req.env.cni_args(&["IP"])?.get("IP") {
-        requested.push(parse_requested(ip)?);
+        let ip = parse_requested(ip)?;
+        if from_args.is_empty() {
+            requested.push(ip);
+        }
     }
-    requested.extend(requested_list(req.args_cni("ips"), "args.cni.ips")?);
+    requested.extend(from_args);
     requested.extend(requested_list(
         req.runtime_config("ips"),
         "runtimeConfig.ips",
@@ -230,7 +236,7 @@ fn allocate(
             .map(|n| (n, range.gateway))
     } else {
         if let Some(ip) = store
-            .owned_by(owner)
+            .owned_by(owner)?
             .into_iter()
             .find(|ip| set.contains(*ip))
         {
@@ -269,16 +275,18 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
 fn check(req: &Request) -> Result<Option<CniResult>> {
     let cfg = load(req)?;
     let owner = Owner::new(&req.env.container_id, &req.env.ifname);
-    let store = Store::open(&cfg.data_dir, &cfg.network, false)?;
-    let found = store.is_some_and(|s| {
-        !s.owned_by(&owner).is_empty()
-            || !s
-                .owned_by(&Owner {
-                    ifname: None,
-                    ..owner.clone()
-                })
-                .is_empty()
-    });
+    let found = match Store::open(&cfg.data_dir, &cfg.network, false)? {
+        None => false,
+        Some(s) => {
+            !s.owned_by(&owner)?.is_empty()
+                || !s
+                    .owned_by(&Owner {
+                        ifname: None,
+                        ..owner.clone()
+                    })?
+                    .is_empty()
+        }
+    };
     if !found {
         return Err(Error::internal(format!(
             "host-local: Failed to find address added by container {}",

@@ -107,12 +107,39 @@ impl Range {
             r.start = s;
         }
         if let Some(e) = c.range_end.map(canonical) {
-            if !r.in_subnet(e) || to_u128(e) < to_u128(r.start) {
+            if !r.in_subnet(e) {
                 return Err(Error::config(format!(
                     "RangeEnd {e} not in network {subnet}"
                 )));
             }
-            r.end = e;
+            // Upstream accepts the IPv4 broadcast address as rangeEnd and then hands it out;
+            // the config stays valid here, but the range ends before it.
+            r.end = if v4 && to_u128(e) == last + 1 {
+                from_u128(last, v4)
+            } else {
+                e
+            };
+        }
+        // Beyond upstream, which hands out the network address or addresses past the subnet
+        // here: the range must lie within the allocatable part of the subnet, in order.
+        for (what, ip) in [("rangeStart", r.start), ("rangeEnd", r.end)] {
+            let n = to_u128(ip);
+            if n == net {
+                return Err(Error::config(format!(
+                    "{what} {ip} is the network address of {subnet}"
+                )));
+            }
+            if v4 && n == last + 1 {
+                return Err(Error::config(format!(
+                    "{what} {ip} is the broadcast address of {subnet}"
+                )));
+            }
+        }
+        if to_u128(r.start) > to_u128(r.end) {
+            return Err(Error::config(format!(
+                "rangeStart {} is after rangeEnd {} in {subnet}",
+                r.start, r.end
+            )));
         }
         Ok(r)
     }
@@ -306,10 +333,33 @@ mod tests {
         assert_eq!(err(c), "RangeStart 10.0.1.5 not in network 10.0.0.0/24");
         let mut c = rc("10.0.0.0/24");
         c.range_end = Some("10.0.0.255".parse().unwrap());
-        assert!(
-            Range::from_conf(&c).is_ok(),
-            "upstream accepts the broadcast address as rangeEnd"
+        assert_eq!(
+            Range::from_conf(&c).unwrap().end.to_string(),
+            "10.0.0.254",
+            "upstream accepts the broadcast address as rangeEnd; it is never handed out"
         );
+        let range = |start: Option<&str>, end: Option<&str>| {
+            let mut c = rc("10.0.0.0/24");
+            c.range_start = start.map(|s| s.parse().unwrap());
+            c.range_end = end.map(|s| s.parse().unwrap());
+            Range::from_conf(&c).map_err(|e| e.msg)
+        };
+        assert_eq!(
+            range(Some("10.0.0.255"), None).unwrap_err(),
+            "rangeStart 10.0.0.255 is the broadcast address of 10.0.0.0/24"
+        );
+        assert_eq!(
+            range(Some("10.0.0.0"), None).unwrap_err(),
+            "rangeStart 10.0.0.0 is the network address of 10.0.0.0/24"
+        );
+        assert_eq!(
+            range(Some("10.0.0.50"), Some("10.0.0.40")).unwrap_err(),
+            "rangeStart 10.0.0.50 is after rangeEnd 10.0.0.40 in 10.0.0.0/24"
+        );
+        assert!(range(Some("10.0.0.50"), Some("10.0.0.50")).is_ok());
+        let mut c = rc("fd00::/120");
+        c.range_start = Some("fd00::".parse().unwrap());
+        assert!(Range::from_conf(&c).is_err());
         assert!(RangeSet::from_conf(&[rc("10.0.0.0/24"), rc("10.0.0.0/25")]).is_err());
         assert_eq!(
             RangeSet::from_conf(&[rc("10.0.0.0/24"), rc("fd00::/64")])

@@ -9,13 +9,28 @@
 //!
 //! Upstream walks and reads every reservation on each ADD (duplicate check) and DEL, so both
 //! cost O(reservations). cnibox keeps an owner index beside the store,
-//! `<dataDir>/.cnibox/<network>/<containerID>:<ifname>` listing that owner's addresses (legacy
-//! reservations holding only a container ID are indexed under `<containerID>`), which makes ADD
-//! and DEL O(1). The index is only trusted while the network directory's mtime equals the
-//! index directory's: after each operation both are set to a sentinel one second in the past.
-//! Anything else touching the store (the Go plugin, an admin's `rm`, a crash halfway) creates or
-//! removes a file, which stamps the directory with the current time, so the next operation sees
-//! the mismatch and rebuilds the index from the reservations themselves.
+//! `<dataDir>/.cnibox/<network>/<containerID>:<ifname>` (a hash of it when too long for a file
+//! name) listing that owner's addresses, which makes ADD and DEL O(1). The index is a hint
+//! that can only make things faster, never wrong:
+//!
+//! - every address it lists is checked against the reservation file before it is released or
+//!   reported; an entry that is damaged (each carries a checksum), names another owner or lists
+//!   an address that is not the owner's makes that lookup scan the reservations instead;
+//! - an absent entry is trusted only while the store is *sealed*: after each operation both
+//!   directories get a sentinel modification time in the past and
+//!   `<dataDir>/.cnibox/.sealed/<network>` records what the filesystem stored. Anyone creating or
+//!   removing a file since (the Go plugin, an admin's `rm`) moves a directory to the current
+//!   time; the stamp no longer matches and the next operation rebuilds the index by a scan. The
+//!   stamp is removed before the first change of an operation, so a crash at any instant leaves
+//!   the store unsealed;
+//! - the owner's entry lists an address before its reservation exists, so no crash leaves a
+//!   reservation the index does not know; entries and the stamp are written to a temporary
+//!   file and renamed;
+//! - a reservation appears with its content in one step (a complete temporary file link(2)ed
+//!   into place: atomic, and exclusive), so no empty or half-written reservation is ever
+//!   visible (upstream #498), and any failure after it (a full disk writing
+//!   `last_reserved_ip.N`) removes it again. Index writes are best effort: when one fails the
+//!   store answers from scans and stays unsealed.
 
 use super::canonical;
 use crate::cni::{Context, Error, Result};
@@ -90,15 +105,61 @@ impl Owner {
 pub struct Store {
     dir: PathBuf,
     index: PathBuf,
+    stamp: PathBuf,
     _lock: File,
-    dirty: bool,
+    /// The stamp has been removed in this session (the store is being changed).
+    unsealed: bool,
+    /// An index write failed: answer from scans and leave the store unsealed, so the next
+    /// operation rebuilds.
+    broken: bool,
+}
+
+/// Why the index could not answer; the caller scans the reservations instead.
+struct Stale;
+
+/// How an owner's entry is named: its key, or a hash of it when the key is too long for a
+/// file name (Go's host-local writes owners of any length).
+const MAX_ENTRY_NAME: usize = 200;
+
+static TMP_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn tmp_name() -> String {
+    let n = TMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".tmp-{}-{n}", std::process::id())
+}
+
+/// Write `data` to a new temporary file beside `path` and rename it over `path`.
+fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_file_name(tmp_name());
+    let res = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(data))
+        .and_then(|()| fs::rename(&tmp, path));
+    if res.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    res
+}
+
+fn not_found_ok(r: std::io::Result<()>) -> std::io::Result<()> {
+    match r {
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
 }
 
 impl Store {
     /// Open (creating when `create`) and lock `<data_dir>/<network>`. `Ok(None)` when it does
     /// not exist and `create` is false: nothing was ever reserved there.
     pub fn open(data_dir: &Path, network: &str, create: bool) -> Result<Option<Store>> {
-        if network.is_empty() || network.contains('/') || network == "." || network == ".." {
+        if network.is_empty()
+            || network.contains('/')
+            || network.starts_with('.')
+            || network.contains('\0')
+        {
             return Err(Error::config(format!(
                 "invalid network name {network:?}: it would escape dataDir"
             )));
@@ -129,14 +190,16 @@ impl Store {
             })
             .ctx(format_args!("open {}", lock_path.display()))?;
         lock_exclusive(&lock, &lock_path)?;
-        let index = data_dir.join(".cnibox").join(network);
+        let meta = data_dir.join(".cnibox");
         let mut store = Store {
             dir,
-            index,
+            index: meta.join(network),
+            stamp: meta.join(".sealed").join(network),
             _lock: lock,
-            dirty: false,
+            unsealed: false,
+            broken: false,
         };
-        if !store.index_is_current() {
+        if !store.is_sealed() {
             store.rebuild_index()?;
         }
         Ok(Some(store))
@@ -146,39 +209,80 @@ impl Store {
         &self.dir
     }
 
-    fn index_is_current(&self) -> bool {
+    /// The index is complete when the stamp written by the last operation still matches the
+    /// modification times of both directories: any file created or removed since, by anyone,
+    /// moves one of them to the current time, which is never the sentinel (see [`Self::seal`]).
+    fn is_sealed(&self) -> bool {
+        let Ok(text) = fs::read_to_string(&self.stamp) else {
+            return false;
+        };
         match (fs::metadata(&self.dir), fs::metadata(&self.index)) {
-            (Ok(d), Ok(i)) => d.mtime() == i.mtime() && d.mtime_nsec() == i.mtime_nsec(),
+            (Ok(d), Ok(i)) => text == stamp_text(&d, &i),
             _ => false,
         }
     }
 
-    /// Rebuild the owner index from the reservation files (O(n), only after foreign changes).
+    /// Remove the stamp before the first change of this session: a crash at any later instant
+    /// leaves the store unsealed, and the next operation rebuilds the index.
+    fn unseal(&mut self) -> Result<()> {
+        if !self.unsealed {
+            not_found_ok(fs::remove_file(&self.stamp))
+                .ctx(format_args!("remove {}", self.stamp.display()))?;
+            self.unsealed = true;
+        }
+        Ok(())
+    }
+
+    /// Stamp both directories with a sentinel time in the past and record what the filesystem
+    /// stored. Called when a session that changed the store ends.
+    fn seal(&self) -> std::io::Result<()> {
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default();
+        let t =
+            SystemTime::UNIX_EPOCH + Duration::new(now.as_secs().saturating_sub(1), 777_777_777);
+        let times = FileTimes::new().set_modified(t).set_accessed(t);
+        File::open(&self.index)?.set_times(times)?;
+        File::open(&self.dir)?.set_times(times)?;
+        let text = stamp_text(&fs::metadata(&self.dir)?, &fs::metadata(&self.index)?);
+        if let Some(parent) = self.stamp.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        write_atomic(&self.stamp, text.as_bytes())
+    }
+
+    /// Rebuild the owner index from the reservation files (O(n), only after foreign changes or
+    /// an interrupted operation).
     fn rebuild_index(&mut self) -> Result<()> {
+        self.unseal()?;
+        let owners = self.scan()?;
+        let built = (|| -> std::io::Result<()> {
+            not_found_ok(fs::remove_dir_all(&self.index))?;
+            fs::create_dir_all(&self.index)?;
+            for (owner, ips) in &owners {
+                write_atomic(&self.entry_path(owner), entry_text(owner, ips).as_bytes())?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = built {
+            eprintln!(
+                "host-local: could not rebuild the index of {} (answering from the reservations): {e}",
+                self.dir.display()
+            );
+            self.broken = true;
+        }
+        Ok(())
+    }
+
+    /// Every reservation's owner, read from the reservation files themselves.
+    fn scan(&self) -> Result<BTreeMap<Owner, Vec<IpAddr>>> {
         let mut owners: BTreeMap<Owner, Vec<IpAddr>> = BTreeMap::new();
         for (ip, path) in self.reservation_files()? {
-            if let Some(owner) = fs::read_to_string(&path)
-                .ok()
-                .and_then(|d| Owner::from_content(&d))
-            {
+            if let Some(owner) = holder(&path) {
                 owners.entry(owner).or_default().push(ip);
             }
         }
-        match fs::remove_dir_all(&self.index) {
-            Err(e) if e.kind() != ErrorKind::NotFound => {
-                return Err(Error::io(
-                    format_args!("remove {}", self.index.display()),
-                    e,
-                ));
-            }
-            _ => {}
-        }
-        fs::create_dir_all(&self.index).ctx(format_args!("create {}", self.index.display()))?;
-        for (owner, ips) in &owners {
-            self.write_entry(owner, ips)?;
-        }
-        self.dirty = true;
-        Ok(())
+        Ok(owners)
     }
 
     /// Every `<ip>` file of the network directory (other names are skipped).
@@ -195,63 +299,120 @@ impl Store {
     }
 
     fn entry_path(&self, owner: &Owner) -> PathBuf {
-        self.index.join(owner.key())
-    }
-
-    fn read_entry(&self, owner: &Owner) -> Vec<IpAddr> {
-        fs::read_to_string(self.entry_path(owner))
-            .map(|s| s.lines().filter_map(|l| l.parse().ok()).collect())
-            .unwrap_or_default()
-    }
-
-    fn write_entry(&self, owner: &Owner, ips: &[IpAddr]) -> Result<()> {
-        let path = self.entry_path(owner);
-        if ips.is_empty() {
-            return match fs::remove_file(&path) {
-                Err(e) if e.kind() != ErrorKind::NotFound => {
-                    Err(Error::io(format_args!("remove {}", path.display()), e))
-                }
-                _ => Ok(()),
-            };
+        let key = owner.key();
+        if key.len() <= MAX_ENTRY_NAME && !key.starts_with('.') && !key.contains('/') {
+            self.index.join(key)
+        } else {
+            self.index
+                .join(format!("~{}", crate::hash::sha512_hex(key.as_bytes(), 64)))
         }
-        let text: String = ips.iter().map(|ip| format!("{ip}\n")).collect();
-        fs::write(&path, text).ctx(format_args!("write {}", path.display()))
+    }
+
+    /// The addresses `owner`'s entry lists: `Ok(None)` without an entry, `Err(Stale)` when the
+    /// entry is unreadable, damaged or for another owner.
+    fn read_entry(&self, owner: &Owner) -> Result<Option<Vec<IpAddr>>, Stale> {
+        match fs::read_to_string(self.entry_path(owner)) {
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(_) => Err(Stale),
+            Ok(text) => match parse_entry(&text) {
+                Some((key, ips)) if key == owner.key() => Ok(Some(ips)),
+                _ => Err(Stale),
+            },
+        }
+    }
+
+    /// Record `ips` as `owner`'s (an empty list removes the entry). Best effort: a failure
+    /// (full disk) leaves the store to be rebuilt from the reservations next time.
+    fn write_entry(&mut self, owner: &Owner, ips: &[IpAddr]) {
+        let path = self.entry_path(owner);
+        let res = if ips.is_empty() {
+            not_found_ok(fs::remove_file(&path))
+        } else {
+            write_atomic(&path, entry_text(owner, ips).as_bytes())
+        };
+        if let Err(e) = res {
+            eprintln!("host-local: index entry {}: {e}", path.display());
+            self.broken = true;
+        }
     }
 
     /// Reserve `ip` for `owner` if it is free; record it as range set `set`'s last reservation.
+    ///
+    /// The owner's index entry lists the address before the reservation exists (so no crash
+    /// can leave a reservation the index does not know), and the reservation appears with its
+    /// content in one step: a complete temporary file is link(2)ed into place, which is atomic
+    /// and fails if the address is taken. Any failure after that removes the reservation.
     pub fn reserve(&mut self, ip: IpAddr, owner: &Owner, set: usize) -> Result<bool> {
         let ip = canonical(ip);
         let path = self.dir.join(ip.to_string());
-        let mut f = match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(Error::io(format_args!("reserve {}", path.display()), e)),
-        };
-        self.dirty = true;
-        if let Err(e) = f.write_all(owner.content().as_bytes()) {
-            // An empty reservation file would leak the address forever (upstream issue #498).
-            let _ = fs::remove_file(&path);
-            return Err(Error::io(format_args!("write {}", path.display()), e));
+        if fs::symlink_metadata(&path).is_ok() {
+            return Ok(false);
         }
-        drop(f);
+        self.unseal()?;
+        let listed = self.listed(owner);
+        if !listed.contains(&ip) {
+            let mut ips = listed.clone();
+            ips.push(ip);
+            self.write_entry(owner, &ips);
+        }
+        let created = self.create_reservation(&path, owner);
+        if !matches!(created, Ok(true)) {
+            self.write_entry(owner, &listed);
+            return created;
+        }
         let last = self.dir.join(format!("last_reserved_ip.{set}"));
-        OpenOptions::new()
+        let recorded = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
             .open(&last)
-            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()))
-            .ctx(format_args!("write {}", last.display()))?;
-        let mut ips = self.read_entry(owner);
-        ips.push(ip);
-        self.write_entry(owner, &ips)?;
+            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()));
+        if let Err(e) = recorded {
+            let _ = fs::remove_file(&path);
+            self.write_entry(owner, &listed);
+            return Err(Error::io(format_args!("write {}", last.display()), e));
+        }
         Ok(true)
+    }
+
+    /// Link a complete reservation file into place; `Ok(false)` when the address is taken.
+    fn create_reservation(&self, path: &Path, owner: &Owner) -> Result<bool> {
+        // The temporary file lives in the index (out of the Go plugin's sight); on another
+        // filesystem (EXDEV) it is made beside the reservation instead.
+        for dir in [&self.index, &self.dir] {
+            let tmp = dir.join(tmp_name());
+            let written = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)
+                .and_then(|mut f| f.write_all(owner.content().as_bytes()));
+            if let Err(e) = written {
+                let _ = fs::remove_file(&tmp);
+                if dir == &self.index {
+                    continue;
+                }
+                return Err(Error::io(format_args!("reserve {}", path.display()), e));
+            }
+            let linked = fs::hard_link(&tmp, path);
+            let _ = fs::remove_file(&tmp);
+            match linked {
+                Ok(()) => return Ok(true),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
+                Err(e) if e.raw_os_error() == Some(libc::EXDEV) && dir == &self.index => continue,
+                Err(e) => return Err(Error::io(format_args!("reserve {}", path.display()), e)),
+            }
+        }
+        Err(Error::internal(format!(
+            "reserve {}: no place for a temporary file",
+            path.display()
+        )))
+    }
+
+    /// What `owner`'s entry lists, unverified (empty when there is none or it is damaged).
+    fn listed(&self, owner: &Owner) -> Vec<IpAddr> {
+        self.read_entry(owner).ok().flatten().unwrap_or_default()
     }
 
     pub fn last_reserved(&self, set: usize) -> Option<IpAddr> {
@@ -262,9 +423,21 @@ impl Store {
             .ok()
     }
 
-    /// Addresses held by `owner` (exact owner; legacy entries are not included).
-    pub fn owned_by(&self, owner: &Owner) -> Vec<IpAddr> {
-        self.read_entry(owner)
+    /// Addresses held by exactly `owner`, as the reservation files say. The index only says
+    /// where to look: every address it lists is checked against its file, and when the entry
+    /// is damaged, lists an address that is not the owner's, or the index is broken, the
+    /// reservations are scanned instead.
+    pub fn owned_by(&self, owner: &Owner) -> Result<Vec<IpAddr>> {
+        if !self.broken
+            && let Ok(entry) = self.read_entry(owner)
+        {
+            let ips = entry.unwrap_or_default();
+            let mine = |ip: &IpAddr| holder(&self.dir.join(ip.to_string())).as_ref() == Some(owner);
+            if ips.iter().all(mine) {
+                return Ok(ips);
+            }
+        }
+        Ok(self.scan()?.remove(owner).unwrap_or_default())
     }
 
     /// Release everything `(cid, ifname)` holds; if it holds nothing, release what a legacy
@@ -277,30 +450,25 @@ impl Store {
         self.release_owner(&Owner::legacy(cid))
     }
 
-    /// Release the reservations of exactly `owner`, checking each file still names it.
+    /// Release the reservations of exactly `owner`.
     pub fn release_owner(&mut self, owner: &Owner) -> Result<usize> {
-        let ips = self.read_entry(owner);
-        if ips.is_empty() {
+        let ips = self.owned_by(owner)?;
+        let listed = self.read_entry(owner);
+        if ips.is_empty() && matches!(listed, Ok(None)) {
             return Ok(0);
         }
+        self.unseal()?;
         let mut released = 0;
         let mut errors = Vec::new();
         for ip in &ips {
             let path = self.dir.join(ip.to_string());
-            let holder = fs::read_to_string(&path)
-                .ok()
-                .and_then(|d| Owner::from_content(&d));
-            if holder.as_ref() != Some(owner) {
-                continue;
-            }
             match fs::remove_file(&path) {
                 Ok(()) => released += 1,
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => errors.push(format!("release {}: {e}", path.display())),
             }
         }
-        self.dirty = true;
-        self.write_entry(owner, &[])?;
+        self.write_entry(owner, &[]);
         if errors.is_empty() {
             Ok(released)
         } else {
@@ -310,67 +478,115 @@ impl Store {
 
     /// Release one address if `owner` holds it (rollback of a partial ADD).
     pub fn release_ip(&mut self, ip: IpAddr, owner: &Owner) -> Result<()> {
+        self.unseal()?;
         let path = self.dir.join(ip.to_string());
-        let holder = fs::read_to_string(&path)
-            .ok()
-            .and_then(|d| Owner::from_content(&d));
-        if holder.as_ref() == Some(owner) {
+        if holder(&path).as_ref() == Some(owner) {
             fs::remove_file(&path).ctx(format_args!("release {}", path.display()))?;
-            self.dirty = true;
         }
         let ips: Vec<IpAddr> = self
-            .read_entry(owner)
+            .listed(owner)
             .into_iter()
             .filter(|i| *i != ip)
             .collect();
-        self.write_entry(owner, &ips)
+        self.write_entry(owner, &ips);
+        Ok(())
     }
 
-    /// Every owner in the index with its addresses (GC).
+    /// Every owner with the addresses it holds (GC): from the index, each entry verified
+    /// against the reservations, or from a scan when any entry is damaged or wrong.
     pub fn owners(&self) -> Result<Vec<(Owner, Vec<IpAddr>)>> {
-        let rd = fs::read_dir(&self.index).ctx(format_args!("read {}", self.index.display()))?;
-        Ok(rd
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .map(|key| {
-                let owner = Owner::from_key(&key);
-                let ips = self.read_entry(&owner);
-                (owner, ips)
-            })
-            .collect())
+        if !self.broken
+            && let Some(owners) = self.owners_from_index()
+        {
+            return Ok(owners);
+        }
+        Ok(self.scan()?.into_iter().collect())
     }
 
-    /// Remove reservation files that name no owner (left by failed writes of old versions).
+    fn owners_from_index(&self) -> Option<Vec<(Owner, Vec<IpAddr>)>> {
+        let mut out = Vec::new();
+        for e in fs::read_dir(&self.index).ok()? {
+            let e = e.ok()?;
+            if e.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let (key, ips) = parse_entry(&fs::read_to_string(e.path()).ok()?)?;
+            let owner = Owner::from_key(&key);
+            if self.entry_path(&owner) != e.path()
+                || !ips
+                    .iter()
+                    .all(|ip| holder(&self.dir.join(ip.to_string())).as_ref() == Some(&owner))
+            {
+                return None;
+            }
+            out.push((owner, ips));
+        }
+        Some(out)
+    }
+
+    /// Remove reservation files that name no owner (left by failed writes of old versions or
+    /// of the Go plugin, upstream issue #498).
     pub fn remove_orphans(&mut self) -> Result<usize> {
         let mut n = 0;
         for (_, path) in self.reservation_files()? {
-            if fs::read_to_string(&path).is_ok_and(|d| d.trim().is_empty())
-                && fs::remove_file(&path).is_ok()
-            {
-                n += 1;
-                self.dirty = true;
+            if fs::read_to_string(&path).is_ok_and(|d| d.trim().is_empty()) {
+                self.unseal()?;
+                if fs::remove_file(&path).is_ok() {
+                    n += 1;
+                }
             }
         }
         Ok(n)
     }
+}
 
-    /// Stamp the index and the network directory with the same sentinel time (index first, so
-    /// a crash in between still reads as "stale").
-    fn seal(&self) -> std::io::Result<()> {
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default();
-        let t =
-            SystemTime::UNIX_EPOCH + Duration::new(now.as_secs().saturating_sub(1), 777_777_777);
-        let times = FileTimes::new().set_modified(t).set_accessed(t);
-        File::open(&self.index)?.set_times(times)?;
-        File::open(&self.dir)?.set_times(times)
+/// Who a reservation file names, if it is readable and names anyone.
+fn holder(path: &Path) -> Option<Owner> {
+    fs::read_to_string(path)
+        .ok()
+        .and_then(|d| Owner::from_content(&d))
+}
+
+/// `owner <key>`, one address per line, then `sum <hash>` of everything before it, so a
+/// truncated or edited entry is recognised as damaged.
+fn entry_text(owner: &Owner, ips: &[IpAddr]) -> String {
+    let mut t = format!("owner {}\n", owner.key());
+    for ip in ips {
+        t.push_str(&format!("{ip}\n"));
     }
+    let sum = crate::hash::sha512_hex(t.as_bytes(), 16);
+    t.push_str(&format!("sum {sum}\n"));
+    t
+}
+
+fn parse_entry(text: &str) -> Option<(String, Vec<IpAddr>)> {
+    let (body, sum_line) = text.strip_suffix('\n')?.rsplit_once('\n')?;
+    let body = format!("{body}\n");
+    if sum_line.strip_prefix("sum ")? != crate::hash::sha512_hex(body.as_bytes(), 16) {
+        return None;
+    }
+    let mut lines = body.lines();
+    let key = lines.next()?.strip_prefix("owner ")?.to_string();
+    let ips = lines
+        .map(|l| l.parse().ok())
+        .collect::<Option<Vec<IpAddr>>>()?;
+    Some((key, ips))
+}
+
+fn stamp_text(dir: &fs::Metadata, index: &fs::Metadata) -> String {
+    format!(
+        "{} {} {} {}\n",
+        dir.mtime(),
+        dir.mtime_nsec(),
+        index.mtime(),
+        index.mtime_nsec()
+    )
 }
 
 impl Drop for Store {
     fn drop(&mut self) {
-        if self.dirty
+        if self.unsealed
+            && !self.broken
             && let Err(e) = self.seal()
         {
             // Not fatal: the next operation rebuilds the index.
@@ -426,7 +642,7 @@ mod tests {
             let mut s = Store::open(&d, "net", true).unwrap().unwrap();
             assert!(s.reserve(ip, &o, 0).unwrap());
             assert!(!s.reserve(ip, &Owner::new("c2", "eth0"), 0).unwrap());
-            assert_eq!(s.owned_by(&o), vec![ip]);
+            assert_eq!(s.owned_by(&o).unwrap(), vec![ip]);
         }
         assert_eq!(fs::read(d.join("net/10.0.0.2")).unwrap(), b"c1\r\neth0");
         assert_eq!(
@@ -456,7 +672,7 @@ mod tests {
         fs::write(d.join("net/10.0.0.8"), "old").unwrap();
         let mut s = Store::open(&d, "net", false).unwrap().unwrap();
         assert_eq!(
-            s.owned_by(&Owner::new("c9", "eth1")),
+            s.owned_by(&Owner::new("c9", "eth1")).unwrap(),
             vec!["10.0.0.7".parse::<IpAddr>().unwrap()]
         );
         assert_eq!(
@@ -467,8 +683,144 @@ mod tests {
         drop(s);
         fs::remove_file(d.join("net/10.0.0.7")).unwrap();
         let s = Store::open(&d, "net", false).unwrap().unwrap();
-        assert!(s.owned_by(&Owner::new("c9", "eth1")).is_empty());
+        assert!(s.owned_by(&Owner::new("c9", "eth1")).unwrap().is_empty());
         drop(s);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    /// A store with c1 holding .2 and c2 holding .3, sealed.
+    fn two(name: &str) -> PathBuf {
+        let d = tmp(name);
+        let mut s = Store::open(&d, "net", true).unwrap().unwrap();
+        assert!(
+            s.reserve(ip("10.0.0.2"), &Owner::new("c1", "eth0"), 0)
+                .unwrap()
+        );
+        assert!(
+            s.reserve(ip("10.0.0.3"), &Owner::new("c2", "eth0"), 0)
+                .unwrap()
+        );
+        drop(s);
+        d
+    }
+
+    fn release(d: &Path, cid: &str) -> usize {
+        Store::open(d, "net", false)
+            .unwrap()
+            .unwrap()
+            .release(cid, "eth0")
+            .unwrap()
+    }
+
+    /// However the index is made wrong, DEL releases exactly the owner's reservations: never
+    /// another's, never none of its own.
+    #[test]
+    fn a_stale_index_is_never_trusted() {
+        type Damage = fn(&Path);
+        let cases: &[(&str, Damage)] = &[
+            ("entry removed by an admin", |d| {
+                fs::remove_file(d.join(".cnibox/net/c1:eth0")).unwrap()
+            }),
+            ("entry truncated", |d| {
+                fs::write(d.join(".cnibox/net/c1:eth0"), "owner c1:eth0\n").unwrap()
+            }),
+            ("entry edited to another address", |d| {
+                let t = entry_text(&Owner::new("c1", "eth0"), &[ip("10.0.0.3")]);
+                fs::write(d.join(".cnibox/net/c1:eth0"), t).unwrap()
+            }),
+            ("entry emptied", |d| {
+                fs::write(d.join(".cnibox/net/c1:eth0"), "").unwrap()
+            }),
+            ("index removed", |d| {
+                fs::remove_dir_all(d.join(".cnibox/net")).unwrap()
+            }),
+            ("stamp removed (crash mid-operation)", |d| {
+                fs::remove_file(d.join(".cnibox/.sealed/net")).unwrap()
+            }),
+            ("reservation moved behind our back", |d| {
+                // The Go plugin released .2 and gave c1 .4 instead.
+                fs::remove_file(d.join("net/10.0.0.2")).unwrap();
+                fs::write(d.join("net/10.0.0.4"), "c1\r\neth0").unwrap();
+            }),
+            ("reservation handed to another owner", |d| {
+                fs::write(d.join("net/10.0.0.2"), "c9\r\neth0").unwrap();
+                fs::write(d.join("net/10.0.0.5"), "c1\r\neth0").unwrap();
+            }),
+            ("directory times restored by a backup tool", |d| {
+                fs::write(d.join("net/10.0.0.6"), "c1\r\neth0").unwrap();
+                let t = SystemTime::UNIX_EPOCH + Duration::new(1, 777_777_777);
+                let times = FileTimes::new().set_modified(t);
+                File::open(d.join("net")).unwrap().set_times(times).unwrap();
+            }),
+        ];
+        for (i, (what, damage)) in cases.iter().enumerate() {
+            let d = two(&format!("stale{i}"));
+            damage(&d);
+            let theirs: Vec<String> = fs::read_dir(d.join("net"))
+                .unwrap()
+                .flatten()
+                .filter(|e| fs::read_to_string(e.path()).is_ok_and(|c| c.starts_with("c1\r")))
+                .map(|e| e.file_name().into_string().unwrap())
+                .collect();
+            let n = release(&d, "c1");
+            assert_eq!(n, theirs.len(), "{what}: released {n} of {theirs:?}");
+            for f in fs::read_dir(d.join("net")).unwrap().flatten() {
+                let c = fs::read_to_string(f.path()).unwrap_or_default();
+                assert!(!c.starts_with("c1\r"), "{what}: {:?} left", f.file_name());
+            }
+            assert!(
+                fs::read_dir(d.join("net"))
+                    .unwrap()
+                    .flatten()
+                    .any(
+                        |e| fs::read_to_string(e.path()).is_ok_and(|c| c.starts_with("c2\r"))
+                            || fs::read_to_string(e.path()).is_ok_and(|c| c.starts_with("c9\r"))
+                    ),
+                "{what}: another owner's reservation was released"
+            );
+            // The next operation is correct again, and sealed.
+            assert_eq!(release(&d, "c1"), 0, "{what}");
+            fs::remove_dir_all(&d).unwrap();
+        }
+    }
+
+    /// Owners longer than a file name (Go writes them) neither break the index nor leak.
+    #[test]
+    fn long_owners() {
+        let d = tmp("long");
+        drop(Store::open(&d, "net", true).unwrap());
+        let long = "c".repeat(300);
+        fs::write(d.join("net/10.0.0.9"), format!("{long}\r\neth0")).unwrap();
+        let mut s = Store::open(&d, "net", false).unwrap().unwrap();
+        let o = Owner::new(&long, "eth0");
+        assert_eq!(s.owned_by(&o).unwrap(), vec![ip("10.0.0.9")]);
+        let o2 = Owner::new(&"d".repeat(400), "eth1");
+        assert!(s.reserve(ip("10.0.0.10"), &o2, 0).unwrap());
+        drop(s);
+        let mut s = Store::open(&d, "net", false).unwrap().unwrap();
+        assert_eq!(s.owned_by(&o2).unwrap(), vec![ip("10.0.0.10")]);
+        assert_eq!(s.owners().unwrap().len(), 2);
+        assert_eq!(s.release(&long, "eth0").unwrap(), 1);
+        assert_eq!(s.release(&"d".repeat(400), "eth1").unwrap(), 1);
+        drop(s);
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// No temporary or empty file is ever left where the Go plugin would read it.
+    #[test]
+    fn reservations_appear_complete() {
+        let d = two("complete");
+        for e in fs::read_dir(d.join("net")).unwrap().flatten() {
+            let name = e.file_name().into_string().unwrap();
+            assert!(!name.starts_with(".tmp"), "{name}");
+            if name.parse::<IpAddr>().is_ok() {
+                assert!(!fs::read_to_string(e.path()).unwrap().is_empty());
+            }
+        }
         fs::remove_dir_all(&d).unwrap();
     }
 }

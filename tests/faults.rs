@@ -1,0 +1,325 @@
+//! Faults a node really has: a plugin killed with SIGKILL at any instant (OOM killer, a runtime
+//! timing out), a full filesystem, container IDs longer than a file name. After each, DEL (or
+//! nothing, for a failed ADD) leaves no reservation, no empty reservation file, no link and no
+//! rule behind.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A small deterministic generator (xorshift), so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn hl_conf(dir: &Path, subnet: &str) -> Value {
+    json!({"cniVersion": "1.0.0", "name": "faultnet", "type": "host-local",
+        "ipam": {"type": "host-local", "subnet": subnet, "dataDir": dir.display().to_string()}})
+}
+
+/// Reservation files (named by an address) in the network directory, with their contents.
+fn reservations(dir: &Path) -> Vec<(String, String)> {
+    let Ok(rd) = std::fs::read_dir(dir.join("faultnet")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.parse::<std::net::IpAddr>().ok()?;
+            Some((name, std::fs::read_to_string(e.path()).unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// Start `program` as a runtime would and SIGKILL it after `delay`.
+fn run_and_kill(
+    program: &Path,
+    node: Option<&NetNs>,
+    vars: &[(&str, &str)],
+    stdin: &str,
+    delay: Duration,
+) {
+    let mut cmd = match node {
+        None => Command::new(program),
+        Some(n) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", &n.name]).arg(program);
+            c
+        }
+    };
+    cmd.env_clear()
+        .envs(vars.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().expect("spawn");
+    if let Some(mut i) = child.stdin.take() {
+        use std::io::Write;
+        let _ = i.write_all(stdin.as_bytes());
+    }
+    let t = Instant::now();
+    while t.elapsed() < delay {
+        if child.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn vars<'a>(cmd: &'a str, cid: &'a str, netns: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("CNI_COMMAND", cmd),
+        ("CNI_CONTAINERID", cid),
+        ("CNI_NETNS", netns),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_PATH", path),
+    ]
+}
+
+/// 150 host-local ADDs killed at random instants, each followed by DEL: nothing leaks and no
+/// empty reservation ever appears (upstream #498).
+#[test]
+fn host_local_killed_at_any_instant() {
+    let sb = Sandbox::new("kill-hl");
+    let dir = sb.path("data");
+    let conf = hl_conf(&dir, "10.66.0.0/24").to_string();
+    let prog = sb.bin.join("host-local");
+    let path = sb.bin.display().to_string();
+    let mut rng = Rng(0x5eed_1234_abcd_0001);
+    for i in 0..150 {
+        let cid = format!("kill{i}");
+        let delay = Duration::from_micros(rng.next() % 3000);
+        run_and_kill(&prog, None, &vars("ADD", &cid, "/x", &path), &conf, delay);
+        for (name, content) in reservations(&dir) {
+            assert!(
+                !content.trim().is_empty(),
+                "run {i}: empty reservation {name}"
+            );
+        }
+        let out = sb.ours().run(
+            "host-local",
+            "DEL",
+            &Env {
+                container_id: cid.clone(),
+                ..sb.env()
+            },
+            &conf,
+        );
+        assert!(out.status_ok, "run {i}: DEL after kill: {out:?}");
+        let left = reservations(&dir);
+        assert!(
+            left.is_empty(),
+            "run {i} (killed after {delay:?}): leaked {left:?}"
+        );
+    }
+    // The store is consistent afterwards: a normal ADD/DEL works and is exact.
+    let out = sb.ours().run("host-local", "ADD", &sb.env(), &conf);
+    assert!(out.status_ok, "{out:?}");
+    assert_eq!(reservations(&dir).len(), 1);
+    assert!(
+        sb.ours()
+            .run("host-local", "DEL", &sb.env(), &conf)
+            .status_ok
+    );
+    assert!(reservations(&dir).is_empty());
+}
+
+/// 50 bridge + host-local ADDs with ipMasq killed at random instants, each followed by DEL: no
+/// veth, reservation or masquerading rule is left.
+#[test]
+fn bridge_killed_at_any_instant() {
+    if !require_root("bridge_killed_at_any_instant") {
+        return;
+    }
+    let sb = Sandbox::new("kill-br");
+    let node = NetNs::create();
+    node.sh(&["ip", "link", "set", "lo", "up"]);
+    let dir = sb.path("data");
+    let conf = json!({"cniVersion": "1.0.0", "name": "faultnet", "type": "bridge",
+        "bridge": "br-kill", "isGateway": true, "ipMasq": true, "ipMasqBackend": "nftables",
+        "ipam": {"type": "host-local", "subnet": "10.67.0.0/24", "dataDir": dir.display().to_string()}})
+    .to_string();
+    let prog = sb.bin.join("bridge");
+    let path = sb.bin.display().to_string();
+    let mut rng = Rng(0x5eed_1234_abcd_0002);
+    // Warm up: the bridge exists, as on a node with pods.
+    let c0 = NetNs::create();
+    let e0 = Env {
+        container_id: "warm".into(),
+        netns: c0.path(),
+        ..sb.env()
+    };
+    sb.plugin_in(Impl::Ours, &node)
+        .run("bridge", "ADD", &e0, &conf)
+        .ok();
+    let base_links = node.sh(&["ip", "-o", "link"]).lines().count();
+    for i in 0..50 {
+        let c = NetNs::create();
+        let cid = format!("killbr{i}");
+        let delay = Duration::from_micros(rng.next() % 20000);
+        run_and_kill(
+            &prog,
+            Some(&node),
+            &vars("ADD", &cid, &c.path(), &path),
+            &conf,
+            delay,
+        );
+        let env = Env {
+            container_id: cid.clone(),
+            netns: c.path(),
+            ..sb.env()
+        };
+        let out = sb
+            .plugin_in(Impl::Ours, &node)
+            .run("bridge", "DEL", &env, &conf);
+        assert!(out.status_ok, "run {i}: DEL after kill: {out:?}");
+        let links = node.sh(&["ip", "-o", "link"]).lines().count();
+        assert_eq!(
+            links, base_links,
+            "run {i} (killed after {delay:?}): links left"
+        );
+        let left: Vec<_> = reservations(&dir)
+            .into_iter()
+            .filter(|(_, c)| !c.starts_with("warm"))
+            .collect();
+        assert!(left.is_empty(), "run {i}: leaked {left:?}");
+        let nft = node.sh(&["nft", "list", "ruleset"]);
+        assert!(!nft.contains(&cid), "run {i}: rules left:\n{nft}");
+    }
+    sb.plugin_in(Impl::Ours, &node)
+        .run("bridge", "DEL", &e0, &conf)
+        .ok();
+}
+
+/// A tmpfs of a few pages or inodes as dataDir, mounted for the test and unmounted on drop.
+struct SmallFs(PathBuf);
+impl SmallFs {
+    fn new(at: PathBuf, opts: &str) -> SmallFs {
+        std::fs::create_dir_all(&at).unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "cnibox-test"])
+            .arg(&at)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "mount tmpfs {opts}");
+        SmallFs(at)
+    }
+}
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// ADD on a filesystem that runs out of pages or inodes at every possible step: it either
+/// succeeds or fails with a CNI error, and a failure leaves no reservation.
+#[test]
+fn full_filesystem() {
+    if !require_root("full_filesystem") {
+        return;
+    }
+    let sb = Sandbox::new("full-fs");
+    for (opts, fill) in [
+        ("size=64k", true),
+        ("nr_inodes=8", false),
+        ("nr_inodes=10", false),
+        ("nr_inodes=12", false),
+    ] {
+        for free_pages in 0..6u64 {
+            if !fill && free_pages > 0 {
+                break;
+            }
+            let fs = SmallFs::new(sb.path(&format!("fs-{opts}-{free_pages}")), opts);
+            let dir = fs.0.clone();
+            if fill {
+                // Leave `free_pages` pages free.
+                let total = 16u64;
+                let filler = vec![7u8; ((total - free_pages) * 4096) as usize];
+                let _ = std::fs::write(dir.join("filler"), &filler);
+            }
+            let conf = hl_conf(&dir, "10.68.0.0/24").to_string();
+            let mut results = Vec::new();
+            for i in 0..3 {
+                let env = Env {
+                    container_id: format!("full{i}"),
+                    ..sb.env()
+                };
+                let out = sb.ours().run("host-local", "ADD", &env, &conf);
+                assert!(out.code.is_some(), "{opts}/{free_pages}: signal: {out:?}");
+                if !out.status_ok {
+                    assert!(
+                        out.err_code().is_some(),
+                        "{opts}/{free_pages}: no error JSON: {out:?}"
+                    );
+                }
+                results.push((format!("full{i}"), out.status_ok));
+            }
+            let held: Vec<(String, String)> = reservations(&dir);
+            for (name, content) in &held {
+                assert!(
+                    !content.trim().is_empty(),
+                    "{opts}/{free_pages}: empty reservation {name}"
+                );
+                let owner = content.split("\r\n").next().unwrap_or_default();
+                assert!(
+                    results.iter().any(|(cid, ok)| cid == owner && *ok),
+                    "{opts}/{free_pages}: {name} held by {owner}, whose ADD failed: {results:?}"
+                );
+            }
+            for (cid, _) in &results {
+                let env = Env {
+                    container_id: cid.clone(),
+                    ..sb.env()
+                };
+                let out = sb.ours().run("host-local", "DEL", &env, &conf);
+                assert!(out.code.is_some(), "{out:?}");
+            }
+            let _ = std::fs::remove_file(dir.join("filler"));
+            // With room again, DEL releases whatever is left.
+            for (cid, _) in &results {
+                let env = Env {
+                    container_id: cid.clone(),
+                    ..sb.env()
+                };
+                assert!(sb.ours().run("host-local", "DEL", &env, &conf).status_ok);
+            }
+            assert!(
+                reservations(&dir).is_empty(),
+                "{opts}/{free_pages}: leaked {:?}",
+                reservations(&dir)
+            );
+        }
+    }
+}
+
+/// Container IDs longer than a file name (upstream accepts them) are allocated and released.
+#[test]
+fn long_container_ids() {
+    let sb = Sandbox::new("long-id");
+    let dir = sb.path("data");
+    let conf = hl_conf(&dir, "10.69.0.0/24").to_string();
+    for len in [250, 300, 1000] {
+        let env = Env {
+            container_id: "a".repeat(len),
+            ..sb.env()
+        };
+        let out = sb.ours().run("host-local", "ADD", &env, &conf);
+        assert!(out.status_ok, "{len}: {out:?}");
+        assert_eq!(reservations(&dir).len(), 1);
+        assert!(sb.ours().run("host-local", "CHECK", &env, &conf).status_ok);
+        assert!(sb.ours().run("host-local", "DEL", &env, &conf).status_ok);
+        assert!(reservations(&dir).is_empty(), "{len}: leaked");
+    }
+}
