@@ -27,13 +27,12 @@
 //! only this table's evaluation: a drop policy in another table (say iptables-nft's FORWARD)
 //! still applies, so on such nodes use the iptables backend.
 
-use crate::cni::env::validate_config_ifname;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Error, Request, Result, Version};
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
     Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, Table, ct,
-    delete_commented, network_tag, owner_comment, owners,
+    delete_commented, network_tag, owner_comment, owners, validate,
 };
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -118,9 +117,14 @@ fn load(req: &Request) -> Result<Fw> {
     let admin = if c.iptables_admin_chain_name.is_empty() {
         DEFAULT_ADMIN.to_string()
     } else {
-        iptables::validate_chain_name("iptablesAdminChainName", &c.iptables_admin_chain_name)?;
         c.iptables_admin_chain_name
     };
+    validate::chain_name("iptablesAdminChainName", &admin)?;
+    if [FORWARD_CHAIN, STAGE1, STAGE2].contains(&admin.as_str()) {
+        return Err(Error::config(format!(
+            "iptablesAdminChainName: {admin:?} is one of the plugin's own chains"
+        )));
+    }
     Ok(Fw {
         backend,
         admin,
@@ -158,7 +162,7 @@ fn bridge_of(fw: &Fw, prev: &CniResult) -> Result<Option<String>> {
         ))),
         Some(i) if i.name.is_empty() => Err(Error::config("got empty bridge name")),
         Some(i) => {
-            validate_config_ifname("prevResult.interfaces[0].name", &i.name)?;
+            validate::iface_name("prevResult.interfaces[0].name", &i.name)?;
             Ok(Some(i.name.clone()))
         }
     }
@@ -248,9 +252,14 @@ fn ipt_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
         ipt.transact("filter", |saved| {
             let mut s = Script::new();
             s.ensure_chain(saved, FORWARD_CHAIN)
-                .ensure_chain(saved, &fw.admin)
                 .insert_unique(saved, "FORWARD", &forward_jump())
-                .insert_unique(saved, FORWARD_CHAIN, &admin_jump(&fw.admin));
+                .from_key("iptablesAdminChainName", &[&fw.admin], |s| {
+                    s.ensure_chain(saved, &fw.admin).insert_unique(
+                        saved,
+                        FORWARD_CHAIN,
+                        &admin_jump(&fw.admin),
+                    );
+                });
             for ip in &mine {
                 for r in ip_rules(*ip) {
                     s.append_unique(saved, FORWARD_CHAIN, &r);
@@ -258,13 +267,15 @@ fn ipt_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
             }
             if let Some(br) = bridge {
                 s.ensure_chain(saved, STAGE1).ensure_chain(saved, STAGE2);
-                for (chain, rule, head) in isolation_rules(br, fw.policy) {
-                    if head {
-                        s.insert_unique(saved, chain, &rule);
-                    } else {
-                        s.append_unique(saved, chain, &rule);
+                s.from_key("prevResult.interfaces[0].name", &[br], |s| {
+                    for (chain, rule, head) in isolation_rules(br, fw.policy) {
+                        if head {
+                            s.insert_unique(saved, chain, &rule);
+                        } else {
+                            s.append_unique(saved, chain, &rule);
+                        }
                     }
-                }
+                });
             }
             Ok(s)
         })?;

@@ -21,7 +21,6 @@
 //! other backend; when `backend` is not set, nftables-syntax conditions select nftables (as
 //! upstream's documentation says) instead of failing.
 
-use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Error, Request, Result, Version};
@@ -29,7 +28,7 @@ use crate::hash::sha512_hex;
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
     Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, SCTP, Snapshot, TCP,
-    Table, UDP, delete_commented, owners,
+    Table, UDP, delete_commented, owners, validate,
 };
 use crate::netlink::Handle;
 use ipnet::IpNet;
@@ -146,11 +145,16 @@ fn load(req: &Request) -> Result<Pm> {
             "MasqMarkBit must be between 0 and 31 (got {bit})"
         )));
     }
+    if let Some(chain) = &c.external_set_mark_chain {
+        validate::chain_name("externalSetMarkChain", chain)?;
+        if [TOP_DNAT, SETMARK, MARK_MASQ].contains(&chain.as_str()) {
+            return Err(Error::config(format!(
+                "externalSetMarkChain: {chain:?} is one of the plugin's own chains"
+            )));
+        }
+    }
     let cond4 = c.conditions_v4.unwrap_or_default();
     let cond6 = c.conditions_v6.unwrap_or_default();
-    if let Some(chain) = &c.external_set_mark_chain {
-        iptables::validate_chain_name("externalSetMarkChain", chain)?;
-    }
     let mut wants: Vec<(Backend, &str)> = Vec::new();
     if c.external_set_mark_chain.is_some() {
         wants.push((Backend::Iptables, "externalSetMarkChain"));
@@ -181,15 +185,20 @@ fn load(req: &Request) -> Result<Pm> {
             "{name} backend was requested but configuration contains {other}-specific options {wrong:?}"
         )));
     }
-    // Conditions reach rules: iptables tokens are checked here, nftables ones are parsed (and
-    // so checked) into rule expressions, never pasted.
+    // Conditions are checked for the backend that uses them: iptables arguments are written
+    // into the restore script (quoted, one argument per element), nftables conditions are
+    // parsed into rule statements (for both families, so an error shows before any change).
     for (cond, key, v6) in [
         (&cond4, "conditionsV4", false),
         (&cond6, "conditionsV6", true),
     ] {
         match backend {
-            Backend::Iptables => iptables::validate_condition_tokens(key, cond)?,
-            Backend::Nftables => drop(nft_conditions(Rule::new(), cond, v6, key)?),
+            Backend::Iptables => {
+                iptables::validate_condition_tokens(key, cond)?;
+            }
+            Backend::Nftables => {
+                nft_conditions(cond, v6, key)?;
+            }
         }
     }
     let raw: Vec<RawMapping> = match req.runtime_config("portMappings") {
@@ -371,23 +380,6 @@ fn ipt_add(pm: &Pm, cip: &IpNet) -> Result<()> {
     let chain = dnat_chain(&pm.network, &pm.cid);
     let rules = dn_rules(pm, cip);
     let entries = entry_rules(pm, v6);
-    let (cond, key) = if v6 {
-        (&pm.cond6, "conditionsV6")
-    } else {
-        (&pm.cond4, "conditionsV4")
-    };
-    let refused_conditions = |e: Error| {
-        // The tokens passed our checks but iptables does not understand them: a config error
-        // of that key, not an I/O failure.
-        if e.code == code::IO_FAILURE && !cond.is_empty() {
-            Error::config(format!(
-                "{key}: iptables-restore refused the rules: {}",
-                e.msg
-            ))
-        } else {
-            e
-        }
-    };
     ipt.transact("nat", |saved| {
         let mut s = Script::new();
         if pm.snat && pm.set_mark_chain.is_none() {
@@ -431,15 +423,46 @@ fn ipt_add(pm: &Pm, cip: &IpNet) -> Result<()> {
         } else {
             s.new_chain(&chain);
         }
-        for r in &rules {
-            s.append(&chain, r);
+        let ext = pm.set_mark_chain.as_deref().filter(|_| pm.snat);
+        if let Some(ext) = ext
+            && !saved.has_chain(ext)
+        {
+            return Err(Error::config(format!(
+                "externalSetMarkChain: chain {ext:?} does not exist in the {} nat table",
+                if v6 { "ip6tables" } else { "iptables" }
+            )));
         }
-        for e in &entries {
-            s.append(TOP_DNAT, e);
+        let jump = ext.map(|c| format!(" -j {c}"));
+        for r in &rules {
+            match (ext, &jump) {
+                (Some(ext), Some(j)) if r.ends_with(j.as_str()) => {
+                    s.from_key("externalSetMarkChain", &[ext], |s| {
+                        s.append(&chain, r);
+                    });
+                }
+                _ => {
+                    s.append(&chain, r);
+                }
+            }
+        }
+        let (key, cond) = if v6 {
+            ("conditionsV6", &pm.cond6)
+        } else {
+            ("conditionsV4", &pm.cond4)
+        };
+        let values: Vec<&str> = cond.iter().map(String::as_str).collect();
+        let add_entries = |s: &mut Script| {
+            for e in &entries {
+                s.append(TOP_DNAT, e);
+            }
+        };
+        if values.is_empty() {
+            add_entries(&mut s);
+        } else {
+            s.from_key(key, &values, add_entries);
         }
         Ok(s)
     })
-    .map_err(refused_conditions)
 }
 
 fn ipt_check(pm: &Pm, cip: &IpNet) -> Result<()> {
@@ -488,87 +511,327 @@ fn nft_table(v6: bool) -> Table {
     Table::new(if v6 { Family::Ip6 } else { Family::Ip }, NFT_TABLE)
 }
 
-/// Parse nftables-syntax conditions into rule statements. The native backend understands
-/// `ip|ip6 saddr|daddr [==|!=] PREFIX` and `iifname|oifname [==|!=] NAME`.
-fn nft_conditions(mut rule: Rule, cond: &[String], v6: bool, key: &str) -> Result<Rule> {
-    let text = cond.join(" ");
-    if text.chars().any(char::is_control) {
-        return Err(Error::config(format!(
-            "{key}: conditions contain a control character (newline, NUL, …)"
-        )));
-    }
-    let toks: Vec<&str> = text.split_whitespace().collect();
-    let bad = |why: &str| {
-        Error::config(format!(
-            "{key}: {why} in {text:?}; cnibox's native nftables backend understands \
-             `ip saddr|daddr [!=] PREFIX`, `ip6 saddr|daddr [!=] PREFIX` and \
-             `iifname|oifname [!=] NAME`"
-        ))
-    };
-    let mut i = 0;
-    while i < toks.len() {
-        let t = toks[i];
-        let neg = |j: usize| -> (bool, usize) {
-            match toks.get(j) {
-                Some(&"!=") => (true, j + 1),
-                Some(&"==") => (false, j + 1),
-                _ => (false, j),
-            }
-        };
-        match t {
-            "ip" | "ip6" => {
-                if (t == "ip6") != v6 {
-                    return Err(bad(&format!("`{t}` in the other family's conditions")));
-                }
-                let dst = match toks.get(i + 1) {
-                    Some(&"saddr") => false,
-                    Some(&"daddr") => true,
-                    _ => return Err(bad("expected saddr or daddr")),
+/// One parsed nftables condition: a match on one field, with the values of an anonymous set
+/// (`{ a, b }`) or a single value.
+#[derive(Debug, Clone, PartialEq)]
+enum Cond {
+    Addr {
+        dst: bool,
+        net: IpNet,
+        neq: bool,
+    },
+    Ifname {
+        out: bool,
+        name: String,
+        neq: bool,
+    },
+    Mark {
+        mark: u32,
+        neq: bool,
+    },
+    L4proto {
+        proto: u8,
+        neq: bool,
+    },
+    /// `th|tcp|udp|sctp dport|sport`: `l4` is the protocol dependency (`None` for `th`).
+    Port {
+        l4: Option<u8>,
+        dst: bool,
+        port: u16,
+        neq: bool,
+    },
+}
+
+impl Cond {
+    fn apply(&self, r: Rule) -> Rule {
+        match self {
+            Cond::Addr { dst, net, neq } => match (dst, neq) {
+                (false, false) => r.saddr(*net),
+                (false, true) => r.saddr_not(*net),
+                (true, false) => r.daddr(*net),
+                (true, true) => r.daddr_not(*net),
+            },
+            Cond::Ifname { out, name, neq } => match (out, neq) {
+                (false, false) => r.iifname(name),
+                (false, true) => r.iifname_not(name),
+                (true, false) => r.oifname(name),
+                (true, true) => r.oifname_not(name),
+            },
+            Cond::Mark { mark, neq } => r.mark(*mark, *neq),
+            Cond::L4proto { proto, neq: false } => r.l4proto(*proto),
+            Cond::L4proto { proto, neq: true } => r.l4proto_not(*proto),
+            Cond::Port { l4, dst, port, neq } => {
+                let r = match l4 {
+                    Some(p) => r.l4proto(*p),
+                    None => r,
                 };
-                let (neq, j) = neg(i + 2);
-                let v = toks.get(j).ok_or_else(|| bad("missing address"))?;
-                if v.starts_with('{') {
-                    return Err(bad(
-                        "anonymous sets `{ … }` are not supported yet; write one \
-                         rule's worth of conditions per address",
-                    ));
-                }
-                let net: IpNet = v
-                    .parse::<IpNet>()
-                    .or_else(|_| v.parse::<IpAddr>().map(IpNet::from))
-                    .map_err(|_| bad(&format!("bad address {v:?}")))?;
-                rule = match (dst, neq) {
-                    (false, false) => rule.saddr(net),
-                    (false, true) => rule.saddr_not(net),
-                    (true, false) => rule.daddr(net),
-                    (true, true) => rule.daddr_not(net),
-                };
-                i = j + 1;
-            }
-            "iifname" | "oifname" => {
-                let (neq, j) = neg(i + 1);
-                let v = toks.get(j).ok_or_else(|| bad("missing interface name"))?;
-                let name = v.trim_matches('"');
-                if name.is_empty() || name.len() > 15 {
-                    return Err(bad(&format!("bad interface name {v:?} (1-15 bytes)")));
-                }
-                rule = match (t == "oifname", neq) {
-                    (false, false) => rule.iifname(name),
-                    (false, true) => rule.iifname_not(name),
-                    (true, false) => rule.oifname(name),
-                    (true, true) => rule.oifname_not(name),
-                };
-                i = j + 1;
-            }
-            other => {
-                return Err(bad(&format!(
-                    "unsupported token {other:?} at position {}",
-                    i + 1
-                )));
+                r.port(*dst, *port, *neq)
             }
         }
     }
-    Ok(rule)
+}
+
+/// The most rules one mapping may expand to (positive anonymous sets become one rule per
+/// combination of their elements).
+const MAX_CONDITION_RULES: usize = 64;
+
+const NFT_SYNTAX: &str = "supported: `ip|ip6 saddr|daddr`, `iifname|oifname` (also after \
+    `meta`), `meta mark`, `meta l4proto`, `th|tcp|udp|sctp dport|sport`, each followed by an \
+    optional `==`/`!=` and a value or an anonymous set `{ a, b }`";
+
+/// Split nftables condition text into tokens: words, `{`, `}`, `,` and quoted strings (quotes
+/// removed).
+fn nft_tokens(text: &str) -> std::result::Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = text.chars();
+    let flush = |cur: &mut String, out: &mut Vec<String>| {
+        if !cur.is_empty() {
+            out.push(std::mem::take(cur));
+        }
+    };
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => {
+                flush(&mut cur, &mut out);
+                let mut q = String::new();
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some(c) => q.push(c),
+                        None => return Err("unterminated quoted string".into()),
+                    }
+                }
+                out.push(q);
+            }
+            '{' | '}' | ',' => {
+                flush(&mut cur, &mut out);
+                out.push(c.to_string());
+            }
+            c if c.is_control() && c != '\t' => {
+                return Err(format!("control character {c:?}"));
+            }
+            c if c.is_whitespace() => flush(&mut cur, &mut out),
+            c => cur.push(c),
+        }
+    }
+    flush(&mut cur, &mut out);
+    Ok(out)
+}
+
+/// Parse nftables-syntax conditions (`conditionsV4`/`conditionsV6`, elements joined with
+/// spaces as upstream pastes them into its rules) into the rules they stand for: one rule per
+/// combination of the elements of positive anonymous sets (a negated set is all of its
+/// `!=` matches in one rule). Anything else is a code 7 error naming the token.
+fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec<Rule>> {
+    let text = cond.join(" ");
+    let bad = |why: String| Error::config(format!("{key}: {why} in {text:?}; {NFT_SYNTAX}"));
+    let toks = nft_tokens(&text).map_err(|e| bad(e))?;
+    // Each condition: its alternatives (one for a value or a negated set).
+    let mut conds: Vec<Vec<Vec<Cond>>> = Vec::new();
+    let mut i = 0;
+    let tok = |i: usize| toks.get(i).map(String::as_str);
+    while i < toks.len() {
+        let t = toks[i].as_str();
+        // The field: how many tokens it takes and how to build a condition from one value.
+        type Make<'a> = Box<dyn Fn(&str) -> std::result::Result<Cond, String> + 'a>;
+        let (width, make): (usize, Make) = match (t, tok(i + 1)) {
+            ("ip" | "ip6", Some(f @ ("saddr" | "daddr"))) => {
+                if (t == "ip6") != v6 {
+                    return Err(bad(format!(
+                        "`{t} {f}` does not apply to {}",
+                        if v6 { "IPv6" } else { "IPv4" }
+                    )));
+                }
+                let dst = f == "daddr";
+                (
+                    2,
+                    Box::new(move |v: &str| {
+                        let net = v
+                            .parse::<IpNet>()
+                            .or_else(|_| v.parse::<IpAddr>().map(IpNet::from))
+                            .map_err(|_| format!("bad address {v:?}"))?;
+                        if net.addr().is_ipv6() != v6 {
+                            return Err(format!(
+                                "{v:?} is not an IPv{} address",
+                                if v6 { 6 } else { 4 }
+                            ));
+                        }
+                        Ok(Cond::Addr {
+                            dst,
+                            net: net.trunc(),
+                            neq: false,
+                        })
+                    }),
+                )
+            }
+            ("ip" | "ip6", _) => {
+                return Err(bad(format!(
+                    "unsupported token {:?} after `{t}` (expected saddr or daddr)",
+                    tok(i + 1).unwrap_or("")
+                )));
+            }
+            ("iifname" | "oifname", _) | ("meta", Some("iifname" | "oifname")) => {
+                let (width, field) = if t == "meta" {
+                    (2, toks[i + 1].as_str())
+                } else {
+                    (1, t)
+                };
+                let out = field == "oifname";
+                (
+                    width,
+                    Box::new(move |v: &str| {
+                        if v.is_empty() || v.len() > 15 || v.chars().any(|c| c.is_control()) {
+                            return Err(format!("bad interface name {v:?} (1-15 bytes)"));
+                        }
+                        if v.ends_with('*') {
+                            return Err(format!("wildcard interface name {v:?} is not supported"));
+                        }
+                        Ok(Cond::Ifname {
+                            out,
+                            name: v.to_string(),
+                            neq: false,
+                        })
+                    }),
+                )
+            }
+            ("meta", Some("mark")) | ("mark", _) => (
+                if t == "meta" { 2 } else { 1 },
+                Box::new(|v: &str| {
+                    let mark = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+                        Some(h) => u32::from_str_radix(h, 16),
+                        None => v.parse::<u32>(),
+                    }
+                    .map_err(|_| format!("bad mark {v:?}"))?;
+                    Ok(Cond::Mark { mark, neq: false })
+                }),
+            ),
+            ("meta", Some("l4proto")) => (
+                2,
+                Box::new(|v: &str| {
+                    let proto = match v {
+                        "tcp" => TCP,
+                        "udp" => UDP,
+                        "sctp" => SCTP,
+                        _ => v.parse::<u8>().map_err(|_| format!("bad protocol {v:?}"))?,
+                    };
+                    Ok(Cond::L4proto { proto, neq: false })
+                }),
+            ),
+            ("meta", other) => {
+                return Err(bad(format!(
+                    "unsupported token {:?} after `meta`",
+                    other.unwrap_or("")
+                )));
+            }
+            ("th" | "tcp" | "udp" | "sctp", Some(f @ ("dport" | "sport"))) => {
+                let l4 = match t {
+                    "tcp" => Some(TCP),
+                    "udp" => Some(UDP),
+                    "sctp" => Some(SCTP),
+                    _ => None,
+                };
+                let dst = f == "dport";
+                (
+                    2,
+                    Box::new(move |v: &str| {
+                        let port = v.parse::<u16>().map_err(|_| {
+                            format!("bad port {v:?} (a number; ranges and service names are not supported)")
+                        })?;
+                        Ok(Cond::Port {
+                            l4,
+                            dst,
+                            port,
+                            neq: false,
+                        })
+                    }),
+                )
+            }
+            ("th" | "tcp" | "udp" | "sctp", other) => {
+                return Err(bad(format!(
+                    "unsupported token {:?} after `{t}` (expected dport or sport)",
+                    other.unwrap_or("")
+                )));
+            }
+            (other, _) => return Err(bad(format!("unsupported token {other:?}"))),
+        };
+        let what = toks[i..i + width].join(" ");
+        i += width;
+        let neq = match tok(i) {
+            Some("!=" | "ne") => {
+                i += 1;
+                true
+            }
+            Some("==" | "eq") => {
+                i += 1;
+                false
+            }
+            _ => false,
+        };
+        // One value or an anonymous set.
+        let mut values = Vec::new();
+        match tok(i) {
+            None => return Err(bad(format!("missing value after `{what}`"))),
+            Some("{") => {
+                i += 1;
+                loop {
+                    match tok(i) {
+                        None => return Err(bad(format!("unterminated set after `{what}`"))),
+                        Some("}") => {
+                            i += 1;
+                            break;
+                        }
+                        Some(",") => i += 1,
+                        Some(v) => {
+                            values.push(v.to_string());
+                            i += 1;
+                        }
+                    }
+                }
+                if values.is_empty() {
+                    return Err(bad(format!("empty set after `{what}`")));
+                }
+            }
+            Some(v @ ("}" | ",")) => return Err(bad(format!("unexpected {v:?} after `{what}`"))),
+            Some(v) => {
+                values.push(v.to_string());
+                i += 1;
+            }
+        }
+        let mut parsed = Vec::new();
+        for v in &values {
+            let mut c = make(v).map_err(|e| bad(format!("`{what}`: {e}")))?;
+            match &mut c {
+                Cond::Addr { neq: n, .. }
+                | Cond::Ifname { neq: n, .. }
+                | Cond::Mark { neq: n, .. }
+                | Cond::L4proto { neq: n, .. }
+                | Cond::Port { neq: n, .. } => *n = neq,
+            }
+            parsed.push(c);
+        }
+        conds.push(if neq {
+            vec![parsed]
+        } else {
+            parsed.into_iter().map(|c| vec![c]).collect()
+        });
+    }
+    let mut rules = vec![Rule::new()];
+    for alts in &conds {
+        if rules.len() * alts.len() > MAX_CONDITION_RULES {
+            return Err(bad(format!(
+                "the sets expand to more than {MAX_CONDITION_RULES} rules per port mapping"
+            )));
+        }
+        rules = rules
+            .iter()
+            .flat_map(|r| {
+                alts.iter()
+                    .map(move |alt| alt.iter().fold(r.clone(), |r, c| c.apply(r)))
+            })
+            .collect();
+    }
+    Ok(rules)
 }
 
 /// (chain, handle) of the rules in the per-container chains whose comment (the container ID)
@@ -592,7 +855,7 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
     } else {
         (&pm.cond4, "conditionsV4")
     };
-    let base = nft_conditions(Rule::new(), cond, v6, key)?;
+    let bases = nft_conditions(cond, v6, key)?;
     let mut nft = Nft::open()?;
     let snap = nft.snapshot(&t)?;
     let mut b = Batch::new();
@@ -638,16 +901,18 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
         let Some(dst) = m.for_family(v6) else {
             continue;
         };
-        let mut r = base.clone();
-        if let Some(d) = dst {
-            r = r.daddr(d);
+        for base in &bases {
+            let mut r = base.clone();
+            if let Some(d) = dst {
+                r = r.daddr(d);
+            }
+            r = r
+                .l4proto(m.proto_num())
+                .dport(m.host_port)
+                .dnat(cip.addr(), Some(m.container_port))
+                .comment(pm.cid.clone());
+            b.add_rule(&t, "hostports", &r);
         }
-        r = r
-            .l4proto(m.proto_num())
-            .dport(m.host_port)
-            .dnat(cip.addr(), Some(m.container_port))
-            .comment(pm.cid.clone());
-        b.add_rule(&t, "hostports", &r);
     }
     if pm.snat {
         let src: IpNet = if pm.masq_all {
@@ -938,16 +1203,110 @@ mod tests {
         assert!(old_snat_chain("net", "cid").starts_with("CNI-SN-"));
     }
 
+    fn cond(parts: &[&str], v6: bool) -> Result<Vec<Rule>> {
+        let c: Vec<String> = parts.iter().map(|s| s.to_string()).collect();
+        nft_conditions(&c, v6, if v6 { "conditionsV6" } else { "conditionsV4" })
+    }
+
     #[test]
     fn nft_conditions_parse() {
-        let c = vec![
-            "ip saddr != 10.0.0.0/8".to_string(),
-            "iifname".into(),
-            "\"eth0\"".into(),
-        ];
-        assert!(nft_conditions(Rule::new(), &c, false, "conditionsV4").is_ok());
-        assert!(nft_conditions(Rule::new(), &c, true, "conditionsV6").is_err());
-        let bad = vec!["meta mark 1".to_string()];
-        assert!(nft_conditions(Rule::new(), &bad, false, "conditionsV4").is_err());
+        let one = cond(&["ip saddr != 10.0.0.0/8", "iifname", "\"eth0\""], false).unwrap();
+        assert_eq!(
+            one,
+            vec![
+                Rule::new()
+                    .saddr_not("10.0.0.0/8".parse::<IpNet>().unwrap())
+                    .iifname("eth0")
+            ]
+        );
+        assert!(cond(&["ip saddr != 10.0.0.0/8"], true).is_err());
+        // Anonymous sets: a positive set is one rule per element, a negated one all `!=`s.
+        let set = cond(&["ip saddr { 127.0.0.0/8, 10.0.0.1 }"], false).unwrap();
+        assert_eq!(
+            set,
+            vec![
+                Rule::new().saddr("127.0.0.0/8".parse::<IpNet>().unwrap()),
+                Rule::new().saddr("10.0.0.1/32".parse::<IpNet>().unwrap()),
+            ]
+        );
+        assert_eq!(
+            cond(&["ip", "daddr", "{10.0.0.1,10.0.0.2}"], false)
+                .unwrap()
+                .len(),
+            2
+        );
+        let neg = cond(&["ip saddr != { 127.0.0.0/8, 10.0.0.1 }"], false).unwrap();
+        assert_eq!(
+            neg,
+            vec![
+                Rule::new()
+                    .saddr_not("127.0.0.0/8".parse::<IpNet>().unwrap())
+                    .saddr_not("10.0.0.1/32".parse::<IpNet>().unwrap())
+            ]
+        );
+        assert_eq!(
+            cond(
+                &["meta mark 0x10", "th dport != 22", "meta l4proto tcp"],
+                false
+            )
+            .unwrap(),
+            vec![
+                Rule::new()
+                    .mark(0x10, false)
+                    .port(true, 22, true)
+                    .l4proto(TCP)
+            ]
+        );
+        assert_eq!(
+            cond(&["tcp dport { 80, 443 } oifname != \"lo\""], true).unwrap(),
+            vec![
+                Rule::new().l4proto(TCP).dport(80).oifname_not("lo"),
+                Rule::new().l4proto(TCP).dport(443).oifname_not("lo"),
+            ]
+        );
+        assert_eq!(
+            cond(&["ip6 daddr == ::1", "mark != 7"], true)
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(cond(&[], false).unwrap(), vec![Rule::new()]);
+        // Every error is code 7, names the key and the offending token.
+        for (parts, v6, token) in [
+            (&["meta foo 1"][..], false, "\"foo\""),
+            (&["ct state established"][..], false, "\"ct\""),
+            (&["ip saddr"][..], false, "missing value"),
+            (&["ip saddr { 10.0.0.1"][..], false, "unterminated set"),
+            (&["ip saddr {}"][..], false, "empty set"),
+            (&["ip saddr fd00::1"][..], false, "not an IPv4"),
+            (&["ip6 saddr fd00::1"][..], false, "does not apply to IPv4"),
+            (&["th dport 1000-2000"][..], false, "ranges"),
+            (&["tcp dport http"][..], false, "bad port"),
+            (&["iifname \"eth0"][..], false, "unterminated"),
+            (
+                &["iifname \"averyveryverylongname\""][..],
+                false,
+                "bad interface",
+            ),
+            (&["iifname eth*"][..], false, "wildcard"),
+            (
+                &["ip saddr 10.0.0.1\n;add rule ip x y drop"][..],
+                false,
+                "control character",
+            ),
+            (&["ip saddr 10.0.0.1 ; drop"][..], false, "\";\""),
+            (
+                &[
+                    "ip saddr { 1.1.1.1, 1.1.1.2, 1.1.1.3, 1.1.1.4, 1.1.1.5, 1.1.1.6, 1.1.1.7, 1.1.1.8 } ip daddr { 1.1.1.1, 1.1.1.2, 1.1.1.3, 1.1.1.4, 1.1.1.5, 1.1.1.6, 1.1.1.7, 1.1.1.8, 1.1.1.9 }",
+                ][..],
+                false,
+                "more than 64",
+            ),
+        ] {
+            let e = cond(parts, v6).unwrap_err();
+            assert_eq!(e.code, crate::cni::error::code::INVALID_CONFIG, "{parts:?}");
+            assert!(e.msg.starts_with("conditionsV4: "), "{}", e.msg);
+            assert!(e.msg.contains(token), "{parts:?}: {}", e.msg);
+        }
     }
 }

@@ -170,49 +170,11 @@ impl Saved {
     }
 }
 
-/// Longest user-defined chain name iptables accepts (`XT_EXTENSION_MAXNAMELEN` - 1).
-pub const MAX_CHAIN_NAME: usize = 28;
-
-/// A chain name from the config (`key` names where it came from), as iptables allows it: 1–28
-/// printable ASCII characters, no whitespace or quotes, not starting with `-` or `!`, and not
-/// a built-in target or chain. Code 7 naming the key otherwise. This is what keeps a name from
-/// becoming extra lines (`"X\n-A INPUT -j DROP"`) or options of an `iptables-restore` script.
+/// A chain name from the config (`key` names where it came from), as iptables allows it; see
+/// [`super::validate::chain_name`]. This is what keeps a name from becoming extra lines
+/// (`"X\n-A INPUT -j DROP"`) or options of an `iptables-restore` script.
 pub fn validate_chain_name(key: &str, name: &str) -> Result<()> {
-    const RESERVED: &[&str] = &[
-        "ACCEPT",
-        "DROP",
-        "QUEUE",
-        "RETURN",
-        "REJECT",
-        "MASQUERADE",
-        "DNAT",
-        "SNAT",
-        "MARK",
-        "INPUT",
-        "OUTPUT",
-        "FORWARD",
-        "PREROUTING",
-        "POSTROUTING",
-    ];
-    let problem = if name.is_empty() {
-        "is empty"
-    } else if name.len() > MAX_CHAIN_NAME {
-        "is longer than 28 characters"
-    } else if name.starts_with('-') || name.starts_with('!') {
-        "starts with - or !"
-    } else if !name
-        .chars()
-        .all(|c| c.is_ascii_graphic() && !matches!(c, '"' | '\'' | '\\'))
-    {
-        "may only hold printable ASCII without whitespace or quotes"
-    } else if RESERVED.contains(&name) {
-        "is a built-in chain or target"
-    } else {
-        return Ok(());
-    };
-    Err(Error::config(format!(
-        "{key}: chain name {name:?} {problem}"
-    )))
+    super::validate::chain_name(key, name)
 }
 
 /// Options that would turn a match condition into another command or verdict of the rule it
@@ -257,18 +219,16 @@ const NOT_A_CONDITION: &[&str] = &[
 /// the rest; its refusal is reported against `key` as well (see [`Ipt::restore`] callers).
 pub fn validate_condition_tokens(key: &str, tokens: &[String]) -> Result<()> {
     for (i, t) in tokens.iter().enumerate() {
+        let at = format!("{key}[{i}]");
+        super::validate::ipt_token(&at, t)?;
         let problem = if t.is_empty() {
             "is empty"
-        } else if t.chars().any(char::is_control) {
-            "contains a control character (newline, NUL, …)"
-        } else if t.len() > 256 {
-            "is longer than 256 bytes"
         } else if NOT_A_CONDITION.contains(&t.as_str()) {
             "is a command or target option, not a match"
         } else {
             continue;
         };
-        return Err(Error::config(format!("{key}[{i}]: {t:?} {problem}")));
+        return Err(Error::config(format!("{at}: {t:?} {problem}")));
     }
     Ok(())
 }
@@ -302,68 +262,117 @@ pub fn comment_prefix(prefix: &str) -> String {
     quote(prefix).trim_end_matches('"').to_string()
 }
 
+/// The longest line written into an `iptables-restore` script. iptables-restore reads its
+/// input with a fixed buffer and would treat the rest of a longer line as a new line.
+pub const MAX_LINE: usize = 8192;
+
 /// The lines of one `iptables-restore` transaction for one table.
+///
+/// The writer refuses (the transaction fails with code 7, nothing is written) any line holding
+/// a newline, carriage return, NUL or other control character, or longer than [`MAX_LINE`]:
+/// whatever a caller passes, one call adds at most one line. Lines added while an origin is set
+/// ([`Script::from_key`]) carry the config key their user-supplied parts came from, so that a
+/// rule iptables-restore rejects is reported as a config error naming that key.
 #[derive(Debug, Default)]
 pub struct Script {
-    lines: Vec<String>,
+    lines: Vec<(String, Option<&'static str>)>,
+    origin: Option<&'static str>,
+    /// User-supplied values per key, to recognise them in iptables-restore's messages.
+    values: Vec<(&'static str, String)>,
+    err: Option<Error>,
 }
 
 impl Script {
     pub fn new() -> Script {
         Script::default()
     }
-    /// Refuse a line holding a line break or NUL: `iptables-restore` reads one command per
-    /// line, so such a line would smuggle in commands of its own. Callers validate what they
-    /// put in rules; this is the last line of defence, whatever a future caller forgets.
+    /// The writer's refusal, if any line was refused (see [`Script`]): `iptables-restore`
+    /// reads one command per line, so a line break would smuggle in commands of its own.
+    /// Callers validate what they put in rules; this is the last line of defence.
     pub fn check(&self) -> Result<()> {
-        match self.lines.iter().find(|l| l.contains(['\n', '\r', '\0'])) {
-            None => Ok(()),
-            Some(l) => Err(Error::config(format!(
-                "refusing an iptables rule holding a line break or NUL: {:?}",
-                l.chars().take(200).collect::<String>()
-            ))),
-        }
+        self.err.clone().map_or(Ok(()), Err)
     }
     pub fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+        self.lines.is_empty() && self.err.is_none()
+    }
+    /// Run `f` with every line it adds attributed to config key `key`, whose user-supplied
+    /// values are `values`.
+    pub fn from_key(
+        &mut self,
+        key: &'static str,
+        values: &[&str],
+        f: impl FnOnce(&mut Self),
+    ) -> &mut Self {
+        for v in values {
+            if !v.is_empty() {
+                self.values.push((key, v.to_string()));
+            }
+        }
+        let prev = self.origin.replace(key);
+        f(self);
+        self.origin = prev;
+        self
+    }
+    fn push(&mut self, line: String) {
+        if self.err.is_some() {
+            return;
+        }
+        let why = if line.chars().any(|c| c.is_control()) {
+            Some("a newline, carriage return, NUL or other control character")
+        } else if line.len() > MAX_LINE {
+            Some("a line too long for iptables-restore")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            let what = self.origin.map(|k| format!("{k}: ")).unwrap_or_default();
+            self.err = Some(Error::config(format!(
+                "{what}refusing to write an iptables rule containing {why}: {line:?}"
+            )));
+            return;
+        }
+        self.lines.push((line, self.origin));
+    }
+    fn has_line(&self, line: &str) -> bool {
+        self.lines.iter().any(|(l, _)| l == line)
     }
     pub fn new_chain(&mut self, chain: &str) -> &mut Self {
-        self.lines.push(format!("-N {chain}"));
+        self.push(format!("-N {chain}"));
         self
     }
     /// `-N` unless `saved` already has it.
     pub fn ensure_chain(&mut self, saved: &Saved, chain: &str) -> &mut Self {
-        if !saved.has_chain(chain) && !self.lines.iter().any(|l| l == &format!("-N {chain}")) {
+        if !saved.has_chain(chain) && !self.has_line(&format!("-N {chain}")) {
             self.new_chain(chain);
         }
         self
     }
     pub fn flush(&mut self, chain: &str) -> &mut Self {
-        self.lines.push(format!("-F {chain}"));
+        self.push(format!("-F {chain}"));
         self
     }
     pub fn delete_chain(&mut self, chain: &str) -> &mut Self {
-        self.lines.push(format!("-X {chain}"));
+        self.push(format!("-X {chain}"));
         self
     }
     pub fn append(&mut self, chain: &str, spec: &str) -> &mut Self {
-        self.lines.push(format!("-A {chain} {spec}"));
+        self.push(format!("-A {chain} {spec}"));
         self
     }
     /// Insert at the head of `chain`.
     pub fn insert(&mut self, chain: &str, spec: &str) -> &mut Self {
-        self.lines.push(format!("-I {chain} 1 {spec}"));
+        self.push(format!("-I {chain} 1 {spec}"));
         self
     }
     pub fn delete(&mut self, chain: &str, spec: &str) -> &mut Self {
-        self.lines.push(format!("-D {chain} {spec}"));
+        self.push(format!("-D {chain} {spec}"));
         self
     }
     /// Append unless an identical rule is in `saved` (or already queued).
     pub fn append_unique(&mut self, saved: &Saved, chain: &str, spec: &str) -> &mut Self {
         let line = format!("-A {chain} {spec}");
-        if !saved.has_rule(chain, spec) && !self.lines.contains(&line) {
-            self.lines.push(line);
+        if !saved.has_rule(chain, spec) && !self.has_line(&line) {
+            self.push(line);
         }
         self
     }
@@ -384,15 +393,51 @@ impl Script {
         }
         self.flush(chain).delete_chain(chain)
     }
-    fn render(&self, table: &str) -> String {
+    fn render(&self, table: &str) -> Result<String> {
+        if let Some(e) = &self.err {
+            return Err(e.clone());
+        }
         let mut s = format!("*{table}\n");
-        for l in &self.lines {
+        for (l, _) in &self.lines {
             s.push_str(l);
             s.push('\n');
         }
         s.push_str("COMMIT\n");
-        s
+        Ok(s)
     }
+    /// The config key a failure reported by iptables-restore as `err` comes from: the origin
+    /// of the line it names, or the key whose value it quotes (errors found at COMMIT, such
+    /// as a missing jump target, name the object, not the line).
+    fn blame(&self, err: &str) -> Option<&'static str> {
+        if let Some(n) = error_line(err)
+            && let Some((_, Some(key))) = n.checked_sub(2).and_then(|i| self.lines.get(i))
+        {
+            return Some(key);
+        }
+        self.values.iter().find_map(|(k, v)| {
+            [format!("'{v}'"), format!("\"{v}\""), format!("`{v}'")]
+                .iter()
+                .any(|q| err.contains(q.as_str()))
+                .then_some(*k)
+        })
+    }
+}
+
+/// The script line number in an iptables-restore error (`Error occurred at line: N`,
+/// `line N: ...`, `line N failed`).
+fn error_line(err: &str) -> Option<usize> {
+    for pat in ["line: ", "line "] {
+        for (i, _) in err.match_indices(pat) {
+            let digits: String = err[i + pat.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse() {
+                return Some(n);
+            }
+        }
+    }
+    None
 }
 
 /// iptables or ip6tables, found in PATH.
@@ -449,8 +494,7 @@ impl Ipt {
         if script.is_empty() {
             return Ok(());
         }
-        script.check()?;
-        let input = script.render(table);
+        let input = script.render(table)?;
         let mut child = Command::new(&self.restore)
             .arg("--noflush")
             .arg(format!("--wait={LOCK_WAIT_SECS}"))
@@ -469,7 +513,14 @@ impl Ipt {
             return Ok(());
         }
         let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        if out.status.code() == Some(4) || err.contains("xtables lock") {
+        if let Some(key) = script.blame(&err) {
+            return Err(Error::config(format!(
+                "{key}: iptables-restore rejected the rules made from it: {}",
+                err.lines().next().unwrap_or_default()
+            ))
+            .with_details(format!("{err}\n{}", input.trim_end())));
+        }
+        if err.contains("xtables lock") {
             return Err(Error::try_again(format!(
                 "{}: the xtables lock is held by another program (waited {LOCK_WAIT_SECS} s): {err}",
                 self.restore.display()
@@ -498,7 +549,9 @@ impl Ipt {
             let script = plan(&saved)?;
             match self.restore(table, &script) {
                 Ok(()) => return Ok(()),
-                Err(e) if e.code == code::TRY_AGAIN_LATER => return Err(e),
+                Err(e) if e.code == code::TRY_AGAIN_LATER || e.code == code::INVALID_CONFIG => {
+                    return Err(e);
+                }
                 Err(e) => last = Some(e),
             }
             std::thread::sleep(std::time::Duration::from_millis(20 << attempt));

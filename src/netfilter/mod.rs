@@ -21,6 +21,7 @@ pub mod rule;
 pub mod spoofcheck;
 #[cfg(test)]
 mod tests;
+pub mod validate;
 
 pub use nft::{
     BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nft, Policy, RuleInfo, Snapshot, Table,

@@ -17,6 +17,9 @@ pub fn get_be64(data: &[u8]) -> u64 {
 
 /// Encode a comment as `nft` user data: TLV type 0 (`NFTNL_UDATA_*_COMMENT`), NUL-terminated.
 pub fn udata_comment(comment: &str) -> Option<Vec<u8>> {
+    if comment.contains('\0') {
+        return None;
+    }
     let len = u8::try_from(comment.len() + 1).ok()?;
     let mut v = Vec::with_capacity(comment.len() + 3);
     v.extend_from_slice(&[0, len]);

@@ -3,6 +3,7 @@
 
 use super::msg::{self, NLMSG_DONE, NLMSG_ERROR, Writer};
 use super::rule::Rule;
+use super::validate;
 use crate::cni::{Context, Error, Result};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 use nix::errno::Errno;
@@ -237,6 +238,7 @@ impl Batch {
             t.family,
             F_CREATE,
             |w| {
+                validate::nft_name("nftables table", &t.name)?;
                 w.str(1, &t.name);
                 w.be32(2, 0);
                 if let Some(c) = comment {
@@ -269,6 +271,7 @@ impl Batch {
             t.family,
             F_CREATE,
             |w| {
+                validate::nft_name("nftables chain", chain)?;
                 w.str(1, &t.name);
                 w.str(3, chain);
                 if let Some(b) = base {
@@ -313,6 +316,7 @@ impl Batch {
     }
     fn rule(&mut self, what: String, t: &Table, chain: &str, rule: &Rule, flags: u16) -> &mut Self {
         self.op(what, NEWRULE, t.family, flags, |w| {
+            validate::nft_name("nftables chain", chain)?;
             w.str(1, &t.name);
             w.str(2, chain);
             rule.encode(t.family, w)

@@ -27,9 +27,15 @@ enum Stmt {
         neq: bool,
     },
     L4proto(u8),
+    Meta {
+        key: u32,
+        neq: bool,
+        data: Vec<u8>,
+    },
     Port {
         dst: bool,
         port: u16,
+        neq: bool,
     },
     Ifname {
         out: bool,
@@ -110,11 +116,31 @@ impl Rule {
     }
     /// `th dport N` (`tcp dport N` after `l4proto(TCP)`).
     pub fn dport(self, port: u16) -> Self {
-        self.push(Stmt::Port { dst: true, port })
+        self.port(true, port, false)
     }
     /// `th sport N`.
     pub fn sport(self, port: u16) -> Self {
-        self.push(Stmt::Port { dst: false, port })
+        self.port(false, port, false)
+    }
+    /// `th dport|sport [!=] N`.
+    pub fn port(self, dst: bool, port: u16, neq: bool) -> Self {
+        self.push(Stmt::Port { dst, port, neq })
+    }
+    /// `meta l4proto != P`.
+    pub fn l4proto_not(self, proto: u8) -> Self {
+        self.push(Stmt::Meta {
+            key: META_L4PROTO,
+            neq: true,
+            data: vec![proto],
+        })
+    }
+    /// `meta mark [!=] N`.
+    pub fn mark(self, mark: u32, neq: bool) -> Self {
+        self.push(Stmt::Meta {
+            key: META_MARK,
+            neq,
+            data: mark.to_ne_bytes().to_vec(),
+        })
     }
     fn ifname(self, out: bool, name: &str, neq: bool) -> Self {
         self.push(Stmt::Ifname {
@@ -220,8 +246,9 @@ impl Rule {
             return Err(e);
         }
         if let Some(c) = &self.comment {
-            let u = udata_comment(c)
-                .ok_or_else(|| Error::internal("nftables: rule comment too long"))?;
+            let u = udata_comment(c).ok_or_else(|| {
+                Error::config("nftables: rule comment longer than 254 bytes or containing NUL")
+            })?;
             w.attr(7, &u);
         }
         Ok(())
@@ -233,6 +260,7 @@ const CMP_NEQ: u32 = 1;
 const REG1: u32 = 1;
 const REG2: u32 = 2;
 const META_PROTOCOL: u32 = 1;
+const META_MARK: u32 = 3;
 const META_IIFNAME: u32 = 6;
 const META_OIFNAME: u32 = 7;
 const META_NFPROTO: u32 = 15;
@@ -352,14 +380,19 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
             meta(w, META_L4PROTO);
             cmp(w, CMP_EQ, &[*p]);
         }
-        Stmt::Port { dst, port } => {
+        Stmt::Meta { key, neq, data } => {
+            meta(w, *key);
+            cmp(w, if *neq { CMP_NEQ } else { CMP_EQ }, data);
+        }
+        Stmt::Port { dst, port, neq } => {
             payload(w, BASE_TRANSPORT, if *dst { 2 } else { 0 }, 2);
-            cmp(w, CMP_EQ, &port.to_be_bytes());
+            cmp(w, if *neq { CMP_NEQ } else { CMP_EQ }, &port.to_be_bytes());
         }
         Stmt::Ifname { out, name, neq } => {
-            if name.len() >= 16 {
-                return Err(Error::internal(format!(
-                    "nftables: interface name {name:?} too long"
+            // The kernel compares 16 bytes; a NUL inside would cut the name short.
+            if name.is_empty() || name.len() >= 16 || name.contains('\0') {
+                return Err(Error::config(format!(
+                    "nftables: invalid interface name {name:?} (1-15 bytes, no NUL)"
                 )));
             }
             let mut b = [0u8; 16];
@@ -418,6 +451,9 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
                 Verdict::Jump(c) => (-3, Some(c)),
                 Verdict::Goto(c) => (-4, Some(c)),
             };
+            if let Some(c) = chain {
+                super::validate::nft_name("nftables jump target", c)?;
+            }
             immediate(w, 0, |w| {
                 w.nest(2, |w| {
                     w.be32(1, code as u32);

@@ -741,3 +741,66 @@ fn restore_script_refuses_line_breaks_and_nul() {
         assert!(e.msg.starts_with("conditionsV4[1]: "), "{}", e.msg);
     }
 }
+
+#[test]
+fn condition_statements_like_nft() {
+    let t = Table::new(Family::Ip, "t");
+    let mut b = Batch::new();
+    b.add_table(&t, None).add_chain(&t, "c", None).add_rule(
+        &t,
+        "c",
+        &Rule::new()
+            .mark(0x10, false)
+            .port(true, 22, true)
+            .l4proto_not(TCP)
+            .mark(7, true)
+            .accept(),
+    );
+    same_as_nft(
+        &b,
+        &[t],
+        "table ip t { chain c { meta mark 0x00000010 th dport != 22 meta l4proto != tcp \
+         meta mark != 0x00000007 accept; }; }",
+    );
+}
+
+#[test]
+fn hostile_names_refused_before_sending() {
+    let t = Table::new(Family::Ip, "t");
+    for (b, what) in [
+        {
+            let mut b = Batch::new();
+            b.add_chain(&t, "a\0b", None);
+            (b, "chain")
+        },
+        {
+            let mut b = Batch::new();
+            b.add_chain(&t, &"c".repeat(256), None);
+            (b, "chain")
+        },
+        {
+            let mut b = Batch::new();
+            b.add_rule(&t, "c", &Rule::new().iifname("et\0h0").accept());
+            (b, "interface")
+        },
+        {
+            let mut b = Batch::new();
+            b.add_rule(&t, "c", &Rule::new().accept().comment("x\0y"));
+            (b, "comment")
+        },
+        {
+            let mut b = Batch::new();
+            b.add_rule(&t, "c", &Rule::new().jump("x\0y"));
+            (b, "jump")
+        },
+    ] {
+        let ns = Ns::new();
+        let e = ns.open().apply(&b).unwrap_err();
+        assert_eq!(
+            e.code,
+            crate::cni::error::code::INVALID_CONFIG,
+            "{what}: {e:?}"
+        );
+        assert_eq!(ns.ruleset(), "", "{what}");
+    }
+}
