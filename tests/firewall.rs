@@ -651,3 +651,156 @@ fn old_version_reference() {
 fn old_version_ours() {
     old_version(Impl::Ours, Some("iptables"));
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input (issue 11, items 1 and 12): a name or token that would change the rules
+// written (extra lines in the iptables-restore script, a NUL in an nf_tables attribute) is a
+// code 7 error naming the key, and nothing changes on the node.
+
+/// Everything netfilter holds in `node`: every iptables and ip6tables table and the nftables
+/// ruleset (timestamp comments dropped).
+fn netfilter_state(node: &NetNs) -> String {
+    let mut s = String::new();
+    for cmd in [
+        &["iptables-save"][..],
+        &["ip6tables-save"],
+        &["nft", "list", "ruleset"],
+    ] {
+        let out = node.exec(cmd);
+        assert!(out.status_ok, "{cmd:?}: {out:?}");
+        for l in out.stdout.lines().filter(|l| !l.starts_with('#')) {
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// A firewall config of network `fwhostile` with `extra` keys and a prevResult whose bridge
+/// (first interface) is `bridge`.
+fn hostile_conf(backend: &str, extra: &Value, bridge: &str, cont: &NetNs, ip: &str) -> Value {
+    let mut c = fw_conf_for(
+        "fwhostile",
+        Some(backend),
+        None,
+        Some(&json!({
+            "cniVersion": "1.0.0",
+            "interfaces": [
+                {"name": bridge},
+                {"name": "veth1234"},
+                {"name": "eth0", "sandbox": cont.path()},
+            ],
+            "ips": [{"address": ip, "interface": 2}],
+        })),
+    );
+    for (k, v) in extra.as_object().expect("object") {
+        c[k] = v.clone();
+    }
+    c
+}
+
+fn hostile(backend: &'static str, extra: Value, bridge: &str, key: &str) {
+    let test = format!("firewall hostile {backend} {extra} {bridge:?}");
+    if !require_root(&test) {
+        return;
+    }
+    let sb = Sandbox::new("fw-hostile");
+    let (node, cont) = (NetNs::create(), NetNs::create());
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let mut env = env_for(&cont, "fw-benign");
+    env.extra
+        .push(("CNIBOX_STATE_DIR".into(), sb.path("state").display().to_string()));
+    // A working attachment first, so the plugin's tables and chains exist.
+    let benign = hostile_conf(
+        backend,
+        &json!({"ingressPolicy": "same-bridge"}),
+        "cnifwok",
+        &cont,
+        "10.231.0.5/24",
+    );
+    p.add("firewall", &env, &benign).ok();
+    let before = netfilter_state(&node);
+    env.container_id = "fw-hostile".into();
+    let out = p.add(
+        "firewall",
+        &env,
+        &hostile_conf(backend, &extra, bridge, &cont, "10.231.0.6/24"),
+    );
+    let msg = out.err(7);
+    assert!(msg.contains(key), "{test}: message names {key}: {msg}");
+    let after = netfilter_state(&node);
+    assert!(
+        !after.contains("-A INPUT -j DROP"),
+        "{test}: injected rule applied:\n{after}"
+    );
+    assert_eq!(before, after, "{test}: the node's rules changed");
+    env.container_id = "fw-benign".into();
+    p.del("firewall", &env, &benign).ok();
+}
+
+#[test]
+fn hostile_admin_chain_newline_iptables() {
+    // The issue's example: the newline made `-A INPUT -j DROP` a line of the restore script.
+    hostile(
+        "iptables",
+        json!({"iptablesAdminChainName": "X\n-A INPUT -j DROP"}),
+        "cnifwok",
+        "iptablesAdminChainName",
+    );
+    hostile(
+        "iptables",
+        json!({"iptablesAdminChainName": "X\r-A INPUT -j DROP"}),
+        "cnifwok",
+        "iptablesAdminChainName",
+    );
+}
+
+#[test]
+fn hostile_admin_chain_names_iptables() {
+    for bad in [
+        "X -j DROP",
+        "ACCEPT",
+        "-X",
+        "CNI-FORWARD",
+        "X\"Y",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123",
+    ] {
+        hostile(
+            "iptables",
+            json!({"iptablesAdminChainName": bad}),
+            "cnifwok",
+            "iptablesAdminChainName",
+        );
+    }
+}
+
+#[test]
+fn admin_chain_iptables_rejects_comes_back_as_7() {
+    // Passes our checks, but iptables refuses a chain named like a target: only
+    // iptables-restore knows, and its rejection must name the key (was code 5).
+    hostile(
+        "iptables",
+        json!({"iptablesAdminChainName": "MASQUERADE"}),
+        "cnifwok",
+        "iptablesAdminChainName",
+    );
+}
+
+#[test]
+fn hostile_bridge_name_from_prev_result() {
+    let key = "prevResult.interfaces[0].name";
+    let policy = json!({"ingressPolicy": "same-bridge"});
+    for backend in ["iptables", "nftables"] {
+        for bad in [
+            "br0\n-A INPUT -j DROP",
+            "br\n-A",
+            "br\0x",
+            "br\"x",
+            "br x",
+            "br+",
+            "averyveryverylongbridge",
+        ] {
+            hostile(backend, policy.clone(), bad, key);
+        }
+    }
+}

@@ -1114,3 +1114,187 @@ fn conditions_per_container_ours_nftables() {
     lab.plugin().del("portmap", &env_for(&c1, id1), &cf1).ok();
     lab.plugin().del("portmap", &env_for(&c2, id2), &cf2).ok();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Hostile input (issue 11, items 1, 11 and 12): names and condition tokens that would add
+// lines to the iptables-restore script or bytes to nf_tables attributes are code 7 errors naming
+// the key, so are conditions only iptables-restore rejects, and nothing changes on the node.
+
+/// Everything netfilter holds in `node` (timestamp comments dropped).
+fn netfilter_state(node: &NetNs) -> String {
+    let mut s = String::new();
+    for cmd in [
+        &["iptables-save"][..],
+        &["ip6tables-save"],
+        &["nft", "list", "ruleset"],
+    ] {
+        let out = node.exec(cmd);
+        assert!(out.status_ok, "{cmd:?}: {out:?}");
+        for l in out.stdout.lines().filter(|l| !l.starts_with('#')) {
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// A portmap config of network `pmhostile` (8080→80/tcp, no SNAT) with `extra` keys, chained
+/// after a result giving `cont` 10.232.0.<host>.
+fn hostile_pm_conf(backend: &str, extra: &Value, cont: &NetNs, host: u8) -> Value {
+    let mut c = json!({
+        "cniVersion": "1.0.0",
+        "name": "pmhostile",
+        "type": "portmap",
+        "backend": backend,
+        "snat": false,
+        "runtimeConfig": {"portMappings": [
+            {"hostPort": 8080 + host as u16, "containerPort": 80, "protocol": "tcp"}
+        ]},
+        "prevResult": {
+            "cniVersion": "1.0.0",
+            "interfaces": [
+                {"name": "cnipmh"},
+                {"name": "veth1234"},
+                {"name": "eth0", "sandbox": cont.path()},
+            ],
+            "ips": [{"address": format!("10.232.0.{host}/24"), "interface": 2}],
+        },
+    });
+    for (k, v) in extra.as_object().expect("object") {
+        c[k] = v.clone();
+    }
+    c
+}
+
+fn pm_hostile(backend: &'static str, extra: Value, key: &str) {
+    let test = format!("portmap hostile {backend} {extra}");
+    if !require_root(&test) {
+        return;
+    }
+    let sb = Sandbox::new("pm-hostile");
+    let (node, cont) = (NetNs::create(), NetNs::create());
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let mut env = env_for(&cont, "pm-benign");
+    env.extra
+        .push(("CNIBOX_STATE_DIR".into(), sb.path("state").display().to_string()));
+    // A working mapping first, so the plugin's tables and chains exist.
+    let benign = hostile_pm_conf(backend, &json!({}), &cont, 5);
+    p.add("portmap", &env, &benign).ok();
+    let before = netfilter_state(&node);
+    env.container_id = "pm-hostile".into();
+    let out = p.add(
+        "portmap",
+        &env,
+        &hostile_pm_conf(backend, &extra, &cont, 6),
+    );
+    let msg = out.err(7);
+    assert!(msg.contains(key), "{test}: message names {key}: {msg}");
+    let after = netfilter_state(&node);
+    assert!(
+        !after.contains("-A INPUT -j DROP"),
+        "{test}: injected rule applied:\n{after}"
+    );
+    assert_eq!(before, after, "{test}: the node's rules changed");
+    env.container_id = "pm-benign".into();
+    p.del("portmap", &env, &benign).ok();
+}
+
+#[test]
+fn hostile_external_set_mark_chain_iptables() {
+    for bad in ["X\n-A INPUT -j DROP", "X\r", "X Y", "ACCEPT", "-j", "CNI-HOSTPORT-DNAT"] {
+        pm_hostile(
+            "iptables",
+            json!({"snat": true, "externalSetMarkChain": bad}),
+            "externalSetMarkChain",
+        );
+    }
+    // A valid name of a chain that does not exist: iptables-restore would have failed (code 5).
+    pm_hostile(
+        "iptables",
+        json!({"snat": true, "externalSetMarkChain": "KUBE-MARK-MASQ"}),
+        "externalSetMarkChain",
+    );
+}
+
+#[test]
+fn hostile_conditions_iptables() {
+    for bad in [
+        json!(["-s", "10.0.0.0/8\n-A INPUT -j DROP"]),
+        json!(["-s", "10.0.0.0/8\r-A INPUT -j DROP"]),
+        json!(["-s", "10.0.0.0/8\u{0}"]),
+        json!(["-s", format!("10.0.0.0/8 {}", "x".repeat(12000))]),
+    ] {
+        pm_hostile("iptables", json!({"conditionsV4": bad}), "conditionsV4");
+    }
+}
+
+#[test]
+fn conditions_only_iptables_rejects_come_back_as_7() {
+    for bad in [
+        json!(["--bogus"]),
+        json!(["-m", "nosuchmatch"]),
+        json!(["-s", "not-an-address-at-all.invalid"]),
+        json!(["-p", "tcp", "--dport"]),
+    ] {
+        pm_hostile("iptables", json!({"conditionsV4": bad}), "conditionsV4");
+    }
+}
+
+#[test]
+fn hostile_conditions_nftables() {
+    for (bad, token) in [
+        (json!(["ip saddr 10.0.0.1\n"]), "control character"),
+        (json!(["ip saddr 10.0.0.1;", "drop"]), "\"10.0.0.1;\""),
+        (json!(["iifname", "\"eth0\u{0}x\""]), "control character"),
+        (json!(["ct state new"]), "\"ct\""),
+        (json!(["ip saddr { 10.0.0.1"]), "unterminated set"),
+        (json!(["th dport 1-2"]), "ranges"),
+    ] {
+        pm_hostile("nftables", json!({"conditionsV4": bad}), "conditionsV4");
+        pm_hostile("nftables", json!({"conditionsV4": bad}), token);
+    }
+}
+
+/// What users write for `nft` (issue 11, item 11): anonymous sets, `!=`, `meta mark`,
+/// `tcp dport`, `th dport`, against real traffic from the client.
+#[test]
+fn nft_conditions_with_sets_ours_nftables() {
+    if skip("nft_conditions_with_sets", Impl::Ours) {
+        return;
+    }
+    let lab = Lab::new("pm-sets", Impl::Ours, Some("nftables"), 52, false);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = ("pm-sets-1", "pm-sets-2");
+    let r1 = lab.attach(&c1, id1, "1.0.0");
+    let r2 = lab.attach(&c2, id2, "1.0.0");
+    let _s1 = serve(&c1, "tcp", false, 80, "one");
+    let _s2 = serve(&c2, "tcp", false, 80, "two");
+    let map = |port: u16| json!([{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]);
+    // Container 1 admits the client's subnet (a set element); container 2 refuses it.
+    let mut cf1 = lab.pm_conf("1.0.0", map(8080), Some(&r1));
+    cf1["conditionsV4"] = json!([
+        "ip saddr { 10.9.9.9, 192.168.52.0/24 }",
+        "meta mark != 0x1234",
+        "tcp dport { 8080, 9999 }",
+        "iifname != \"lo\""
+    ]);
+    let mut cf2 = lab.pm_conf("1.0.0", map(8081), Some(&r2));
+    cf2["conditionsV4"] = json!(["ip", "saddr", "!=", "{", "10.9.9.9,", "192.168.52.0/24", "}", "th dport 8081"]);
+    lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
+    lab.plugin().check("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().check("portmap", &env_for(&c2, id2), &cf2).ok();
+    let node_addr = lab.node_addr();
+    assert_answers(&lab.client, "tcp", &node_addr, 8080, "one", "set admits");
+    assert_silent(&lab.client, "tcp", &node_addr, 8081, "negated set refuses");
+    // Two set elements × two ports = four DNAT rules for container 1.
+    let dnat1 = lab
+        .rules_of(id1)
+        .into_iter()
+        .filter(|r| r.contains("dnat"))
+        .count();
+    assert_eq!(dnat1, 4, "{:?}", lab.rules_of(id1));
+    lab.plugin().del("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().del("portmap", &env_for(&c2, id2), &cf2).ok();
+    assert!(lab.rules_of(id1).is_empty() && lab.rules_of(id2).is_empty());
+}

@@ -598,6 +598,9 @@ fn nft_tokens(text: &str) -> std::result::Result<Vec<String>, String> {
                 loop {
                     match chars.next() {
                         Some('"') => break,
+                        Some(c) if c.is_control() => {
+                            return Err(format!("control character {c:?}"));
+                        }
                         Some(c) => q.push(c),
                         None => return Err("unterminated quoted string".into()),
                     }
