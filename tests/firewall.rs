@@ -708,8 +708,10 @@ fn hostile(backend: &'static str, extra: Value, bridge: &str, key: &str) {
     let (node, cont) = (NetNs::create(), NetNs::create());
     let p = sb.plugin_in(Impl::Ours, &node);
     let mut env = env_for(&cont, "fw-benign");
-    env.extra
-        .push(("CNIBOX_STATE_DIR".into(), sb.path("state").display().to_string()));
+    env.extra.push((
+        "CNIBOX_STATE_DIR".into(),
+        sb.path("state").display().to_string(),
+    ));
     // A working attachment first, so the plugin's tables and chains exist.
     let benign = hostile_conf(
         backend,

@@ -1175,18 +1175,16 @@ fn pm_hostile(backend: &'static str, extra: Value, key: &str) {
     let (node, cont) = (NetNs::create(), NetNs::create());
     let p = sb.plugin_in(Impl::Ours, &node);
     let mut env = env_for(&cont, "pm-benign");
-    env.extra
-        .push(("CNIBOX_STATE_DIR".into(), sb.path("state").display().to_string()));
+    env.extra.push((
+        "CNIBOX_STATE_DIR".into(),
+        sb.path("state").display().to_string(),
+    ));
     // A working mapping first, so the plugin's tables and chains exist.
     let benign = hostile_pm_conf(backend, &json!({}), &cont, 5);
     p.add("portmap", &env, &benign).ok();
     let before = netfilter_state(&node);
     env.container_id = "pm-hostile".into();
-    let out = p.add(
-        "portmap",
-        &env,
-        &hostile_pm_conf(backend, &extra, &cont, 6),
-    );
+    let out = p.add("portmap", &env, &hostile_pm_conf(backend, &extra, &cont, 6));
     let msg = out.err(7);
     assert!(msg.contains(key), "{test}: message names {key}: {msg}");
     let after = netfilter_state(&node);
@@ -1201,7 +1199,14 @@ fn pm_hostile(backend: &'static str, extra: Value, key: &str) {
 
 #[test]
 fn hostile_external_set_mark_chain_iptables() {
-    for bad in ["X\n-A INPUT -j DROP", "X\r", "X Y", "ACCEPT", "-j", "CNI-HOSTPORT-DNAT"] {
+    for bad in [
+        "X\n-A INPUT -j DROP",
+        "X\r",
+        "X Y",
+        "ACCEPT",
+        "-j",
+        "CNI-HOSTPORT-DNAT",
+    ] {
         pm_hostile(
             "iptables",
             json!({"snat": true, "externalSetMarkChain": bad}),
@@ -1279,7 +1284,16 @@ fn nft_conditions_with_sets_ours_nftables() {
         "iifname != \"lo\""
     ]);
     let mut cf2 = lab.pm_conf("1.0.0", map(8081), Some(&r2));
-    cf2["conditionsV4"] = json!(["ip", "saddr", "!=", "{", "10.9.9.9,", "192.168.52.0/24", "}", "th dport 8081"]);
+    cf2["conditionsV4"] = json!([
+        "ip",
+        "saddr",
+        "!=",
+        "{",
+        "10.9.9.9,",
+        "192.168.52.0/24",
+        "}",
+        "th dport 8081"
+    ]);
     lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
     lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
     lab.plugin().check("portmap", &env_for(&c1, id1), &cf1).ok();

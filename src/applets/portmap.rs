@@ -629,7 +629,7 @@ fn nft_tokens(text: &str) -> std::result::Result<Vec<String>, String> {
 fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec<Rule>> {
     let text = cond.join(" ");
     let bad = |why: String| Error::config(format!("{key}: {why} in {text:?}; {NFT_SYNTAX}"));
-    let toks = nft_tokens(&text).map_err(|e| bad(e))?;
+    let toks = nft_tokens(&text).map_err(&bad)?;
     // Each condition: its alternatives (one for a value or a negated set).
     let mut conds: Vec<Vec<Vec<Cond>>> = Vec::new();
     let mut i = 0;
