@@ -611,3 +611,45 @@ fn default_gateway_keeps_ipam_default_route() {
     assert!(routes.contains("via 10.83.0.254"), "{routes}");
     assert!(p.del("bridge", &env_for(&c, "defgw"), &cf).status_ok);
 }
+
+/// Route attributes survive every result version from 0.3.0 (as the Go library keeps them), so
+/// a route with a table and a metric from host-local is installed there in a 0.4.0 or 1.0.0
+/// config too; a 1.1.0 result reports the configured MTU of each interface.
+#[test]
+fn route_attributes_and_mtu_in_results() {
+    if !require_root("route_attributes_and_mtu_in_results") {
+        return;
+    }
+    let sb = Sandbox::new("br-rtattr");
+    let node = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    for (i, v) in ["0.3.1", "0.4.0", "1.0.0", "1.1.0"].iter().enumerate() {
+        let c = NetNs::create();
+        let cf = json!({"cniVersion": v, "name": "rtattr", "type": "bridge",
+            "bridge": "br-rtattr", "isGateway": true, "mtu": 1400,
+            "ipam": {"type": "host-local", "subnet": "10.84.0.0/24",
+                     "routes": [{"dst": "192.168.50.0/24", "gw": "10.84.0.1", "table": 100, "priority": 50}],
+                     "dataDir": sb.path("ipam").display().to_string()}});
+        let id = format!("rtattr{i}");
+        let r = p.add("bridge", &env_for(&c, &id), &cf).ok().clone();
+        assert_eq!(r["routes"][0]["table"], 100, "{v}: {r}");
+        assert_eq!(r["routes"][0]["priority"], 50, "{v}: {r}");
+        let t = c.sh(&["ip", "route", "show", "table", "100"]);
+        assert!(
+            t.contains("192.168.50.0/24 via 10.84.0.1 dev eth0") && t.contains("metric 50"),
+            "{v}: route not in table 100 with metric 50: {t}"
+        );
+        let mtus: Vec<&Value> = r["interfaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| &i["mtu"])
+            .collect();
+        if *v == "1.1.0" || *v == "1.0.0" {
+            assert!(mtus.iter().all(|m| **m == 1400), "{v}: {r}");
+        } else {
+            assert!(mtus.iter().all(|m| m.is_null()), "{v}: {r}");
+        }
+        assert!(p.del("bridge", &env_for(&c, &id), &cf).status_ok);
+    }
+}

@@ -384,7 +384,12 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     .into_iter()
     .enumerate()
     {
-        result.interfaces[i].mac = link?.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+        let link = link?;
+        result.interfaces[i].mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+        // 1.1.0 results carry the MTU of each interface when one was configured.
+        if b.c.mtu.is_some() {
+            result.interfaces[i].mtu = Some(link.mtu);
+        }
     }
     undo.done = true;
     Ok(Some(result))

@@ -179,7 +179,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
             return Err(e.context("failed to execute IPAM delegate"));
         }
     };
-    match finish(req, &ns, &mut cont, &link, ipam) {
+    match finish(req, &ns, &mut cont, &link, ipam, v.mtu > 0) {
         Ok(r) => Ok(Some(r)),
         Err(e) => {
             if let Err(d) = delegate::del(&v.ipam, req) {
@@ -198,6 +198,7 @@ fn finish(
     cont: &mut Handle,
     link: &Link,
     mut result: CniResult,
+    mtu_configured: bool,
 ) -> Result<CniResult> {
     if result.ips.is_empty() {
         return Err(Error::internal("IPAM plugin returned missing IP config"));
@@ -208,10 +209,17 @@ fn finish(
     result.interfaces = vec![Interface {
         name: req.env.ifname.clone(),
         mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
+        // 1.1.0 results carry the MTU when one was configured.
+        mtu: mtu_configured.then_some(link.mtu),
         sandbox: ns.path().to_string(),
         ..Default::default()
     }];
     iface::configure(ns, cont, &req.env.ifname, link.index, &result, 0)?;
+    // As upstream, the result is returned once IPv6 duplicate address detection is over, so
+    // the container can use its addresses at once.
+    if result.ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
+        iface::wait_dad(cont, link.index, std::time::Duration::from_secs(10))?;
+    }
     result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)
 }

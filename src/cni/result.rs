@@ -1,7 +1,7 @@
 //! Results, modelled once (the 1.1.0 shape) and converted to the version a request asks for.
 //!
-//! Conversion follows the Go library: 0.3.x/0.4.0 add `ips[].version` and drop the 1.1.0
-//! interface and route attributes; 0.1.0/0.2.0 keep the first IPv4 and first IPv6 address as
+//! Conversion follows the Go library: 0.3.x/0.4.0 add `ips[].version` and drop the interface
+//! attributes `mtu`, `socketPath` and `pciID` (route attributes stay in every version); 0.1.0/0.2.0 keep the first IPv4 and first IPv6 address as
 //! `ip4`/`ip6`, split routes between them by destination family, and fail with
 //! "cannot convert: no valid IP addresses" when there is no address at all. Every version prints
 //! `"dns": {}` when empty, as the Go library does (encoding/json never omits a struct).
@@ -87,9 +87,6 @@ impl Route {
             table: None,
             scope: None,
         }
-    }
-    fn strip_1_1(&mut self) {
-        *self = Route::new(self.dst, self.gw);
     }
 }
 
@@ -280,7 +277,7 @@ impl CniResult {
         }
         let mut interfaces = self.interfaces.clone();
         let mut ips = self.ips.clone();
-        let mut routes = self.routes.clone();
+        let routes = self.routes.clone();
         for ip in &mut ips {
             ip.version = (version < Version::V100).then(|| {
                 if ip.address.addr().is_ipv4() {
@@ -291,13 +288,14 @@ impl CniResult {
                 .to_string()
             });
         }
-        if version < Version::V110 {
+        // As the Go library: routes are one type in every version from 0.3.0 and keep their
+        // attributes; 0.3.x/0.4.0 interfaces have no mtu, socketPath or pciID.
+        if version < Version::V100 {
             for i in &mut interfaces {
                 i.mtu = None;
                 i.socket_path.clear();
                 i.pci_id.clear();
             }
-            routes.iter_mut().for_each(Route::strip_1_1);
         }
         // Go's encoding/json does not omit an empty struct, so `"dns": {}` is always printed.
         let dns = Some(&self.dns);
@@ -383,7 +381,7 @@ mod tests {
                     {"version": "4", "interface": 0, "address": "10.0.1.2/24"},
                     {"version": "6", "interface": 0, "address": "fd00::2/64", "gateway": "fd00::1"}
                 ],
-                "routes": [{"dst": "0.0.0.0/0", "gw": "10.0.0.1"}, {"dst": "::/0"}],
+                "routes": [{"dst": "0.0.0.0/0", "gw": "10.0.0.1", "table": 100}, {"dst": "::/0"}],
                 "dns": {"nameservers": ["10.0.0.53"]}
             })
         };
@@ -397,13 +395,13 @@ mod tests {
                 Version::V100,
                 json!({
                     "cniVersion": "1.0.0",
-                    "interfaces": [{"name": "eth0", "mac": "0a:58:0a:00:00:02", "sandbox": "/run/netns/x"}],
+                    "interfaces": [{"name": "eth0", "mac": "0a:58:0a:00:00:02", "mtu": 1500, "sandbox": "/run/netns/x"}],
                     "ips": [
                         {"interface": 0, "address": "10.0.0.2/24", "gateway": "10.0.0.1"},
                         {"interface": 0, "address": "10.0.1.2/24"},
                         {"interface": 0, "address": "fd00::2/64", "gateway": "fd00::1"}
                     ],
-                    "routes": [{"dst": "0.0.0.0/0", "gw": "10.0.0.1"}, {"dst": "::/0"}],
+                    "routes": [{"dst": "0.0.0.0/0", "gw": "10.0.0.1", "table": 100}, {"dst": "::/0"}],
                     "dns": {"nameservers": ["10.0.0.53"]}
                 }),
             ),
