@@ -806,3 +806,54 @@ fn hostile_bridge_name_from_prev_result() {
         }
     }
 }
+
+/// A container ID longer than any comment or file name (valid: the spec sets no limit): ADD,
+/// CHECK, DEL and GC work on both backends and DEL leaves the node as it was.
+fn long_container_id(backend: &'static str) {
+    if !require_root("firewall long_container_id") {
+        return;
+    }
+    let sb = Sandbox::new("fw-longid");
+    let (node, cont) = (NetNs::create(), NetNs::create());
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let mut env = env_for(&cont, &"c".repeat(300));
+    env.extra.push((
+        "CNIBOX_STATE_DIR".into(),
+        sb.path("state").display().to_string(),
+    ));
+    let conf = hostile_conf(backend, &json!({}), "cnifwok", &cont, "10.231.0.7/24");
+    let ip_rules = |state: &str| -> Vec<String> {
+        state
+            .lines()
+            .filter(|l| l.contains("10.231.0.7"))
+            .map(String::from)
+            .collect()
+    };
+    p.add("firewall", &env, &conf).ok();
+    assert!(
+        !ip_rules(&netfilter_state(&node)).is_empty(),
+        "ADD added rules"
+    );
+    p.check("firewall", &env, &conf).ok();
+    p.del("firewall", &env, &conf).ok();
+    assert_eq!(ip_rules(&netfilter_state(&node)), Vec::<String>::new());
+    // GC of an attachment that is gone removes its rules.
+    p.add("firewall", &env, &conf).ok();
+    let mut gc = fw_conf_for("fwhostile", Some(backend), None, None);
+    gc["cniVersion"] = json!("1.1.0");
+    gc["cni.dev/valid-attachments"] = json!([]);
+    let mut gc_env = env.clone();
+    gc_env.container_id = String::new();
+    p.cmd("firewall", "GC", &gc_env, &gc).ok();
+    assert_eq!(ip_rules(&netfilter_state(&node)), Vec::<String>::new());
+}
+
+#[test]
+fn long_container_id_ours_iptables() {
+    long_container_id("iptables");
+}
+
+#[test]
+fn long_container_id_ours_nftables() {
+    long_container_id("nftables");
+}

@@ -1312,3 +1312,48 @@ fn nft_conditions_with_sets_ours_nftables() {
     lab.plugin().del("portmap", &env_for(&c2, id2), &cf2).ok();
     assert!(lab.rules_of(id1).is_empty() && lab.rules_of(id2).is_empty());
 }
+
+/// A container ID longer than any comment or file name (valid: the spec sets no limit):
+/// ADD, CHECK and DEL work on both backends and DEL leaves the node as it was.
+fn long_container_id(backend: &'static str) {
+    if !require_root("long_container_id") {
+        return;
+    }
+    let sb = Sandbox::new("pm-longid");
+    let (node, cont) = (NetNs::create(), NetNs::create());
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let mut env = env_for(&cont, &"c".repeat(300));
+    env.extra.push((
+        "CNIBOX_STATE_DIR".into(),
+        sb.path("state").display().to_string(),
+    ));
+    let conf = hostile_pm_conf(backend, &json!({}), &cont, 7);
+    let before = netfilter_state(&node);
+    p.add("portmap", &env, &conf).ok();
+    assert_ne!(before, netfilter_state(&node), "ADD added rules");
+    p.check("portmap", &env, &conf).ok();
+    // A second long ID sharing the first 200 bytes is another owner.
+    let mut env2 = env.clone();
+    env2.container_id = format!("{}d", "c".repeat(299));
+    let conf2 = hostile_pm_conf(backend, &json!({}), &cont, 8);
+    p.add("portmap", &env2, &conf2).ok();
+    p.del("portmap", &env2, &conf2).ok();
+    p.check("portmap", &env, &conf).ok();
+    p.del("portmap", &env, &conf).ok();
+    let after = netfilter_state(&node);
+    let leftover: Vec<&str> = after
+        .lines()
+        .filter(|l| l.contains("ccccc") || l.contains("10.232.0."))
+        .collect();
+    assert!(leftover.is_empty(), "DEL left {leftover:?}");
+}
+
+#[test]
+fn long_container_id_ours_nftables() {
+    long_container_id("nftables");
+}
+
+#[test]
+fn long_container_id_ours_iptables() {
+    long_container_id("iptables");
+}

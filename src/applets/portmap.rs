@@ -27,8 +27,8 @@ use crate::cni::{Applet, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, SCTP, Snapshot, TCP,
-    Table, UDP, delete_commented, owners, validate,
+    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, NFT_COMMENT_MAX, Nft, Rule, SCTP,
+    Snapshot, TCP, Table, UDP, delete_commented, owners, validate,
 };
 use crate::netlink::Handle;
 use ipnet::IpNet;
@@ -290,19 +290,9 @@ fn old_snat_chain(network: &str, cid: &str) -> String {
     )
 }
 
-fn trim_comment(s: String) -> String {
-    if s.len() <= 255 {
-        return s;
-    }
-    let mut end = 253;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
-}
-
 fn dnat_comment(network: &str, cid: &str) -> String {
-    trim_comment(format!("dnat name: {network:?} id: {cid:?}"))
+    // Trimmed to iptables' limit by iptables::comment, as upstream trims it.
+    format!("dnat name: {network:?} id: {cid:?}")
 }
 
 fn mark_def(mark: u32) -> String {
@@ -506,6 +496,20 @@ fn ipt_remove(ipt: &Ipt, chains: &[String]) -> Result<()> {
 
 // ---------------------------------------------------------------------------------------------
 // nftables
+
+/// The comment of a container's nftables rules: its ID, as upstream writes it; an ID longer
+/// than nft's comment limit (where upstream fails) is cut and ends in `/` and 16 hex of its
+/// hash (`/` is never in a container ID, so no short ID can match it).
+fn nft_comment(cid: &str) -> String {
+    if cid.len() <= NFT_COMMENT_MAX {
+        return cid.to_string();
+    }
+    let mut end = NFT_COMMENT_MAX - 17;
+    while !cid.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}/{}", &cid[..end], sha512_hex(cid.as_bytes(), 16))
+}
 
 fn nft_table(v6: bool) -> Table {
     Table::new(if v6 { Family::Ip6 } else { Family::Ip }, NFT_TABLE)
@@ -895,7 +899,7 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
     // A repeated ADD replaces the container's rules.
     for chain in OWNED_CHAINS {
         for (h, c) in snap.comments_in(chain) {
-            if c == pm.cid {
+            if c == nft_comment(&pm.cid) {
                 b.del_rule(&t, chain, h);
             }
         }
@@ -913,7 +917,7 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
                 .l4proto(m.proto_num())
                 .dport(m.host_port)
                 .dnat(cip.addr(), Some(m.container_port))
-                .comment(pm.cid.clone());
+                .comment(nft_comment(&pm.cid));
             b.add_rule(&t, "hostports", &r);
         }
     }
@@ -934,7 +938,7 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
                 .saddr(src)
                 .daddr(cip.addr())
                 .masquerade()
-                .comment(pm.cid.clone()),
+                .comment(nft_comment(&pm.cid)),
         );
         if !v6 && !pm.masq_all {
             b.add_rule(
@@ -944,7 +948,7 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
                     .saddr("127.0.0.1".parse::<IpAddr>().expect("literal"))
                     .daddr(cip.addr())
                     .masquerade()
-                    .comment(pm.cid.clone()),
+                    .comment(nft_comment(&pm.cid)),
             );
         }
     }
@@ -966,7 +970,8 @@ fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
         (true, false) => 1,
     };
     let snap = Nft::open()?.snapshot(&t)?;
-    let owned = nft_owned(&snap, |c| c == pm.cid);
+    let mine = nft_comment(&pm.cid);
+    let owned = nft_owned(&snap, |c| c == mine);
     for (chain, want) in [("hostports", want_ports), ("masquerading", want_masq)] {
         let have = owned.iter().filter(|(c, _)| *c == chain).count();
         if have < want {
@@ -980,8 +985,9 @@ fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
 
 /// Delete the container's rules from both nftables families; no table is fine.
 fn nft_remove(cids: &HashSet<&str>) -> Result<()> {
+    let comments: HashSet<String> = cids.iter().map(|c| nft_comment(c)).collect();
     for v6 in [false, true] {
-        delete_commented(&nft_table(v6), &OWNED_CHAINS, |c| cids.contains(c))
+        delete_commented(&nft_table(v6), &OWNED_CHAINS, |c| comments.contains(c))
             .map_err(|e| e.context("error deleting nftables rules"))?;
     }
     Ok(())

@@ -251,15 +251,39 @@ pub fn quote(arg: &str) -> String {
     q
 }
 
-/// `-m comment --comment TEXT` in saved form.
+/// The longest comment the iptables comment match takes (XT_MAX_COMMENT_LEN - 1).
+pub const COMMENT_MAX: usize = 255;
+
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = max.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// `text` as iptables takes it: a longer one is cut and ends in `...` (names and container IDs
+/// have no length limit, the comment match does).
+pub fn trim_comment(text: &str) -> String {
+    if text.len() <= COMMENT_MAX {
+        return text.to_string();
+    }
+    format!("{}...", cut(text, COMMENT_MAX - 3))
+}
+
+/// `-m comment --comment TEXT` in saved form (trimmed with [`trim_comment`]).
 pub fn comment(text: &str) -> String {
-    format!("-m comment --comment {}", quote(text))
+    format!("-m comment --comment {}", quote(&trim_comment(text)))
 }
 
 /// How a comment starting with `prefix` begins in `iptables-save` output (quoted, its closing
-/// quote cut off), to find the rules whose comment starts so.
+/// quote cut off), to find the rules whose comment starts so — also when the comment was
+/// trimmed.
 pub fn comment_prefix(prefix: &str) -> String {
-    quote(prefix).trim_end_matches('"').to_string()
+    quote(cut(prefix, COMMENT_MAX - 3))
+        .trim_end_matches('"')
+        .to_string()
 }
 
 /// The longest line written into an `iptables-restore` script. iptables-restore reads its
@@ -577,6 +601,20 @@ mod tests {
             r#""name: \"net\" id: "#
         );
         assert_eq!(quote(""), "\"\"");
+    }
+
+    #[test]
+    fn long_comments_are_trimmed_and_still_found() {
+        let long = format!("name: \"{}\" id: \"c1\"", "n".repeat(300));
+        let c = comment(&long);
+        let text = c.strip_prefix("-m comment --comment ").unwrap();
+        // Quoted: 255 bytes of comment plus the quotes and the escapes of the two quotes kept.
+        assert!(text.ends_with("...\""), "{text}");
+        assert_eq!(trim_comment(&long).len(), COMMENT_MAX);
+        assert!(text.starts_with(&comment_prefix(&long)));
+        assert!(text.starts_with(&comment_prefix("name: \"nnn")));
+        assert_eq!(trim_comment("short"), "short");
+        assert!(trim_comment(&"é".repeat(200)).len() <= COMMENT_MAX);
     }
 
     #[test]

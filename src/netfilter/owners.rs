@@ -12,11 +12,28 @@ const DEFAULT_DIR: &str = "/var/lib/cni/cnibox";
 
 fn dir(kind: &str, network: &str) -> PathBuf {
     let base = std::env::var_os("CNIBOX_STATE_DIR").unwrap_or_else(|| DEFAULT_DIR.into());
+    // A network name longer than a file name allows gets its hash (GC lists by network only).
+    let network = if network.len() <= NAME_MAX {
+        network.to_string()
+    } else {
+        format!("~{}", crate::hash::sha512_hex(network.as_bytes(), 32))
+    };
     PathBuf::from(base).join(kind).join(network)
 }
 
+/// Longest record name written as `<cid>:<ifname>`; longer owners (container IDs have no
+/// length limit) get `~<32 hex of sha512>` and their owner on the record's first line,
+/// `owner <cid>:<ifname>` (`~` never starts a container ID).
+const NAME_MAX: usize = 200;
+const OWNER_LINE: &str = "owner ";
+
 fn key(cid: &str, ifname: &str) -> String {
-    format!("{cid}:{ifname}")
+    let k = format!("{cid}:{ifname}");
+    if k.len() <= NAME_MAX {
+        k
+    } else {
+        format!("~{}", crate::hash::sha512_hex(k.as_bytes(), 32))
+    }
 }
 
 /// Write (replace) the record of one attachment.
@@ -25,22 +42,38 @@ pub fn record(kind: &str, network: &str, cid: &str, ifname: &str, items: &[Strin
     std::fs::create_dir_all(&d).ctx(format_args!("create {}", d.display()))?;
     let name = key(cid, ifname);
     let tmp = d.join(format!(".{name}.{}", std::process::id()));
-    let mut body = items.join("\n");
+    let mut body = String::new();
+    if name.starts_with('~') {
+        body = format!("{OWNER_LINE}{cid}:{ifname}\n");
+    }
+    body.push_str(&items.join("\n"));
     body.push('\n');
     std::fs::write(&tmp, body).ctx(format_args!("write {}", tmp.display()))?;
     std::fs::rename(&tmp, d.join(&name)).ctx(format_args!("rename {}", tmp.display()))
 }
 
+/// The owner line (if any) and the items of a record.
+fn read(path: &std::path::Path) -> (Option<String>, Vec<String>) {
+    let Ok(s) = std::fs::read_to_string(path) else {
+        return (None, Vec::new());
+    };
+    let mut owner = None;
+    let mut items = Vec::new();
+    for (i, l) in s.lines().enumerate() {
+        if i == 0
+            && let Some(o) = l.strip_prefix(OWNER_LINE)
+        {
+            owner = Some(o.to_string());
+        } else if !l.is_empty() {
+            items.push(l.to_string());
+        }
+    }
+    (owner, items)
+}
+
 /// The items recorded for one attachment (empty if none).
 pub fn get(kind: &str, network: &str, cid: &str, ifname: &str) -> Vec<String> {
-    std::fs::read_to_string(dir(kind, network).join(key(cid, ifname)))
-        .map(|s| {
-            s.lines()
-                .filter(|l| !l.is_empty())
-                .map(String::from)
-                .collect()
-        })
-        .unwrap_or_default()
+    read(&dir(kind, network).join(key(cid, ifname))).1
 }
 
 /// Remove one attachment's record; a missing record is fine.
@@ -57,9 +90,45 @@ pub fn list(kind: &str, network: &str) -> Vec<(String, String, Vec<String>)> {
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| !n.starts_with('.'))
         .filter_map(|n| {
-            let (cid, ifname) = n.split_once(':')?;
-            let items = get(kind, network, cid, ifname);
+            let (owner, items) = read(&dir(kind, network).join(&n));
+            let owner = if n.starts_with('~') { owner? } else { n };
+            let (cid, ifname) = owner.split_once(':')?;
             Some((cid.to_string(), ifname.to_string(), items))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_owners_get_hashed_names() {
+        let d = std::env::temp_dir().join(format!("cnibox-owners-{}", std::process::id()));
+        // SAFETY: only this test reads CNIBOX_STATE_DIR in this process's unit tests.
+        unsafe { std::env::set_var("CNIBOX_STATE_DIR", &d) };
+        let long = "c".repeat(300);
+        let items = vec!["10.0.0.5".to_string()];
+        record("k", "net", &long, "eth0", &items).unwrap();
+        record("k", "net", "short", "eth1", &items).unwrap();
+        let net = "n".repeat(300);
+        record("k", &net, &long, "eth0", &items).unwrap();
+        assert_eq!(
+            list("k", &net),
+            vec![(long.clone(), "eth0".to_string(), items.clone())]
+        );
+        assert_eq!(get("k", "net", &long, "eth0"), items);
+        let mut all = list("k", "net");
+        all.sort();
+        assert_eq!(
+            all,
+            vec![
+                (long.clone(), "eth0".to_string(), items.clone()),
+                ("short".to_string(), "eth1".to_string(), items.clone()),
+            ]
+        );
+        forget("k", "net", &long, "eth0");
+        assert!(get("k", "net", &long, "eth0").is_empty());
+        let _ = std::fs::remove_dir_all(&d);
+    }
 }

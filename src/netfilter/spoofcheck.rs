@@ -18,8 +18,24 @@ use crate::cni::Result;
 
 const BASE: &str = "PREROUTING";
 
+/// The chain and comment names, as upstream derives them from `<cid>-<ifname>`. Where upstream
+/// fails (its comment over nft's 128-byte limit, so a container ID over ~100 bytes), the id is
+/// cut and ends in `/` and 16 hex of its hash (`/` is in neither a container ID nor an
+/// interface name, so no short id can match it): every name stays within nf_tables' limits.
 fn names(cid: &str, ifname: &str) -> (String, String, String) {
-    let id = format!("{cid}-{ifname}");
+    const COMMENT_PREFIX: usize = "macspoofchk-".len();
+    let mut id = format!("{cid}-{ifname}");
+    if COMMENT_PREFIX + id.len() > super::NFT_COMMENT_MAX {
+        let mut end = super::NFT_COMMENT_MAX - COMMENT_PREFIX - 17;
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        id = format!(
+            "{}/{}",
+            &id[..end],
+            crate::hash::sha512_hex(id.as_bytes(), 16)
+        );
+    }
     let iface = format!("cni-br-iface-{id}");
     (format!("{iface}-mac"), iface, format!("macspoofchk-{id}"))
 }
@@ -90,4 +106,27 @@ pub fn teardown(cid: &str, ifname: &str) -> Result<()> {
         }
     }
     if b.is_empty() { Ok(()) } else { nft.apply(&b) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_like_upstream_and_bounded() {
+        let (mac, iface, comment) = names("c1", "eth0");
+        assert_eq!(
+            (mac.as_str(), iface.as_str(), comment.as_str()),
+            (
+                "cni-br-iface-c1-eth0-mac",
+                "cni-br-iface-c1-eth0",
+                "macspoofchk-c1-eth0"
+            )
+        );
+        let long = "c".repeat(400);
+        let (mac, _, comment) = names(&long, "eth0");
+        assert_eq!(comment.len(), crate::netfilter::NFT_COMMENT_MAX);
+        assert!(mac.len() < 256);
+        assert_ne!(names(&format!("{long}x"), "eth0").2, comment);
+    }
 }
