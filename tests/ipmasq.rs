@@ -646,3 +646,51 @@ fn compat_identical_nat_tables() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// 5. A container ID longer than iptables' comment limit (valid: the spec sets no limit)
+
+fn long_container_id(v: Variant, n: u8) {
+    if skip("long_container_id", v.0) {
+        return;
+    }
+    let lab = Lab::new("ipmasq-longid", v, n);
+    let cont = NetNs::create();
+    let id = "c".repeat(300);
+    lab.attach(&cont, &id, true);
+    let (outside, node_ip) = (format!("192.168.{n}.2"), format!("192.168.{n}.1"));
+    let _srv = serve(&lab.outside, "tcp", false, 80, "$SOCAT_PEERADDR");
+    assert_answers(&cont, "tcp", &outside, 80, &node_ip, "masqueraded");
+    // Comments are cut to the comment match's limit, in saved form as written.
+    for l in lab.nat(false).iter().filter(|l| l.contains("--comment \"")) {
+        let quoted = l.split("--comment \"").nth(1).unwrap_or_default();
+        let (mut text, mut esc) = (String::new(), false);
+        for c in quoted.chars() {
+            match (esc, c) {
+                (false, '\\') => esc = true,
+                (false, '"') => break,
+                _ => {
+                    text.push(c);
+                    esc = false;
+                }
+            }
+        }
+        assert!(text.len() <= 255, "comment over the limit: {l}");
+    }
+    let p = lab.plugin();
+    p.gc("bridge", &lab.gc_conf(&lab.net(), &[&id])).ok();
+    assert_answers(&cont, "tcp", &outside, 80, &node_ip, "kept by GC");
+    p.gc("bridge", &lab.gc_conf(&lab.net(), &[])).ok();
+    lab.assert_clean();
+    lab.del(v.0, &env_for(&cont, &id));
+    lab.assert_clean();
+}
+
+#[test]
+fn long_container_id_ours_iptables() {
+    long_container_id(IPT, 186);
+}
+#[test]
+fn long_container_id_ours_nftables() {
+    long_container_id(NFT, 187);
+}

@@ -252,5 +252,14 @@ mod tests {
         );
         assert!(rules[1].starts_with("! -d 224.0.0.0/4 -m comment"));
         assert!(jump.starts_with("-s 10.88.0.5/32 -m comment"));
+        // A long container ID: the comment is cut to the comment match's 255 bytes (legacy
+        // iptables refuses longer ones, iptables-nft cuts them silently so the saved form
+        // would no longer equal ours), and GC still finds it by its prefix.
+        let cid = "c".repeat(300);
+        let (_, rules, _) = iptables_rules("net", &cid, &ip);
+        let c = iptables::trim_comment(&comment("net", &cid));
+        assert_eq!(c.len(), 255);
+        assert!(rules[0].contains(&iptables::quote(&c)), "{}", rules[0]);
+        assert!(rules[0].contains(&iptables::comment_prefix(r#"name: "net" id: "#)));
     }
 }
