@@ -16,7 +16,7 @@ build:
 # compatibility tests against /usr/lib/cni when the reference plugins are installed.
 # The VM test (vlan under a Debian kernel in qemu) boots the static release binary.
 test: build
-	CNIBOX_STATIC=$(abspath $(BIN)) $(CARGO) test
+	CNIBOX_STATIC=$(abspath $(BIN)) $(CARGO) test --no-fail-fast
 
 test-unit:
 	$(CARGO) test --lib
