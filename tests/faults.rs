@@ -47,7 +47,7 @@ fn run_and_kill(
     vars: &[(&str, &str)],
     stdin: &str,
     delay: Duration,
-) {
+) -> bool {
     let mut cmd = match node {
         None => Command::new(program),
         Some(n) => {
@@ -69,12 +69,56 @@ fn run_and_kill(
     let t = Instant::now();
     while t.elapsed() < delay {
         if child.try_wait().ok().flatten().is_some() {
-            return;
+            return false;
         }
         std::thread::sleep(Duration::from_micros(50));
     }
     let _ = child.kill();
     let _ = child.wait();
+    true
+}
+
+/// Every file under dataDir that must not outlive an attachment's DEL: temporary files
+/// anywhere, and anything in the network directory but `lock`, `last_reserved_ip.N` and the
+/// reservations of `live` owners.
+fn litter(data: &Path, live: &[&str]) -> Vec<String> {
+    fn walk(d: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(data, &mut files);
+    files
+        .into_iter()
+        .filter_map(|p| {
+            let rel = p.strip_prefix(data).ok()?.display().to_string();
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            let content = std::fs::read_to_string(&p).unwrap_or_default();
+            let ok = if let Some(n) = rel.strip_prefix("faultnet/") {
+                n == "lock"
+                    || n.starts_with("last_reserved_ip.")
+                    || (n.parse::<std::net::IpAddr>().is_ok()
+                        && live
+                            .iter()
+                            .any(|o| content.starts_with(&format!("{o}\r\n"))))
+            } else if rel.starts_with(".cnibox/faultnet/") {
+                // Owner index entries: only for live owners.
+                !name.starts_with(".tmp")
+                    && live
+                        .iter()
+                        .any(|o| content.contains(&format!("owner {o}:")))
+            } else {
+                rel == ".cnibox/.sealed/faultnet"
+            };
+            (!ok).then_some(rel)
+        })
+        .collect()
 }
 
 fn vars<'a>(cmd: &'a str, cid: &'a str, netns: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
@@ -97,15 +141,40 @@ fn host_local_killed_at_any_instant() {
     let prog = sb.bin.join("host-local");
     let path = sb.bin.display().to_string();
     let mut rng = Rng(0x5eed_1234_abcd_0001);
+    // Kill instants spread over one ADD's real duration on this machine (the slowest of a
+    // few), so the kills land before, during and after the store is changed.
+    let span = (0..5)
+        .map(|k| {
+            let t = Instant::now();
+            let e = Env {
+                container_id: format!("probe{k}"),
+                ..sb.env()
+            };
+            sb.ours().run("host-local", "ADD", &e, &conf).ok();
+            let d = t.elapsed();
+            sb.ours().run("host-local", "DEL", &e, &conf).ok();
+            d
+        })
+        .max()
+        .unwrap()
+        .as_micros() as u64
+        + 1;
+    let (mut finished, mut before_reservation, mut after_reservation) = (0, 0, 0);
     for i in 0..150 {
         let cid = format!("kill{i}");
-        let delay = Duration::from_micros(rng.next() % 3000);
-        run_and_kill(&prog, None, &vars("ADD", &cid, "/x", &path), &conf, delay);
-        for (name, content) in reservations(&dir) {
+        let delay = Duration::from_micros(rng.next() % span);
+        let killed = run_and_kill(&prog, None, &vars("ADD", &cid, "/x", &path), &conf, delay);
+        let held = reservations(&dir);
+        for (name, content) in &held {
             assert!(
                 !content.trim().is_empty(),
                 "run {i}: empty reservation {name}"
             );
+        }
+        match (killed, held.is_empty()) {
+            (false, _) => finished += 1,
+            (true, true) => before_reservation += 1,
+            (true, false) => after_reservation += 1,
         }
         let out = sb.ours().run(
             "host-local",
@@ -122,7 +191,20 @@ fn host_local_killed_at_any_instant() {
             left.is_empty(),
             "run {i} (killed after {delay:?}): leaked {left:?}"
         );
+        let litter = litter(&dir, &[]);
+        assert!(
+            litter.is_empty(),
+            "run {i} (killed after {delay:?}): left {litter:?}"
+        );
     }
+    eprintln!(
+        "kills over {span} µs: {before_reservation} before a reservation existed, \
+         {after_reservation} after, {finished} ADDs finished first"
+    );
+    assert!(
+        before_reservation >= 10 && after_reservation >= 10,
+        "the kills did not cover the ADD: {before_reservation} before, {after_reservation} after, {finished} finished"
+    );
     // The store is consistent afterwards: a normal ADD/DEL works and is exact.
     let out = sb.ours().run("host-local", "ADD", &sb.env(), &conf);
     assert!(out.status_ok, "{out:?}");
@@ -194,6 +276,11 @@ fn bridge_killed_at_any_instant() {
             .filter(|(_, c)| !c.starts_with("warm"))
             .collect();
         assert!(left.is_empty(), "run {i}: leaked {left:?}");
+        let litter = litter(&dir, &["warm"]);
+        assert!(
+            litter.is_empty(),
+            "run {i} (killed after {delay:?}): left {litter:?}"
+        );
         let nft = node.sh(&["nft", "list", "ruleset"]);
         assert!(!nft.contains(&cid), "run {i}: rules left:\n{nft}");
     }
@@ -300,6 +387,8 @@ fn full_filesystem() {
                 "{opts}/{free_pages}: leaked {:?}",
                 reservations(&dir)
             );
+            let litter = litter(&dir, &[]);
+            assert!(litter.is_empty(), "{opts}/{free_pages}: left {litter:?}");
         }
     }
 }

@@ -24,8 +24,10 @@
 //!   stamp is removed before the first change of an operation, so a crash at any instant leaves
 //!   the store unsealed;
 //! - the owner's entry lists an address before its reservation exists, so no crash leaves a
-//!   reservation the index does not know; entries and the stamp are written to a temporary
-//!   file and renamed;
+//!   reservation the index does not know; entries, the stamp and `last_reserved_ip.N` are
+//!   written to a temporary file and renamed (the temporary name is fixed per target,
+//!   `.tmp-<name>`, and only used under the lock, so one left by a killed process is replaced
+//!   by the next write instead of piling up);
 //! - a reservation appears with its content in one step (a complete temporary file link(2)ed
 //!   into place: atomic, and exclusive), so no empty or half-written reservation is ever
 //!   visible (upstream #498), and any failure after it (a full disk writing
@@ -121,23 +123,34 @@ struct Stale;
 /// file name (Go's host-local writes owners of any length).
 const MAX_ENTRY_NAME: usize = 200;
 
-static TMP_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
-fn tmp_name() -> String {
-    let n = TMP_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!(".tmp-{}-{n}", std::process::id())
+/// The temporary file for writing `name` in `dir`: `.tmp-<name>`. Every write happens under
+/// the network's lock and each target has its own name (network names and entry names never
+/// start with a dot), so a fixed name is never contended, and one left by a killed process is
+/// simply replaced by the next write of the same target instead of accumulating.
+fn tmp_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!(".tmp-{name}"))
 }
 
-/// Write `data` to a new temporary file beside `path` and rename it over `path`.
-fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_file_name(tmp_name());
+/// Create `tmp` (replacing a leftover) holding exactly `data`, mode 0600.
+fn write_tmp(tmp: &Path, data: &[u8]) -> std::io::Result<()> {
+    not_found_ok(fs::remove_file(tmp))?;
     let res = OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&tmp)
-        .and_then(|mut f| f.write_all(data))
-        .and_then(|()| fs::rename(&tmp, path));
+        .open(tmp)
+        .and_then(|mut f| f.write_all(data));
+    if res.is_err() {
+        let _ = fs::remove_file(tmp);
+    }
+    res
+}
+
+/// Write `data` to a temporary file beside `path` and rename it over `path`.
+fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = tmp_path(path.parent().unwrap_or(Path::new(".")), &name);
+    let res = write_tmp(&tmp, data).and_then(|()| fs::rename(&tmp, path));
     if res.is_err() {
         let _ = fs::remove_file(&tmp);
     }
@@ -361,14 +374,7 @@ impl Store {
             return created;
         }
         let last = self.dir.join(format!("last_reserved_ip.{set}"));
-        let recorded = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&last)
-            .and_then(|mut f| f.write_all(ip.to_string().as_bytes()));
-        if let Err(e) = recorded {
+        if let Err(e) = self.record_last(&last, ip) {
             let _ = fs::remove_file(&path);
             self.write_entry(owner, &listed);
             return Err(Error::io(format_args!("write {}", last.display()), e));
@@ -376,20 +382,42 @@ impl Store {
         Ok(true)
     }
 
+    /// Replace `last_reserved_ip.N` (same bytes as upstream) by renaming a complete temporary
+    /// file from the index over it, so a crash or a full disk never leaves it empty or torn.
+    /// On another filesystem (EXDEV) it is rewritten in place, as upstream does.
+    fn record_last(&self, last: &Path, ip: IpAddr) -> std::io::Result<()> {
+        let data = ip.to_string();
+        let name = last.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = tmp_path(&self.index, &name);
+        let res = write_tmp(&tmp, data.as_bytes()).and_then(|()| fs::rename(&tmp, last));
+        match res {
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+                let _ = fs::remove_file(&tmp);
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(last)
+                    .and_then(|mut f| f.write_all(data.as_bytes()))
+            }
+            Err(e) => {
+                let _ = fs::remove_file(&tmp);
+                Err(e)
+            }
+            Ok(()) => Ok(()),
+        }
+    }
+
     /// Link a complete reservation file into place; `Ok(false)` when the address is taken.
     fn create_reservation(&self, path: &Path, owner: &Owner) -> Result<bool> {
         // The temporary file lives in the index (out of the Go plugin's sight); on another
         // filesystem (EXDEV) it is made beside the reservation instead.
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
         for dir in [&self.index, &self.dir] {
-            let tmp = dir.join(tmp_name());
-            let written = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)
-                .and_then(|mut f| f.write_all(owner.content().as_bytes()));
+            let tmp = tmp_path(dir, &name);
+            let written = write_tmp(&tmp, owner.content().as_bytes());
             if let Err(e) = written {
-                let _ = fs::remove_file(&tmp);
                 if dir == &self.index {
                     continue;
                 }
