@@ -723,11 +723,8 @@ fn hostile(backend: &'static str, extra: Value, bridge: &str, key: &str) {
     p.add("firewall", &env, &benign).ok();
     let before = netfilter_state(&node);
     env.container_id = "fw-hostile".into();
-    let out = p.add(
-        "firewall",
-        &env,
-        &hostile_conf(backend, &extra, bridge, &cont, "10.231.0.6/24"),
-    );
+    let hostile = hostile_conf(backend, &extra, bridge, &cont, "10.231.0.6/24");
+    let out = p.add("firewall", &env, &hostile);
     let msg = out.err(7);
     assert!(msg.contains(key), "{test}: message names {key}: {msg}");
     let after = netfilter_state(&node);
@@ -736,6 +733,13 @@ fn hostile(backend: &'static str, extra: Value, bridge: &str, key: &str) {
         "{test}: injected rule applied:\n{after}"
     );
     assert_eq!(before, after, "{test}: the node's rules changed");
+    // DEL with that config succeeds (nothing of it was applied) and removes nothing else.
+    p.del("firewall", &env, &hostile).ok();
+    assert_eq!(
+        before,
+        netfilter_state(&node),
+        "{test}: DEL changed other rules"
+    );
     env.container_id = "fw-benign".into();
     p.del("firewall", &env, &benign).ok();
 }

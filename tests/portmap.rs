@@ -1184,7 +1184,8 @@ fn pm_hostile(backend: &'static str, extra: Value, key: &str) {
     p.add("portmap", &env, &benign).ok();
     let before = netfilter_state(&node);
     env.container_id = "pm-hostile".into();
-    let out = p.add("portmap", &env, &hostile_pm_conf(backend, &extra, &cont, 6));
+    let hostile = hostile_pm_conf(backend, &extra, &cont, 6);
+    let out = p.add("portmap", &env, &hostile);
     let msg = out.err(7);
     assert!(msg.contains(key), "{test}: message names {key}: {msg}");
     let after = netfilter_state(&node);
@@ -1193,6 +1194,13 @@ fn pm_hostile(backend: &'static str, extra: Value, key: &str) {
         "{test}: injected rule applied:\n{after}"
     );
     assert_eq!(before, after, "{test}: the node's rules changed");
+    // DEL with that config succeeds (nothing of it was applied) and removes nothing else.
+    p.del("portmap", &env, &hostile).ok();
+    assert_eq!(
+        before,
+        netfilter_state(&node),
+        "{test}: DEL changed other rules"
+    );
     env.container_id = "pm-benign".into();
     p.del("portmap", &env, &benign).ok();
 }

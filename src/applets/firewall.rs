@@ -28,7 +28,7 @@
 //! still applies, so on such nodes use the iptables backend.
 
 use crate::cni::result::CniResult;
-use crate::cni::{Applet, Error, Request, Result, Version};
+use crate::cni::{Applet, Command, Error, Request, Result, Version};
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
     Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, Table, ct,
@@ -119,11 +119,15 @@ fn load(req: &Request) -> Result<Fw> {
     } else {
         c.iptables_admin_chain_name
     };
-    validate::chain_name("iptablesAdminChainName", &admin)?;
-    if [FORWARD_CHAIN, STAGE1, STAGE2].contains(&admin.as_str()) {
-        return Err(Error::config(format!(
-            "iptablesAdminChainName: {admin:?} is one of the plugin's own chains"
-        )));
+    // DEL removes rules by address and comment, never with the admin chain: an invalid name
+    // (which no ADD accepted) must not keep a container's rules from being removed.
+    if req.env.command != Command::Del {
+        validate::chain_name("iptablesAdminChainName", &admin)?;
+        if [FORWARD_CHAIN, STAGE1, STAGE2].contains(&admin.as_str()) {
+            return Err(Error::config(format!(
+                "iptablesAdminChainName: {admin:?} is one of the plugin's own chains"
+            )));
+        }
     }
     Ok(Fw {
         backend,

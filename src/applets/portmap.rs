@@ -23,7 +23,7 @@
 
 use crate::cni::gojson;
 use crate::cni::result::CniResult;
-use crate::cni::{Applet, Error, Request, Result, Version};
+use crate::cni::{Applet, Command, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
@@ -145,7 +145,10 @@ fn load(req: &Request) -> Result<Pm> {
             "MasqMarkBit must be between 0 and 31 (got {bit})"
         )));
     }
-    if let Some(chain) = &c.external_set_mark_chain {
+    // DEL removes rules by chain name and comment, never with these keys: an invalid value
+    // (which no ADD accepted) must not keep a container's rules from being removed.
+    let strict = req.env.command != Command::Del;
+    if let Some(chain) = c.external_set_mark_chain.as_ref().filter(|_| strict) {
         validate::chain_name("externalSetMarkChain", chain)?;
         if [TOP_DNAT, SETMARK, MARK_MASQ].contains(&chain.as_str()) {
             return Err(Error::config(format!(
@@ -192,6 +195,9 @@ fn load(req: &Request) -> Result<Pm> {
         (&cond4, "conditionsV4", false),
         (&cond6, "conditionsV6", true),
     ] {
+        if !strict {
+            break;
+        }
         match backend {
             Backend::Iptables => {
                 iptables::validate_condition_tokens(key, cond)?;
