@@ -474,3 +474,105 @@ fn args_ips_win_over_cni_args_ip() {
         .clone();
     assert_eq!(addr(&r, 0), "10.3.0.30/24");
 }
+
+/// Issue 11 items 4 and 5 with the real Go plugin changing the store between cnibox's
+/// operations: whatever it adds or deletes, and whatever an admin removes, cnibox's DEL
+/// releases exactly the attachment's reservations and CHECK reports exactly what exists.
+#[test]
+fn owner_index_stays_right_when_go_and_admins_change_the_store() {
+    if !reference_available("host-local") {
+        return;
+    }
+    let sb = Sandbox::new("hl-stale");
+    let (ours, go) = (sb.ours(), sb.reference());
+    let c = conf(&sb, "0.4.0", json!({"subnet": "10.12.0.0/24"}));
+    let dir = sb.path("data/hlnet");
+    let holders = || -> BTreeMap<String, String> {
+        store(&dir)
+            .into_iter()
+            .filter(|(k, _)| k.parse::<std::net::IpAddr>().is_ok())
+            .map(|(k, v)| (k, v.split("\r\n").next().unwrap().to_string()))
+            .collect()
+    };
+    let held_by = |cid: &str| -> Vec<String> {
+        holders()
+            .into_iter()
+            .filter(|(_, o)| o == cid)
+            .map(|(ip, _)| ip)
+            .collect()
+    };
+    let ip_of = |r: &Value| addr(r, 0).split('/').next().unwrap().to_string();
+
+    let a = ip_of(ours.add("host-local", &id("a"), &c).ok());
+    ours.add("host-local", &id("b"), &c).ok();
+    // Go releases a's address and hands it to d; then gives a a new one.
+    go.del("host-local", &id("a"), &c).ok();
+    go.add("host-local", &id("d").with_args(&format!("IP={a}")), &c)
+        .ok();
+    let a2 = ip_of(go.add("host-local", &id("a"), &c).ok());
+    assert_ne!(a, a2);
+    // cnibox's index still says a holds `a`: DEL must release a2, not d's address.
+    ours.del("host-local", &id("a"), &c).ok();
+    assert!(held_by("a").is_empty(), "{:?}", holders());
+    assert_eq!(held_by("d"), [a], "d's reservation kept");
+    assert_eq!(held_by("b").len(), 1, "b's reservation kept");
+    // Reservations only Go wrote are found by CHECK and released by DEL.
+    ours.check("host-local", &id("d"), &c).ok();
+    ours.del("host-local", &id("d"), &c).ok();
+    assert!(held_by("d").is_empty());
+    // An admin removes b's reservation: DEL succeeds and releases nothing else.
+    let e = ip_of(ours.add("host-local", &id("e"), &c).ok());
+    let b = held_by("b").pop().unwrap();
+    std::fs::remove_file(dir.join(&b)).unwrap();
+    ours.check("host-local", &id("b"), &c).err(999);
+    ours.del("host-local", &id("b"), &c).ok();
+    assert_eq!(held_by("e"), std::slice::from_ref(&e));
+    // An admin removes cnibox's whole index, or one entry, or garbles one.
+    let index = sb.path("data/.cnibox/hlnet");
+    std::fs::remove_dir_all(&index).unwrap();
+    ours.check("host-local", &id("e"), &c).ok();
+    ours.add("host-local", &id("f"), &c).ok();
+    let entry = |prefix: &str| {
+        std::fs::read_dir(&index)
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with(prefix))
+            .unwrap()
+            .path()
+    };
+    // Garbled in place (the directory times do not change): the checksum catches it.
+    std::fs::write(entry("f:"), "owner f:eth0\n10.12.0.200\n").unwrap();
+    ours.check("host-local", &id("f"), &c).ok();
+    ours.del("host-local", &id("f"), &c).ok();
+    assert!(held_by("f").is_empty(), "{:?}", holders());
+    assert_eq!(held_by("e"), std::slice::from_ref(&e));
+    // One entry removed.
+    std::fs::remove_file(entry("e:")).unwrap();
+    ours.check("host-local", &id("e"), &c).ok();
+    ours.del("host-local", &id("e"), &c).ok();
+    assert!(held_by("e").is_empty(), "{:?}", holders());
+    // A reservation rewritten in place for another owner: the old owner's DEL must not take
+    // it, and from then on the new owner's DEL finds it.
+    let g = ip_of(ours.add("host-local", &id("g"), &c).ok());
+    let keep = ip_of(ours.add("host-local", &id("k"), &c).ok());
+    std::fs::write(dir.join(&g), "z\r\neth0").unwrap();
+    ours.del("host-local", &id("g"), &c).ok();
+    assert_eq!(held_by("z"), [g], "{:?}", holders());
+    ours.del("host-local", &id("z"), &c).ok();
+    assert!(held_by("z").is_empty(), "{:?}", holders());
+    assert_eq!(held_by("k"), [keep]);
+    ours.del("host-local", &id("k"), &c).ok();
+    // Issue 11 item 4: Go writes an owner longer than a file name; the network keeps working.
+    let long = id(&"g".repeat(300));
+    go.add("host-local", &long, &c).ok();
+    ours.add("host-local", &id("h"), &c).ok();
+    ours.check("host-local", &long, &c).ok();
+    ours.del("host-local", &long, &c).ok();
+    ours.del("host-local", &id("h"), &c).ok();
+    assert!(holders().is_empty(), "{:?}", holders());
+    // Go's own DEL still finds what cnibox reserves, and the reverse.
+    ours.add("host-local", &id("i"), &c).ok();
+    go.del("host-local", &id("i"), &c).ok();
+    assert!(holders().is_empty());
+    ours.check("host-local", &id("i"), &c).err(999);
+}

@@ -15,14 +15,19 @@
 //!
 //! - every address it lists is checked against the reservation file before it is released or
 //!   reported; an entry that is damaged (each carries a checksum), names another owner or lists
-//!   an address that is not the owner's makes that lookup scan the reservations instead;
+//!   an address that is not the owner's makes that lookup scan the reservations instead (and
+//!   a DEL that meets such an entry rebuilds the whole index, since it may be wrong about
+//!   other owners too);
 //! - an absent entry is trusted only while the store is *sealed*: after each operation both
 //!   directories get a sentinel modification time in the past and
 //!   `<dataDir>/.cnibox/.sealed/<network>` records what the filesystem stored. Anyone creating or
 //!   removing a file since (the Go plugin, an admin's `rm`) moves a directory to the current
 //!   time; the stamp no longer matches and the next operation rebuilds the index by a scan. The
 //!   stamp is removed before the first change of an operation, so a crash at any instant leaves
-//!   the store unsealed;
+//!   the store unsealed. The one change no O(1) check can see is a reservation rewritten in
+//!   place (same file, another owner's bytes), which no plugin does (Go's host-local only
+//!   creates with O_EXCL and removes): until the index entry of the file's former owner is
+//!   used, or the next scan, the new owner's DEL finds nothing;
 //! - the owner's entry lists an address before its reservation exists, so no crash leaves a
 //!   reservation the index does not know; entries, the stamp and `last_reserved_ip.N` are
 //!   written to a temporary file and renamed (the temporary name is fixed per target,
@@ -456,16 +461,22 @@ impl Store {
     /// is damaged, lists an address that is not the owner's, or the index is broken, the
     /// reservations are scanned instead.
     pub fn owned_by(&self, owner: &Owner) -> Result<Vec<IpAddr>> {
-        if !self.broken
-            && let Ok(entry) = self.read_entry(owner)
-        {
-            let ips = entry.unwrap_or_default();
-            let mine = |ip: &IpAddr| holder(&self.dir.join(ip.to_string())).as_ref() == Some(owner);
-            if ips.iter().all(mine) {
-                return Ok(ips);
-            }
+        match self.verified(owner) {
+            Some(ips) => Ok(ips),
+            None => Ok(self.scan()?.remove(owner).unwrap_or_default()),
         }
-        Ok(self.scan()?.remove(owner).unwrap_or_default())
+    }
+
+    /// `owner`'s addresses from the index, each checked against its reservation file; `None`
+    /// when the index cannot answer (broken, entry damaged, or an address it lists is missing
+    /// or names someone else).
+    fn verified(&self, owner: &Owner) -> Option<Vec<IpAddr>> {
+        if self.broken {
+            return None;
+        }
+        let ips = self.read_entry(owner).ok()?.unwrap_or_default();
+        let mine = |ip: &IpAddr| holder(&self.dir.join(ip.to_string())).as_ref() == Some(owner);
+        ips.iter().all(mine).then_some(ips)
     }
 
     /// Release everything `(cid, ifname)` holds; if it holds nothing, release what a legacy
@@ -480,7 +491,16 @@ impl Store {
 
     /// Release the reservations of exactly `owner`.
     pub fn release_owner(&mut self, owner: &Owner) -> Result<usize> {
-        let ips = self.owned_by(owner)?;
+        let ips = match self.verified(owner) {
+            Some(ips) => ips,
+            None => {
+                // The index disagrees with the reservations, so it may be wrong about other
+                // owners too (a reservation rewritten in place names an owner the index does
+                // not know): rebuild all of it, not only this owner's answer.
+                self.rebuild_index()?;
+                self.owned_by(owner)?
+            }
+        };
         let listed = self.read_entry(owner);
         if ips.is_empty() && matches!(listed, Ok(None)) {
             return Ok(0);
