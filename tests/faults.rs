@@ -246,17 +246,49 @@ fn bridge_killed_at_any_instant() {
         .run("bridge", "ADD", &e0, &conf)
         .ok();
     let base_links = node.sh(&["ip", "-o", "link"]).lines().count();
+    // Kill instants spread over one ADD's measured duration (the slowest of a few).
+    let span = (0..3)
+        .map(|k| {
+            let c = NetNs::create();
+            let e = Env {
+                container_id: format!("probe{k}"),
+                netns: c.path(),
+                ..sb.env()
+            };
+            let t = Instant::now();
+            sb.plugin_in(Impl::Ours, &node)
+                .run("bridge", "ADD", &e, &conf)
+                .ok();
+            let d = t.elapsed();
+            sb.plugin_in(Impl::Ours, &node)
+                .run("bridge", "DEL", &e, &conf)
+                .ok();
+            d
+        })
+        .max()
+        .unwrap()
+        .as_micros() as u64
+        + 1;
+    let (mut finished, mut killed_holding, mut killed_empty) = (0, 0, 0);
     for i in 0..50 {
         let c = NetNs::create();
         let cid = format!("killbr{i}");
-        let delay = Duration::from_micros(rng.next() % 20000);
-        run_and_kill(
+        let delay = Duration::from_micros(rng.next() % span);
+        let killed = run_and_kill(
             &prog,
             Some(&node),
             &vars("ADD", &cid, &c.path(), &path),
             &conf,
             delay,
         );
+        let holding = reservations(&dir)
+            .iter()
+            .any(|(_, c)| c.starts_with(&format!("{cid}\r\n")));
+        match (killed, holding) {
+            (false, _) => finished += 1,
+            (true, true) => killed_holding += 1,
+            (true, false) => killed_empty += 1,
+        }
         let env = Env {
             container_id: cid.clone(),
             netns: c.path(),
@@ -287,6 +319,14 @@ fn bridge_killed_at_any_instant() {
     sb.plugin_in(Impl::Ours, &node)
         .run("bridge", "DEL", &e0, &conf)
         .ok();
+    eprintln!(
+        "bridge kills over {span} µs: {killed_empty} before the reservation, \
+         {killed_holding} holding one, {finished} finished"
+    );
+    assert!(
+        killed_empty >= 3 && killed_holding >= 3,
+        "the kills did not cover the ADD: {killed_empty} before, {killed_holding} holding, {finished} finished"
+    );
 }
 
 /// A tmpfs of a few pages or inodes as dataDir, mounted for the test and unmounted on drop.
