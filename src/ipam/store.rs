@@ -119,6 +119,9 @@ pub struct Store {
     /// An index write failed: answer from scans and leave the store unsealed, so the next
     /// operation rebuilds.
     broken: bool,
+    /// Scans of the network directory in this session (the unit tests check that the common
+    /// case makes none).
+    scans: std::cell::Cell<u32>,
 }
 
 /// Why the index could not answer; the caller scans the reservations instead.
@@ -216,6 +219,7 @@ impl Store {
             _lock: lock,
             unsealed: false,
             broken: false,
+            scans: Default::default(),
         };
         if !store.is_sealed() {
             store.rebuild_index()?;
@@ -294,6 +298,7 @@ impl Store {
 
     /// Every reservation's owner, read from the reservation files themselves.
     fn scan(&self) -> Result<BTreeMap<Owner, Vec<IpAddr>>> {
+        self.scans.set(self.scans.get() + 1);
         let mut owners: BTreeMap<Owner, Vec<IpAddr>> = BTreeMap::new();
         for (ip, path) in self.reservation_files()? {
             if let Some(owner) = holder(&path) {
@@ -496,8 +501,11 @@ impl Store {
             None => {
                 // The index disagrees with the reservations, so it may be wrong about other
                 // owners too (a reservation rewritten in place names an owner the index does
-                // not know): rebuild all of it, not only this owner's answer.
-                self.rebuild_index()?;
+                // not know): rebuild all of it, not only this owner's answer. (Not when it is
+                // already known broken: a full disk would fail the rebuild again.)
+                if !self.broken {
+                    self.rebuild_index()?;
+                }
                 self.owned_by(owner)?
             }
         };
@@ -834,6 +842,45 @@ mod tests {
             assert_eq!(release(&d, "c1"), 0, "{what}");
             fs::remove_dir_all(&d).unwrap();
         }
+    }
+
+    /// ADD and DEL are O(1) in the number of reservations while only cnibox changes the
+    /// store: no scan at open, reserve, lookup or release (also for an owner with nothing);
+    /// one change by anyone else costs exactly one scan, after which it is O(1) again.
+    #[test]
+    fn common_case_never_scans() {
+        let d = tmp("o1");
+        {
+            let mut s = Store::open(&d, "net", true).unwrap().unwrap();
+            for i in 1..=60 {
+                let o = Owner::new(&format!("c{i}"), "eth0");
+                assert!(s.reserve(ip(&format!("10.0.1.{i}")), &o, 0).unwrap());
+            }
+        }
+        for round in 1..=3 {
+            let mut s = Store::open(&d, "net", false).unwrap().unwrap();
+            assert!(
+                s.reserve(ip(&format!("10.0.2.{round}")), &Owner::new("n", "eth1"), 0)
+                    .unwrap()
+            );
+            assert_eq!(
+                s.owned_by(&Owner::new("c30", "eth0")).unwrap(),
+                [ip("10.0.1.30")]
+            );
+            assert_eq!(s.release(&format!("c{round}"), "eth0").unwrap(), 1);
+            assert_eq!(s.release("absent", "eth0").unwrap(), 0);
+            assert_eq!(s.scans.get(), 0, "round {round}");
+        }
+        fs::write(d.join("net/10.0.3.1"), "go\r\neth0").unwrap();
+        let mut s = Store::open(&d, "net", false).unwrap().unwrap();
+        assert_eq!(s.release("go", "eth0").unwrap(), 1);
+        assert_eq!(s.scans.get(), 1, "one scan after a foreign change");
+        drop(s);
+        let mut s = Store::open(&d, "net", false).unwrap().unwrap();
+        assert_eq!(s.release("c40", "eth0").unwrap(), 1);
+        assert_eq!(s.scans.get(), 0, "sealed again");
+        drop(s);
+        fs::remove_dir_all(&d).unwrap();
     }
 
     /// Owners longer than a file name (Go writes them) neither break the index nor leak.
