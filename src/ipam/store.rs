@@ -20,7 +20,8 @@
 //!   other owners too);
 //! - an absent entry is trusted only while the store is *sealed*: after each operation both
 //!   directories get a sentinel modification time in the past and
-//!   `<dataDir>/.cnibox/.sealed/<network>` records what the filesystem stored. Anyone creating or
+//!   `<dataDir>/.cnibox/.sealed/<network>` records what the filesystem stored (with each
+//!   directory's inode and change time, which nobody can set). Anyone creating or
 //!   removing a file since (the Go plugin, an admin's `rm`) moves a directory to the current
 //!   time; the stamp no longer matches and the next operation rebuilds the index by a scan. The
 //!   stamp is removed before the first change of an operation, so a crash at any instant leaves
@@ -629,14 +630,23 @@ fn parse_entry(text: &str) -> Option<(String, Vec<IpAddr>)> {
     Some((key, ips))
 }
 
+/// What the stamp records of both directories: device and inode (a directory replaced, say
+/// restored from a backup, is another one), the modification time (moved to the current time
+/// by any create, remove or rename in it, so never the sentinel again) and the change time
+/// (which nobody can set: it also moves when someone sets the modification time back).
 fn stamp_text(dir: &fs::Metadata, index: &fs::Metadata) -> String {
-    format!(
-        "{} {} {} {}\n",
-        dir.mtime(),
-        dir.mtime_nsec(),
-        index.mtime(),
-        index.mtime_nsec()
-    )
+    let one = |m: &fs::Metadata| {
+        format!(
+            "{}:{} m{}.{} c{}.{}",
+            m.dev(),
+            m.ino(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec()
+        )
+    };
+    format!("{} {}\n", one(dir), one(index))
 }
 
 impl Drop for Store {
@@ -805,6 +815,14 @@ mod tests {
             ("reservation handed to another owner", |d| {
                 fs::write(d.join("net/10.0.0.2"), "c9\r\neth0").unwrap();
                 fs::write(d.join("net/10.0.0.5"), "c1\r\neth0").unwrap();
+            }),
+            ("directory times set back to the very stamp", |d| {
+                let m = fs::metadata(d.join("net")).unwrap();
+                fs::write(d.join("net/10.0.0.6"), "c1\r\neth0").unwrap();
+                let t =
+                    SystemTime::UNIX_EPOCH + Duration::new(m.mtime() as u64, m.mtime_nsec() as u32);
+                let times = FileTimes::new().set_modified(t);
+                File::open(d.join("net")).unwrap().set_times(times).unwrap();
             }),
             ("directory times restored by a backup tool", |d| {
                 fs::write(d.join("net/10.0.0.6"), "c1\r\neth0").unwrap();
