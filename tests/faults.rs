@@ -452,3 +452,103 @@ fn long_container_ids() {
         assert!(reservations(&dir).is_empty(), "{len}: leaked");
     }
 }
+
+/// Every step of an ADD, deterministically: strace's fault injection kills host-local with
+/// SIGKILL at the N-th call of each file-system syscall it makes (every N until the ADD runs
+/// past its last call), or fails that call with ENOSPC. Both a first ADD on an empty dataDir
+/// and an ADD on a sealed store with another attachment are covered. After each: no empty
+/// reservation, a failed ADD that reported a CNI error holds nothing, DEL then leaves only
+/// the other attachment, and nothing else is left in dataDir.
+#[test]
+fn add_interrupted_at_every_step() {
+    let strace = Path::new("/usr/bin/strace");
+    if !strace.exists() || !exec(strace, &["-qq", "-o", "/dev/null", "true"], &[], "").status_ok {
+        skip_note(
+            "add_interrupted_at_every_step",
+            "strace missing or not allowed to trace",
+        );
+        return;
+    }
+    let sb = Sandbox::new("steps");
+    let prog = sb.bin.join("host-local").display().to_string();
+    let path = sb.bin.display().to_string();
+    let syscalls = [
+        "openat",
+        "write",
+        "linkat",
+        "rename",
+        "unlink",
+        "utimensat",
+        "mkdir",
+    ];
+    let mut runs = 0;
+    for (scenario, other) in [("empty", None), ("sealed", Some("other"))] {
+        for fault in ["signal=KILL", "error=ENOSPC"] {
+            for sc in syscalls {
+                for n in 1.. {
+                    let dir = sb.path(&format!("d-{scenario}-{runs}"));
+                    let conf = hl_conf(&dir, "10.71.0.0/24").to_string();
+                    let live: Vec<&str> = other.into_iter().collect();
+                    if let Some(o) = other {
+                        let e = Env {
+                            container_id: o.into(),
+                            ..sb.env()
+                        };
+                        sb.ours().run("host-local", "ADD", &e, &conf).ok();
+                    }
+                    let inject = format!("inject={sc}:{fault}:when={n}");
+                    let log = sb.path("strace.log");
+                    let log_s = log.display().to_string();
+                    let trace = format!("trace={sc}");
+                    let out = exec(
+                        strace,
+                        &[
+                            "-f", "-qq", "-o", &log_s, "-e", &trace, "-e", &inject, &prog,
+                        ],
+                        &vars("ADD", "victim", "/x", &path),
+                        &conf,
+                    );
+                    let fired = std::fs::read_to_string(&log)
+                        .unwrap_or_default()
+                        .contains("INJECTED");
+                    runs += 1;
+                    let what = format!("{scenario} {sc}#{n} {fault}");
+                    let held = reservations(&dir);
+                    for (name, content) in &held {
+                        assert!(!content.trim().is_empty(), "{what}: empty {name}");
+                    }
+                    if !out.status_ok && out.err_code().is_some() {
+                        assert!(
+                            !held.iter().any(|(_, c)| c.starts_with("victim\r\n")),
+                            "{what}: failed ADD ({}) kept {held:?}",
+                            out.stdout
+                        );
+                    }
+                    let e = Env {
+                        container_id: "victim".into(),
+                        ..sb.env()
+                    };
+                    let del = sb.ours().run("host-local", "DEL", &e, &conf);
+                    assert!(del.status_ok, "{what}: DEL: {del:?}");
+                    let left: Vec<_> = reservations(&dir)
+                        .into_iter()
+                        .filter(|(_, c)| !c.starts_with("other\r\n"))
+                        .collect();
+                    assert!(left.is_empty(), "{what}: leaked {left:?}");
+                    assert_eq!(reservations(&dir).len(), live.len(), "{what}");
+                    let litter = litter(&dir, &live);
+                    assert!(litter.is_empty(), "{what}: left {litter:?}");
+                    let _ = std::fs::remove_dir_all(&dir);
+                    // Past the last call of this syscall the injection never fires.
+                    let killed = out.code.is_none();
+                    if !fired && !killed {
+                        assert!(out.status_ok, "{what}: {out:?}");
+                        break;
+                    }
+                    assert!(n < 200, "{what}: never finished");
+                }
+            }
+        }
+    }
+    eprintln!("{runs} interrupted ADDs");
+}

@@ -140,6 +140,17 @@ fn tmp_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!(".tmp-{name}"))
 }
 
+/// A temporary file could not be removed: the store is left unsealed, so the next operation
+/// rebuilds the index, which clears the index directory of leftovers.
+static LITTER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Remove a temporary file, noting when one stays behind.
+fn discard(tmp: &Path) {
+    if not_found_ok(fs::remove_file(tmp)).is_err() {
+        LITTER.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// Create `tmp` (replacing a leftover) holding exactly `data`, mode 0600.
 fn write_tmp(tmp: &Path, data: &[u8]) -> std::io::Result<()> {
     not_found_ok(fs::remove_file(tmp))?;
@@ -150,7 +161,7 @@ fn write_tmp(tmp: &Path, data: &[u8]) -> std::io::Result<()> {
         .open(tmp)
         .and_then(|mut f| f.write_all(data));
     if res.is_err() {
-        let _ = fs::remove_file(tmp);
+        discard(tmp);
     }
     res
 }
@@ -161,7 +172,7 @@ fn write_atomic(path: &Path, data: &[u8]) -> std::io::Result<()> {
     let tmp = tmp_path(path.parent().unwrap_or(Path::new(".")), &name);
     let res = write_tmp(&tmp, data).and_then(|()| fs::rename(&tmp, path));
     if res.is_err() {
-        let _ = fs::remove_file(&tmp);
+        discard(&tmp);
     }
     res
 }
@@ -403,7 +414,7 @@ impl Store {
         let res = write_tmp(&tmp, data.as_bytes()).and_then(|()| fs::rename(&tmp, last));
         match res {
             Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                let _ = fs::remove_file(&tmp);
+                discard(&tmp);
                 OpenOptions::new()
                     .write(true)
                     .create(true)
@@ -413,7 +424,7 @@ impl Store {
                     .and_then(|mut f| f.write_all(data.as_bytes()))
             }
             Err(e) => {
-                let _ = fs::remove_file(&tmp);
+                discard(&tmp);
                 Err(e)
             }
             Ok(()) => Ok(()),
@@ -435,7 +446,7 @@ impl Store {
                 return Err(Error::io(format_args!("reserve {}", path.display()), e));
             }
             let linked = fs::hard_link(&tmp, path);
-            let _ = fs::remove_file(&tmp);
+            discard(&tmp);
             match linked {
                 Ok(()) => return Ok(true),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
@@ -653,6 +664,7 @@ impl Drop for Store {
     fn drop(&mut self) {
         if self.unsealed
             && !self.broken
+            && !LITTER.load(std::sync::atomic::Ordering::Relaxed)
             && let Err(e) = self.seal()
         {
             // Not fatal: the next operation rebuilds the index.
