@@ -453,12 +453,12 @@ fn long_container_ids() {
     }
 }
 
-/// Every step of an ADD, deterministically: strace's fault injection kills host-local with
-/// SIGKILL at the N-th call of each file-system syscall it makes (every N until the ADD runs
-/// past its last call), or fails that call with ENOSPC. Both a first ADD on an empty dataDir
-/// and an ADD on a sealed store with another attachment are covered. After each: no empty
-/// reservation, a failed ADD that reported a CNI error holds nothing, DEL then leaves only
-/// the other attachment, and nothing else is left in dataDir.
+/// Every step of an ADD and of a DEL, deterministically: strace's fault injection kills
+/// host-local with SIGKILL at the N-th call of each file-system syscall it makes (every N until
+/// the run goes past its last call), or fails that call with ENOSPC. Covered: a first ADD on an
+/// empty dataDir, an ADD on a sealed store with another attachment, and a DEL there. After
+/// each: no empty reservation, a failed ADD that reported a CNI error holds nothing, a normal
+/// DEL then leaves only the other attachment, and nothing else is left in dataDir.
 #[test]
 fn add_interrupted_at_every_step() {
     let strace = Path::new("/usr/bin/strace");
@@ -482,7 +482,11 @@ fn add_interrupted_at_every_step() {
         "mkdir",
     ];
     let mut runs = 0;
-    for (scenario, other) in [("empty", None), ("sealed", Some("other"))] {
+    for (verb, scenario, other) in [
+        ("ADD", "empty", None),
+        ("ADD", "sealed", Some("other")),
+        ("DEL", "sealed", Some("other")),
+    ] {
         for fault in ["signal=KILL", "error=ENOSPC"] {
             for sc in syscalls {
                 for n in 1.. {
@@ -496,6 +500,13 @@ fn add_interrupted_at_every_step() {
                         };
                         sb.ours().run("host-local", "ADD", &e, &conf).ok();
                     }
+                    if verb == "DEL" {
+                        let e = Env {
+                            container_id: "victim".into(),
+                            ..sb.env()
+                        };
+                        sb.ours().run("host-local", "ADD", &e, &conf).ok();
+                    }
                     let inject = format!("inject={sc}:{fault}:when={n}");
                     let log = sb.path("strace.log");
                     let log_s = log.display().to_string();
@@ -505,19 +516,19 @@ fn add_interrupted_at_every_step() {
                         &[
                             "-f", "-qq", "-o", &log_s, "-e", &trace, "-e", &inject, &prog,
                         ],
-                        &vars("ADD", "victim", "/x", &path),
+                        &vars(verb, "victim", "/x", &path),
                         &conf,
                     );
                     let fired = std::fs::read_to_string(&log)
                         .unwrap_or_default()
                         .contains("INJECTED");
                     runs += 1;
-                    let what = format!("{scenario} {sc}#{n} {fault}");
+                    let what = format!("{verb} {scenario} {sc}#{n} {fault}");
                     let held = reservations(&dir);
                     for (name, content) in &held {
                         assert!(!content.trim().is_empty(), "{what}: empty {name}");
                     }
-                    if !out.status_ok && out.err_code().is_some() {
+                    if verb == "ADD" && !out.status_ok && out.err_code().is_some() {
                         assert!(
                             !held.iter().any(|(_, c)| c.starts_with("victim\r\n")),
                             "{what}: failed ADD ({}) kept {held:?}",
@@ -550,5 +561,5 @@ fn add_interrupted_at_every_step() {
             }
         }
     }
-    eprintln!("{runs} interrupted ADDs");
+    eprintln!("{runs} interrupted ADDs and DELs");
 }

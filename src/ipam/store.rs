@@ -528,15 +528,20 @@ impl Store {
         self.unseal()?;
         let mut released = 0;
         let mut errors = Vec::new();
+        // Addresses that could not be released stay in the entry: the next DEL must find them.
+        let mut kept = Vec::new();
         for ip in &ips {
             let path = self.dir.join(ip.to_string());
             match fs::remove_file(&path) {
                 Ok(()) => released += 1,
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
-                Err(e) => errors.push(format!("release {}: {e}", path.display())),
+                Err(e) => {
+                    errors.push(format!("release {}: {e}", path.display()));
+                    kept.push(*ip);
+                }
             }
         }
-        self.write_entry(owner, &[]);
+        self.write_entry(owner, &kept);
         if errors.is_empty() {
             Ok(released)
         } else {
