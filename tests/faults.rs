@@ -453,18 +453,18 @@ fn long_container_ids() {
     }
 }
 
-/// Every step of an ADD and of a DEL, deterministically: strace's fault injection kills
+/// Every step of an ADD, a DEL and a GC, deterministically: strace's fault injection kills
 /// host-local with SIGKILL at the N-th call of each file-system syscall it makes (every N until
 /// the run goes past its last call), or fails that call with ENOSPC. Covered: a first ADD on an
-/// empty dataDir, an ADD on a sealed store with another attachment, and a DEL there. After
+/// empty dataDir, an ADD on a sealed store with another attachment, a DEL and a GC there. After
 /// each: no empty reservation, a failed ADD that reported a CNI error holds nothing, a normal
 /// DEL then leaves only the other attachment, and nothing else is left in dataDir.
 #[test]
-fn add_interrupted_at_every_step() {
+fn interrupted_at_every_step() {
     let strace = Path::new("/usr/bin/strace");
     if !strace.exists() || !exec(strace, &["-qq", "-o", "/dev/null", "true"], &[], "").status_ok {
         skip_note(
-            "add_interrupted_at_every_step",
+            "interrupted_at_every_step",
             "strace missing or not allowed to trace",
         );
         return;
@@ -486,12 +486,19 @@ fn add_interrupted_at_every_step() {
         ("ADD", "empty", None),
         ("ADD", "sealed", Some("other")),
         ("DEL", "sealed", Some("other")),
+        ("GC", "sealed", Some("other")),
     ] {
         for fault in ["signal=KILL", "error=ENOSPC"] {
             for sc in syscalls {
                 for n in 1.. {
                     let dir = sb.path(&format!("d-{scenario}-{runs}"));
-                    let conf = hl_conf(&dir, "10.71.0.0/24").to_string();
+                    let mut conf = hl_conf(&dir, "10.71.0.0/24");
+                    if verb == "GC" {
+                        conf["cniVersion"] = json!("1.1.0");
+                        conf["cni.dev/valid-attachments"] =
+                            json!([{"containerID": "other", "ifname": "eth0"}]);
+                    }
+                    let conf = conf.to_string();
                     let live: Vec<&str> = other.into_iter().collect();
                     if let Some(o) = other {
                         let e = Env {
@@ -500,7 +507,7 @@ fn add_interrupted_at_every_step() {
                         };
                         sb.ours().run("host-local", "ADD", &e, &conf).ok();
                     }
-                    if verb == "DEL" {
+                    if verb != "ADD" {
                         let e = Env {
                             container_id: "victim".into(),
                             ..sb.env()
@@ -554,6 +561,12 @@ fn add_interrupted_at_every_step() {
                     let killed = out.code.is_none();
                     if !fired && !killed {
                         assert!(out.status_ok, "{what}: {out:?}");
+                        if verb != "ADD" {
+                            assert!(
+                                !held.iter().any(|(_, c)| c.starts_with("victim\r\n")),
+                                "{what}: uninterrupted {verb} kept {held:?}"
+                            );
+                        }
                         break;
                     }
                     assert!(n < 200, "{what}: never finished");
@@ -561,5 +574,5 @@ fn add_interrupted_at_every_step() {
             }
         }
     }
-    eprintln!("{runs} interrupted ADDs and DELs");
+    eprintln!("{runs} interrupted ADDs, DELs and GCs");
 }
