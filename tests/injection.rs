@@ -5,24 +5,11 @@
 //! byte-for-byte what they were before.
 
 mod common;
+use common::traffic::netfilter_state;
 use common::*;
 use serde_json::{Value, json};
 
 const INJECT: &str = "X\n-A INPUT -j DROP";
-
-/// Everything an ADD could have changed in the node: both iptables families and nftables.
-fn rules(node: &NetNs) -> String {
-    let v4 = node.sh(&["iptables-save"]);
-    let v6 = node.sh(&["ip6tables-save"]);
-    let nft = node.sh(&["nft", "list", "ruleset"]);
-    // iptables-save prints a timestamp comment; drop comment lines.
-    [v4, v6, nft]
-        .iter()
-        .flat_map(|t| t.lines())
-        .filter(|l| !l.starts_with('#'))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 fn prev(bridge: &str) -> Value {
     json!({"cniVersion": "1.0.0",
@@ -39,7 +26,7 @@ fn refused(test: &str, applet: &str, conf: Value, key: &str) {
     }
     let sb = Sandbox::new(test);
     let node = NetNs::create();
-    let before = rules(&node);
+    let before = netfilter_state(&node);
     let out = sb
         .plugin_in(Impl::Ours, &node)
         .add(applet, &sb.env(), &conf);
@@ -48,7 +35,7 @@ fn refused(test: &str, applet: &str, conf: Value, key: &str) {
         msg.contains(key),
         "{test}: message does not name {key}: {msg}"
     );
-    let after = rules(&node);
+    let after = netfilter_state(&node);
     assert_eq!(before, after, "{test}: rules changed");
     assert!(
         !after.contains("-A INPUT -j DROP"),
@@ -159,7 +146,7 @@ fn portmap_nftables_conditions() {
         }
         let sb = Sandbox::new("pm-nft-cond");
         let node = NetNs::create();
-        let before = rules(&node);
+        let before = netfilter_state(&node);
         let msg = sb
             .plugin_in(Impl::Ours, &node)
             .add("portmap", &sb.env(), &conf)
@@ -168,7 +155,7 @@ fn portmap_nftables_conditions() {
             msg.contains("conditionsV4") && msg.contains(needle),
             "{cond}: {msg}"
         );
-        assert_eq!(before, rules(&node));
+        assert_eq!(before, netfilter_state(&node));
     }
 }
 

@@ -132,6 +132,67 @@ pub fn assert_answers(from: &NetNs, proto: &str, host: &str, port: u16, expect: 
 }
 
 // ---------------------------------------------------------------------------------------------
+// Hostile configs
+
+/// Every rule of the node: `iptables-save`, `ip6tables-save` (comment lines dropped) and
+/// `nft list ruleset`, for "nothing changed" comparisons.
+pub fn netfilter_state(node: &NetNs) -> String {
+    let mut s = String::new();
+    for cmd in [
+        &["iptables-save"][..],
+        &["ip6tables-save"],
+        &["nft", "list", "ruleset"],
+    ] {
+        let out = node.exec(cmd);
+        assert!(out.status_ok, "{cmd:?}: {out:?}");
+        for l in out.stdout.lines().filter(|l| !l.starts_with('#')) {
+            s.push_str(l);
+            s.push('\n');
+        }
+    }
+    s
+}
+
+/// The hostile-config scenario: with `benign` attached as `ids.0`, ADD of `hostile` as `ids.1`
+/// fails with code 7 naming `key` and changes no rule (in particular adds no injected
+/// `-A INPUT -j DROP`); DEL with the hostile config succeeds and changes nothing either; then
+/// the benign attachment is removed.
+#[track_caller]
+#[allow(clippy::too_many_arguments)]
+pub fn assert_hostile_refused(
+    test: &str,
+    p: &super::Plugin,
+    node: &NetNs,
+    applet: &str,
+    env: &mut Env,
+    ids: (&str, &str),
+    (benign, hostile): (&Value, &Value),
+    key: &str,
+) {
+    env.container_id = ids.0.into();
+    p.add(applet, env, benign).ok();
+    let before = netfilter_state(node);
+    env.container_id = ids.1.into();
+    let msg = p.add(applet, env, hostile).err(7);
+    assert!(msg.contains(key), "{test}: message names {key}: {msg}");
+    let after = netfilter_state(node);
+    assert!(
+        !after.contains("-A INPUT -j DROP"),
+        "{test}: injected rule applied:\n{after}"
+    );
+    assert_eq!(before, after, "{test}: the node's rules changed");
+    // DEL with that config succeeds (nothing of it was applied) and removes nothing else.
+    p.del(applet, env, hostile).ok();
+    assert_eq!(
+        before,
+        netfilter_state(node),
+        "{test}: DEL changed other rules"
+    );
+    env.container_id = ids.0.into();
+    p.del(applet, env, benign).ok();
+}
+
+// ---------------------------------------------------------------------------------------------
 // Scenario variants
 
 /// Whether a scenario must be skipped: not root, or (for the reference) one of the reference
