@@ -399,7 +399,10 @@ fn errors_carry_the_request_version() {
     let mut c = conf("0.4.0");
     c["ipam"]["addresses"][0]["address"] = json!("10.0.0.300/24");
     let out = sb.ours().add("static", &sb.env(), &c);
-    assert_eq!(out.err(7), "invalid address \"10.0.0.300/24\"");
+    assert_eq!(
+        out.err(7),
+        "ipam.addresses: invalid address \"10.0.0.300/24\""
+    );
     assert_eq!(out.json["cniVersion"], "0.4.0");
     assert!(
         out.json["details"]

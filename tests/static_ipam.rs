@@ -123,20 +123,23 @@ fn invalid_values_fail_like_the_reference_with_precise_codes() {
     let mut bad_addr = conf("1.0.0", json!({}));
     bad_addr["ipam"]["addresses"][0]["address"] = json!("10.0.0.300/24");
     let r = add_both(&sb, &env, &bad_addr);
-    assert_eq!(r.err(7), "invalid address \"10.0.0.300/24\"");
+    assert_eq!(
+        r.err(7),
+        "ipam.addresses: invalid address \"10.0.0.300/24\""
+    );
 
     let r = add_both(
         &sb,
         &env.clone().with_args("IP=10.0.0.5"),
         &conf("1.0.0", json!({})),
     );
-    assert_eq!(r.err(7), "invalid address \"10.0.0.5\"");
+    assert_eq!(r.err(7), "CNI_ARGS IP: invalid address \"10.0.0.5\"");
     let r = add_both(
         &sb,
         &env.clone().with_args("IP=10.0.0.5/8;GATEWAY=x"),
         &conf("1.0.0", json!({})),
     );
-    assert_eq!(r.err(7), "invalid gateway \"x\"");
+    assert_eq!(r.err(7), "CNI_ARGS GATEWAY: invalid gateway \"x\"");
     let r = add_both(
         &sb,
         &env.clone().with_args("NOPE=1"),

@@ -146,7 +146,8 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     if l == Limits::default() {
         return Ok(Some(prev.unwrap_or_default()));
     }
-    let mut result = prev.ok_or_else(|| Error::config("must be called as chained plugin"))?;
+    let mut result =
+        prev.ok_or_else(|| Error::config("must be called as chained plugin (no prevResult)"))?;
     let mut host = Handle::new()?;
     let hv = host_veth(req, &result, &mut host)?;
     if l.egress_rate > 0

@@ -91,6 +91,9 @@ fn load(req: &Request) -> Result<Bridge> {
     }
     // The name reaches netlink, sysctl paths (/proc/sys/net/.../<bridge>/...) and rules.
     validate_config_ifname("bridge", &c.bridge)?;
+    if c.ip_masq {
+        crate::netfilter::Backend::parse("ipMasqBackend", c.ip_masq_backend.as_deref())?;
+    }
     if c.is_default_gateway {
         c.is_gateway = true;
     }

@@ -358,7 +358,7 @@ fn status(req: &Request) -> Result<Option<CniResult>> {
 /// resolv.conf → DNS, as upstream's parseResolvConf.
 fn parse_resolv_conf(path: &str) -> Result<Dns> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::io(format_args!("read resolvConf {path}"), e))?;
+        .map_err(|e| Error::config(format!("ipam.resolvConf {path:?}: {e}")))?;
     let mut dns = Dns::default();
     for line in text.lines().map(str::trim) {
         if line.starts_with('#') || line.starts_with(';') {

@@ -58,7 +58,7 @@ fn cidr(s: &str, src: &str) -> Result<IpNet> {
         return Err(Error::config(format!("{src}: missing address")));
     }
     let n: IpNet = s.parse().map_err(|_| {
-        Error::config(format!("invalid address {s:?}")).with_details(format!("{src}: {CIDR_HINT}"))
+        Error::config(format!("{src}: invalid address {s:?}")).with_details(CIDR_HINT)
     })?;
     Ok(match n {
         IpNet::V6(v6) => match (v6.addr().to_ipv4_mapped(), v6.prefix_len().checked_sub(96)) {
@@ -71,8 +71,7 @@ fn cidr(s: &str, src: &str) -> Result<IpNet> {
 
 fn ip(s: &str, src: &str) -> Result<IpAddr> {
     s.parse().map(|a: IpAddr| a.to_canonical()).map_err(|_| {
-        Error::config(format!("invalid gateway {s:?}"))
-            .with_details(format!("{src}: not an IP address"))
+        Error::config(format!("{src}: invalid gateway {s:?}")).with_details("not an IP address")
     })
 }
 

@@ -205,6 +205,9 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
     let Some(handler) = handler else {
         return Ok(None);
     };
+    // A prevResult that cannot be read is the runtime's error whichever plugin gets it (IPAM
+    // plugins too): code 6/7 naming it, before anything is delegated or changed.
+    req.prev_result()?;
 
     match handler(&req)? {
         Some(result) if req.env.command == Command::Add => Ok(Some(result.to_json(req.version)?)),

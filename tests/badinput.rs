@@ -1,0 +1,750 @@
+//! The bad-input catalogue: malformed and truncated JSON, wrong types for every key, numbers out
+//! of range, hostile names, bad environment and CNI_ARGS, bad prevResult and huge input, for
+//! every applet. Each case runs the real binary inside a throwaway node namespace that already
+//! holds a working attachment, and asserts: a non-zero exit (no signal), one CNI error JSON on
+//! stdout with the expected code and a message naming the key, and that nothing changed —
+//! dataDir, links, addresses, routes, iptables, nftables and qdiscs are snapshotted before and
+//! compared after.
+
+mod common;
+use common::traffic::netfilter_state;
+use common::*;
+use serde_json::{Value, json};
+
+/// One bad input and what must come back.
+struct Case {
+    applet: &'static str,
+    cmd: &'static str,
+    /// Environment changes: (variable, value); an empty value unsets it.
+    env: Vec<(&'static str, String)>,
+    stdin: String,
+    code: u64,
+    /// Must appear in `msg` (case-insensitive).
+    names: String,
+}
+
+/// A valid config of `applet` for `version`, into which cases put their bad values.
+fn base(applet: &str, data: &str, cont: &str) -> Value {
+    let prev = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "brbad"}, {"name": "vethbad0"}, {"name": "eth0", "sandbox": cont}],
+        "ips": [{"address": "10.71.0.2/24", "gateway": "10.71.0.1", "interface": 2}]});
+    let ipam = json!({"type": "host-local", "subnet": "10.71.0.0/24", "dataDir": data});
+    match applet {
+        "bridge" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "bridge",
+            "bridge": "brbad", "isGateway": true, "ipMasq": true, "ipam": ipam}),
+        "host-local" => {
+            json!({"cniVersion": "1.0.0", "name": "badnet", "type": "host-local", "ipam": ipam})
+        }
+        "static" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "static",
+            "ipam": {"type": "static", "addresses": [{"address": "10.72.0.2/24", "gateway": "10.72.0.1"}],
+                     "routes": [{"dst": "0.0.0.0/0"}], "dns": {"nameservers": ["10.72.0.53"]}}}),
+        "vlan" => {
+            json!({"cniVersion": "1.0.0", "name": "badnet", "type": "vlan", "master": "brbad",
+            "vlanId": 10, "ipam": ipam})
+        }
+        "loopback" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "loopback"}),
+        "bandwidth" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "bandwidth",
+            "ingressRate": 1_000_000, "ingressBurst": 100_000, "prevResult": prev}),
+        "portmap" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "portmap",
+            "runtimeConfig": {"portMappings": [{"hostPort": 18081, "containerPort": 80, "protocol": "tcp"}]},
+            "prevResult": prev}),
+        "firewall" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "firewall",
+            "backend": "iptables", "prevResult": prev}),
+        other => panic!("no base config for {other}"),
+    }
+}
+
+const APPLETS: &[&str] = &[
+    "bridge",
+    "host-local",
+    "static",
+    "vlan",
+    "loopback",
+    "bandwidth",
+    "portmap",
+    "firewall",
+];
+
+/// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
+fn with(mut c: Value, path: &str, v: Value) -> Value {
+    let mut at = &mut c;
+    let keys: Vec<&str> = path.split('.').collect();
+    for (i, k) in keys.iter().enumerate() {
+        let last = i == keys.len() - 1;
+        at = match k.parse::<usize>() {
+            Ok(n) => &mut at[n],
+            Err(_) if last => {
+                at[*k] = v;
+                return c;
+            }
+            Err(_) => &mut at[*k],
+        };
+        if last {
+            *at = v;
+            return c;
+        }
+    }
+    c
+}
+
+fn without(mut c: Value, key: &str) -> Value {
+    c.as_object_mut().unwrap().remove(key);
+    c
+}
+
+fn catalogue(data: &str, cont: &str) -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut add =
+        |applet: &'static str, cmd: &'static str, stdin: String, code: u64, names: &str| {
+            cases.push(Case {
+                applet,
+                cmd,
+                env: Vec::new(),
+                stdin,
+                code,
+                names: names.to_string(),
+            })
+        };
+    // ---- every applet: malformed JSON, wrong types of the common keys, bad versions
+    for &a in APPLETS {
+        let b = base(a, data, cont);
+        let text = b.to_string();
+        add(a, "ADD", String::new(), 6, "unmarshal");
+        add(a, "ADD", "{".into(), 6, "unmarshal");
+        add(a, "ADD", text[..text.len() / 2].to_string(), 6, "unmarshal");
+        add(a, "ADD", "[1,2]".into(), 6, "object");
+        add(a, "ADD", "\"x\"".into(), 6, "object");
+        add(a, "DEL", "null".into(), 6, "object");
+        add(a, "ADD", format!("{text}x"), 6, "unmarshal");
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "cniVersion", json!(1)).to_string(),
+            6,
+            "cniVersion",
+        );
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "cniVersion", json!("9.9.9")).to_string(),
+            1,
+            "incompatible",
+        );
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "name", json!(5)).to_string(),
+            6,
+            "name",
+        );
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "name", json!("bad name")).to_string(),
+            7,
+            "network name",
+        );
+        add(
+            a,
+            "DEL",
+            with(b.clone(), "name", json!("../../etc")).to_string(),
+            7,
+            "network name",
+        );
+        add(
+            a,
+            "ADD",
+            without(b.clone(), "name").to_string(),
+            7,
+            "network name",
+        );
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "type", json!(["x"])).to_string(),
+            6,
+            "type",
+        );
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "dns", json!("x")).to_string(),
+            6,
+            "dns",
+        );
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "ipam", json!(7)).to_string(),
+            6,
+            "ipam",
+        );
+        add(
+            a,
+            "GC",
+            {
+                let mut gc = with(b.clone(), "cniVersion", json!("1.1.0"));
+                gc["cni.dev/valid-attachments"] = json!("x");
+                gc.to_string()
+            },
+            6,
+            "cni.dev/valid-attachments",
+        );
+        add(
+            a,
+            "CHECK",
+            with(b.clone(), "prevResult", json!("x")).to_string(),
+            6,
+            "prevResult",
+        );
+        add(
+            a,
+            "ADD",
+            with(b.clone(), "name", json!("a".repeat(10 << 20) + "/")).to_string(),
+            7,
+            "network name",
+        );
+    }
+    // ---- bridge
+    let b = base("bridge", data, cont);
+    for (path, v, code, names) in [
+        ("bridge", json!(5), 6, "bridge"),
+        ("bridge", json!("br\n-A INPUT -j DROP"), 7, "bridge"),
+        ("bridge", json!("../../etc"), 7, "bridge"),
+        ("bridge", json!("averyveryverylongbridge"), 7, "bridge"),
+        ("mtu", json!("x"), 6, "mtu"),
+        ("mtu", json!(-1), 6, "mtu"),
+        ("isGateway", json!("yes"), 6, "isGateway"),
+        ("ipMasq", json!(1), 6, "ipMasq"),
+        ("ipMasqBackend", json!("pf"), 7, "ipMasqBackend"),
+        ("vlan", json!(5000), 7, "VLAN"),
+        ("vlan", json!("x"), 6, "vlan"),
+        ("vlanTrunk", json!([{"minID": 10}]), 7, "vlanTrunk"),
+        ("vlanTrunk", json!([{"id": 5000}]), 7, "vlanTrunk"),
+        ("hairpinMode", json!(true), 7, "hairpin"),
+        ("ipam.type", json!("bridge"), 7, "ipam.type"),
+        ("ipam.type", json!("../../bin/sh"), 7, "plugin name"),
+        ("ipam.subnet", json!("10.71.0.1/24"), 7, "host bits"),
+    ] {
+        let mut c = with(b.clone(), path, v);
+        if path == "hairpinMode" {
+            c["promiscMode"] = json!(true);
+        }
+        add("bridge", "ADD", c.to_string(), code, names);
+    }
+    // ---- host-local
+    let h = base("host-local", data, cont);
+    for (path, v, code, names) in [
+        ("ipam.subnet", json!("x"), 6, "subnet"),
+        ("ipam.subnet", json!(10), 6, "subnet"),
+        ("ipam.subnet", json!("10.0.0.0/31"), 7, "too small"),
+        ("ipam.rangeStart", json!("10.71.0.255"), 7, "rangeStart"),
+        ("ipam.rangeStart", json!("10.72.0.5"), 7, "RangeStart"),
+        ("ipam.rangeEnd", json!("10.71.0.0"), 7, "rangeEnd"),
+        ("ipam.gateway", json!("x"), 6, "gateway"),
+        ("ipam.ranges", json!("x"), 6, "ranges"),
+        (
+            "ipam.ranges",
+            json!([[{"subnet": "10.0.0.0/24"}], [{"subnet": "10.0.0.0/25"}]]),
+            7,
+            "overlap",
+        ),
+        ("ipam.routes", json!([{"dst": "x"}]), 6, "dst"),
+        ("ipam.routes", json!("x"), 6, "routes"),
+        ("ipam.dataDir", json!(5), 6, "dataDir"),
+        (
+            "ipam.resolvConf",
+            json!("/nonexistent/resolv.conf"),
+            7,
+            "resolvConf",
+        ),
+        ("args", json!({"cni": {"ips": ["x"]}}), 7, "ip"),
+        (
+            "args",
+            json!({"cni": {"ips": "10.71.0.9"}}),
+            6,
+            "args.cni.ips",
+        ),
+        ("runtimeConfig", json!({"ips": [5]}), 6, "runtimeConfig.ips"),
+        (
+            "runtimeConfig",
+            json!({"ipRanges": "x"}),
+            6,
+            "runtimeConfig.ipRanges",
+        ),
+        ("ipam.subnet", json!(null), 7, "no IP ranges"),
+    ] {
+        add(
+            "host-local",
+            "ADD",
+            with(h.clone(), path, v).to_string(),
+            code,
+            names,
+        );
+    }
+    // ---- static
+    let s = base("static", data, cont);
+    for (path, v, code, names) in [
+        ("ipam.addresses", json!("x"), 6, "addresses"),
+        ("ipam.addresses.0.address", json!("10.72.0.2"), 7, "address"),
+        ("ipam.addresses.0.address", json!(5), 6, "address"),
+        ("ipam.addresses.0.gateway", json!("x"), 7, "gateway"),
+        ("ipam.routes", json!([{"dst": "nope"}]), 7, "route"),
+        ("ipam.dns", json!({"nameservers": "x"}), 7, "dns"),
+        ("runtimeConfig", json!({"ips": ["x"]}), 7, "ips"),
+        ("args", json!({"cni": {"ips": [1]}}), 7, "args.cni.ips"),
+    ] {
+        add(
+            "static",
+            "ADD",
+            with(s.clone(), path, v).to_string(),
+            code,
+            names,
+        );
+    }
+    // ---- vlan (checked before any link is looked up)
+    let v = base("vlan", data, cont);
+    for (path, val, code, names) in [
+        ("master", json!(""), 7, "master"),
+        ("master", json!("eth0\n"), 7, "master"),
+        ("master", json!("a/b"), 7, "master"),
+        ("vlanId", json!(5000), 7, "VLAN ID"),
+        ("vlanId", json!("x"), 6, "vlanId"),
+        ("mtu", json!(-5), 7, "MTU"),
+        ("ipam", json!({}), 7, "ipam"),
+        ("linkInContainer", json!("x"), 6, "linkInContainer"),
+    ] {
+        add(
+            "vlan",
+            "ADD",
+            with(v.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    // ---- bandwidth
+    let w = base("bandwidth", data, cont);
+    for (path, val, code, names) in [
+        ("ingressRate", json!("x"), 6, "ingressRate"),
+        ("ingressRate", json!(-1), 6, "ingressRate"),
+        ("egressRate", json!(1000), 7, "burst"),
+        ("ingressBurst", json!(0), 7, "burst"),
+        ("ingressBurst", json!(u64::MAX), 7, "burst"),
+        (
+            "runtimeConfig",
+            json!({"bandwidth": "x"}),
+            6,
+            "runtimeConfig.bandwidth",
+        ),
+        (
+            "runtimeConfig",
+            json!({"bandwidth": {"ingressRate": "fast"}}),
+            6,
+            "runtimeConfig.bandwidth",
+        ),
+        (
+            "runtimeConfig",
+            json!({"bandwidth": {"ingressrate_bps": 1}}),
+            6,
+            "runtimeConfig.bandwidth",
+        ),
+        ("prevResult", json!(null), 7, "prevResult"),
+        (
+            "prevResult.interfaces.0.name",
+            json!("x\ny"),
+            7,
+            "prevResult.interfaces[0].name",
+        ),
+    ] {
+        let mut c = with(w.clone(), path, val);
+        if path == "runtimeConfig" {
+            for k in ["ingressRate", "ingressBurst"] {
+                c.as_object_mut().unwrap().remove(k);
+            }
+        }
+        if path == "prevResult" {
+            c.as_object_mut().unwrap().remove("prevResult");
+        }
+        add("bandwidth", "ADD", c.to_string(), code, names);
+    }
+    // ---- portmap
+    let p = base("portmap", data, cont);
+    for (path, val, code, names) in [
+        ("runtimeConfig.portMappings", json!("x"), 6, "portMappings"),
+        ("runtimeConfig.portMappings.0.hostPort", json!(0), 7, "port"),
+        (
+            "runtimeConfig.portMappings.0.hostPort",
+            json!(70000),
+            7,
+            "port",
+        ),
+        (
+            "runtimeConfig.portMappings.0.hostPort",
+            json!("80"),
+            6,
+            "hostPort",
+        ),
+        (
+            "runtimeConfig.portMappings.0.containerPort",
+            json!(-1),
+            7,
+            "port",
+        ),
+        (
+            "runtimeConfig.portMappings.0.protocol",
+            json!("icmp"),
+            7,
+            "protocol",
+        ),
+        (
+            "runtimeConfig.portMappings.0.hostIP",
+            json!("1.2.3"),
+            7,
+            "hostIP",
+        ),
+        ("markMasqBit", json!(40), 7, "MasqMarkBit"),
+        ("markMasqBit", json!("x"), 6, "markMasqBit"),
+        ("backend", json!("pf"), 7, "backend"),
+        (
+            "externalSetMarkChain",
+            json!("X\n-A INPUT -j DROP"),
+            7,
+            "externalSetMarkChain",
+        ),
+        (
+            "conditionsV4",
+            json!(["-s", "1.1.1.1\n-A INPUT -j DROP"]),
+            7,
+            "conditionsV4",
+        ),
+        ("conditionsV4", json!("-s 1.1.1.1"), 6, "conditionsV4"),
+        (
+            "conditionsV6",
+            json!(["ip6 saddr", "ct state new"]),
+            7,
+            "conditionsV6",
+        ),
+        ("snat", json!("yes"), 6, "snat"),
+        ("prevResult.ips.0.address", json!("x"), 6, "address"),
+        ("prevResult.ips.0.interface", json!(-1), 6, "interface"),
+        (
+            "prevResult.interfaces.1.name",
+            json!("veth\n-A INPUT"),
+            7,
+            "prevResult.interfaces[1].name",
+        ),
+    ] {
+        add(
+            "portmap",
+            "ADD",
+            with(p.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    // ---- firewall
+    let f = base("firewall", data, cont);
+    for (path, val, code, names) in [
+        ("backend", json!("pf"), 7, "backend"),
+        ("backend", json!(1), 6, "backend"),
+        ("ingressPolicy", json!("closed"), 7, "ingress policy"),
+        (
+            "iptablesAdminChainName",
+            json!("X\n-A INPUT -j DROP"),
+            7,
+            "iptablesAdminChainName",
+        ),
+        (
+            "iptablesAdminChainName",
+            json!("-j"),
+            7,
+            "iptablesAdminChainName",
+        ),
+        (
+            "iptablesAdminChainName",
+            json!("C".repeat(40)),
+            7,
+            "iptablesAdminChainName",
+        ),
+        (
+            "prevResult.interfaces.0.name",
+            json!("br\"x"),
+            7,
+            "prevResult.interfaces[0].name",
+        ),
+        (
+            "prevResult",
+            json!({"cniVersion": "1.0.0", "ips": "x"}),
+            6,
+            "ips",
+        ),
+    ] {
+        let mut c = with(f.clone(), path, val);
+        if path.starts_with("prevResult.interfaces") {
+            c["ingressPolicy"] = json!("same-bridge");
+        }
+        add("firewall", "ADD", c.to_string(), code, names);
+    }
+    // ---- loopback
+    let l = base("loopback", data, cont);
+    add(
+        "loopback",
+        "CHECK",
+        with(
+            l.clone(),
+            "prevResult",
+            json!({"cniVersion": "1.0.0", "interfaces": 5}),
+        )
+        .to_string(),
+        6,
+        "interfaces",
+    );
+    add(
+        "loopback",
+        "CHECK",
+        with(l.clone(), "cniVersion", json!("0.3.1")).to_string(),
+        1,
+        "CHECK",
+    );
+    add(
+        "loopback",
+        "GC",
+        with(l.clone(), "cniVersion", json!("1.0.0")).to_string(),
+        1,
+        "GC",
+    );
+    add(
+        "loopback",
+        "STATUS",
+        with(l, "cniVersion", json!("0.4.0")).to_string(),
+        1,
+        "STATUS",
+    );
+
+    // ---- environment and CNI_ARGS
+    let mut env_case = |applet: &'static str,
+                        cmd: &'static str,
+                        env: Vec<(&'static str, String)>,
+                        code: u64,
+                        names: &str| {
+        let stdin = base(applet, data, cont).to_string();
+        cases.push(Case {
+            applet,
+            cmd,
+            env,
+            stdin,
+            code,
+            names: names.to_string(),
+        });
+    };
+    for &a in APPLETS {
+        env_case(a, "BOGUS", vec![], 4, "CNI_COMMAND");
+        env_case(
+            a,
+            "ADD",
+            vec![("CNI_CONTAINERID", String::new())],
+            4,
+            "CNI_CONTAINERID",
+        );
+        env_case(
+            a,
+            "ADD",
+            vec![("CNI_CONTAINERID", "a/b".into())],
+            4,
+            "containerID",
+        );
+        env_case(
+            a,
+            "ADD",
+            vec![("CNI_IFNAME", "averyveryverylongname".into())],
+            4,
+            "interface name",
+        );
+        env_case(
+            a,
+            "DEL",
+            vec![("CNI_IFNAME", "a/b".into())],
+            4,
+            "interface name",
+        );
+        env_case(a, "ADD", vec![("CNI_NETNS", String::new())], 4, "CNI_NETNS");
+        env_case(a, "GC", vec![("CNI_PATH", String::new())], 4, "CNI_PATH");
+    }
+    env_case(
+        "host-local",
+        "ADD",
+        vec![("CNI_ARGS", "IP".into())],
+        4,
+        "CNI_ARGS",
+    );
+    env_case(
+        "host-local",
+        "ADD",
+        vec![("CNI_ARGS", "IP=x".into())],
+        7,
+        "ip",
+    );
+    env_case(
+        "host-local",
+        "ADD",
+        vec![("CNI_ARGS", "FOO=1".into())],
+        4,
+        "FOO",
+    );
+    env_case(
+        "static",
+        "ADD",
+        vec![("CNI_ARGS", "IP=10.0.0.1".into())],
+        7,
+        "IP",
+    );
+    env_case(
+        "bridge",
+        "ADD",
+        vec![("CNI_ARGS", "MAC=zz:zz".into())],
+        7,
+        "MAC",
+    );
+    env_case(
+        "bridge",
+        "ADD",
+        vec![("CNI_NETNS", "/nonexistent/netns".into())],
+        8,
+        "netns",
+    );
+    cases
+}
+
+/// Everything a plugin could change: dataDir (names and contents), links, addresses, routes,
+/// netfilter and qdiscs of the node, and the container's links and addresses.
+fn snapshot(node: &NetNs, cont: &NetNs, data: &std::path::Path) -> String {
+    let mut s = String::new();
+    fn walk(d: &std::path::Path, out: &mut String) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        let mut es: Vec<_> = rd.flatten().collect();
+        es.sort_by_key(|e| e.file_name());
+        for e in es {
+            let p = e.path();
+            out.push_str(&format!("{}\n", p.display()));
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push_str(&std::fs::read_to_string(&p).unwrap_or_default());
+                out.push('\n');
+            }
+        }
+    }
+    walk(data, &mut s);
+    for cmd in [
+        &["ip", "-o", "link"][..],
+        &["ip", "addr"],
+        &["ip", "route", "show", "table", "all"],
+        &["tc", "qdisc", "show"],
+    ] {
+        s.push_str(&node.sh(cmd));
+        s.push_str(&cont.sh(cmd));
+    }
+    s.push_str(&netfilter_state(node));
+    s
+}
+
+#[test]
+fn bad_input_catalogue() {
+    if !require_root("bad_input_catalogue") {
+        return;
+    }
+    let sb = Sandbox::new("badinput");
+    let node = NetNs::create();
+    let cont = NetNs::create();
+    node.sh(&["ip", "link", "set", "lo", "up"]);
+    let data = sb.path("data");
+    let data_s = data.display().to_string();
+    let state = sb.path("state").display().to_string();
+    // A working attachment, so the node holds a bridge, a veth, a reservation and rules that a
+    // bad request must leave alone.
+    let ok_env = Env {
+        container_id: "good".into(),
+        netns: cont.path(),
+        extra: vec![("CNIBOX_STATE_DIR".into(), state.clone())],
+        ..sb.env()
+    };
+    let good = base("bridge", &data_s, &cont.path());
+    sb.plugin_in(Impl::Ours, &node)
+        .add("bridge", &ok_env, &good)
+        .ok();
+    let cases = catalogue(&data_s, &cont.path());
+    assert!(cases.len() >= 150, "only {} cases", cases.len());
+    let mut failures = Vec::new();
+    let mut before = snapshot(&node, &cont, &data);
+    for (i, c) in cases.iter().enumerate() {
+        let mut env = Env {
+            container_id: "bad".into(),
+            ifname: "net1".into(),
+            netns: cont.path(),
+            extra: vec![("CNIBOX_STATE_DIR".into(), state.clone())],
+            ..sb.env()
+        };
+        for (k, v) in &c.env {
+            match *k {
+                "CNI_CONTAINERID" => env.container_id = v.clone(),
+                "CNI_NETNS" => env.netns = v.clone(),
+                "CNI_IFNAME" => env.ifname = v.clone(),
+                "CNI_ARGS" => env.args = v.clone(),
+                "CNI_PATH" => env.path = Some(v.clone()),
+                other => panic!("unknown variable {other}"),
+            }
+        }
+        let out = sb
+            .plugin_in(Impl::Ours, &node)
+            .run(c.applet, c.cmd, &env, &c.stdin);
+        let input: String = c.stdin.chars().take(160).collect();
+        let what = format!("case {i} {} {} {:?} {input}", c.applet, c.cmd, c.env);
+        let msg = out.json["msg"].as_str().unwrap_or_default().to_lowercase();
+        let problem = if out.code.is_none() {
+            Some("killed by a signal".to_string())
+        } else if out.status_ok {
+            Some("succeeded".to_string())
+        } else if out.json["code"].as_u64() != Some(c.code) {
+            Some(format!("code {:?}, want {}", out.json["code"], c.code))
+        } else if !msg.contains(&c.names.to_lowercase()) {
+            Some(format!("message does not name {:?}", c.names))
+        } else if out.stdout.len() > 4096 {
+            Some(format!("{} bytes of error output", out.stdout.len()))
+        } else {
+            None
+        };
+        if let Some(p) = problem {
+            failures.push(format!("{what}\n    {p}: {}", out.stdout.trim()));
+        }
+        let after = snapshot(&node, &cont, &data);
+        if after != before {
+            let diff = before
+                .lines()
+                .zip(after.lines())
+                .find(|(a, b)| a != b)
+                .map(|(a, b)| format!("{a:?} -> {b:?}"))
+                .unwrap_or_else(|| "length".into());
+            failures.push(format!("{what}\n    changed the host: {diff}"));
+            before = after;
+        }
+    }
+    let _ = sb
+        .plugin_in(Impl::Ours, &node)
+        .del("bridge", &ok_env, &good);
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!(
+            "bad-input catalogue: {} cases, {} failures\n",
+            cases.len(),
+            failures.len()
+        )
+        .as_bytes(),
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
