@@ -5,7 +5,7 @@ DESTDIR ?=
 BINDIR  ?= /opt/cni/bin
 BIN     := target/$(TARGET)/release/cnibox
 
-.PHONY: all build test test-unit test-vm bench bench-compare install check demo clean
+.PHONY: all build test test-unit test-vm bench bench-compare install check demo clean fuzz
 
 all: build
 
@@ -17,6 +17,10 @@ build:
 # The VM test (vlan under a Debian kernel in qemu) boots the static release binary.
 test: build
 	CNIBOX_STATIC=$(abspath $(BIN)) $(CARGO) test --no-fail-fast
+
+# The mutation fuzzer at length (make test runs 3,000 executions): FUZZ_SEED=N to vary it.
+fuzz:
+	FUZZ_EXECS=$${FUZZ_EXECS:-20000} $(CARGO) test --release --test fuzz -- --nocapture
 
 test-unit:
 	$(CARGO) test --lib

@@ -576,3 +576,18 @@ fn owner_index_stays_right_when_go_and_admins_change_the_store() {
     assert!(holders().is_empty());
     ours.check("host-local", &id("i"), &c).err(999);
 }
+
+/// dataDir must be an absolute path: a relative one would be created wherever the runtime runs.
+#[test]
+fn relative_data_dir_is_refused() {
+    let sb = Sandbox::new("hl-reldir");
+    for dir in ["relative/dir", "'; rm -rf /", "/tmp/a\nb"] {
+        let c = conf(
+            &sb,
+            "1.0.0",
+            json!({"subnet": "10.4.0.0/24", "dataDir": dir}),
+        );
+        let msg = sb.ours().add("host-local", &id("r1"), &c).err(7);
+        assert!(msg.contains("ipam.dataDir"), "{msg}");
+    }
+}

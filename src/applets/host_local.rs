@@ -146,6 +146,16 @@ fn load(req: &Request) -> Result<Config> {
         }
     }
     validate_network_name(&req.conf.name)?;
+    // Beyond upstream: a relative dataDir would land wherever the runtime happens to run, and
+    // control characters have no place in a path.
+    if !ipam.data_dir.is_empty()
+        && (!ipam.data_dir.starts_with('/') || ipam.data_dir.chars().any(char::is_control))
+    {
+        return Err(Error::config(format!(
+            "ipam.dataDir {:?} must be an absolute path without control characters",
+            ipam.data_dir
+        )));
+    }
     let data_dir = if ipam.data_dir.is_empty() {
         DEFAULT_DATA_DIR.into()
     } else {
