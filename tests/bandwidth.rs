@@ -114,12 +114,14 @@ fn add_check_del_gc() {
         "ifb removed"
     );
     pl.del("bandwidth", &env(&p, "bw1"), &c).ok();
-
-    // The main plugin's DEL would remove the veth and its qdiscs with it.
-    p.node
-        .sh(&["tc", "qdisc", "del", "dev", &p.host_veth, "root"]);
-    p.node
-        .sh(&["tc", "qdisc", "del", "dev", &p.host_veth, "ingress"]);
+    // DEL also removes what ADD put on the host interface (upstream leaves it for the veth's
+    // deletion, which a host interface that outlives the container never gets).
+    let q = p.node.sh(&["tc", "qdisc", "show", "dev", &p.host_veth]);
+    assert!(
+        !q.contains("tbf") && !q.contains("ingress"),
+        "DEL left qdiscs on {}: {q}",
+        p.host_veth
+    );
     // GC removes the ifb of an attachment that is no longer valid, keeps valid ones.
     pl.add("bandwidth", &env(&p, "bw2"), &c).ok();
     let mut gc = c.clone();

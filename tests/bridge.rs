@@ -653,3 +653,40 @@ fn route_attributes_and_mtu_in_results() {
         assert!(p.del("bridge", &env_for(&c, &id), &cf).status_ok);
     }
 }
+
+/// Chained after another plugin, bridge keeps the received prevResult's interfaces and IPs and
+/// appends its own, re-indexing its IPs (CONVENTIONS.md; upstream drops them).
+#[test]
+fn prev_result_is_passed_through() {
+    if !require_root("prev_result_is_passed_through") {
+        return;
+    }
+    let sb = Sandbox::new("br-chain");
+    let node = NetNs::create();
+    let c = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let prev = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "tap0"}, {"name": "net9", "sandbox": c.path()}],
+        "ips": [{"address": "192.168.9.5/24", "interface": 1}],
+        "routes": [{"dst": "192.168.0.0/16"}]});
+    let mut cf = conf(&sb, "1.0.0", json!({"bridge": "br-chain"}));
+    cf["prevResult"] = prev;
+    let r = p.add("bridge", &env_for(&c, "chain1"), &cf).ok().clone();
+    let names: Vec<&str> = r["interfaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["name"].as_str())
+        .collect();
+    assert_eq!(&names[..2], &["tap0", "net9"], "{r}");
+    assert_eq!(names[2], "br-chain", "{r}");
+    assert_eq!(names[4], "eth0", "{r}");
+    assert_eq!(r["ips"][0]["address"], "192.168.9.5/24", "{r}");
+    assert_eq!(r["ips"][0]["interface"], 1, "{r}");
+    assert_eq!(
+        r["ips"][1]["interface"], 4,
+        "our address points at our eth0: {r}"
+    );
+    assert_eq!(r["routes"][0]["dst"], "192.168.0.0/16", "{r}");
+    assert!(p.del("bridge", &env_for(&c, "chain1"), &cf).status_ok);
+}

@@ -212,8 +212,23 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
 }
 
 fn del(req: &Request) -> Result<Option<CniResult>> {
-    limits(req)?;
+    let l = limits(req)?;
     let mut host = Handle::new()?;
+    // What ADD put on the host veth goes too (upstream leaves it for the veth's deletion,
+    // which a host interface that outlives the container never gets). Best effort: the
+    // container and its veth may already be gone.
+    if let Ok(Some(prev)) = req.prev_result()
+        && let Ok(hv) = host_veth(req, &prev, &mut host)
+    {
+        if l.ingress_rate > 0 {
+            tc::del_qdisc(&mut host, hv.index, false)
+                .map_err(|e| Error::from(e).context(format_args!("delete qdisc on {}", hv.name)))?;
+        }
+        if l.egress_rate > 0 {
+            tc::del_qdisc(&mut host, hv.index, true)
+                .map_err(|e| Error::from(e).context(format_args!("delete qdisc on {}", hv.name)))?;
+        }
+    }
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
     if let Some(l) = host.link_by_name(&ifb)? {
         match host.del_link(l.index) {

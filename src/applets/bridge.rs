@@ -394,8 +394,29 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
             result.interfaces[i].mtu = Some(link.mtu);
         }
     }
+    // Chained after another plugin (CONVENTIONS.md): what it reported stays, ours follows.
+    if let Some(prev) = req.prev_result()? {
+        result = chain_after(prev, result);
+    }
     undo.done = true;
     Ok(Some(result))
+}
+
+/// `prev`'s interfaces, IPs and routes followed by `ours`, whose interface indexes move past
+/// `prev`'s; our DNS unless we have none.
+fn chain_after(prev: CniResult, mut ours: CniResult) -> CniResult {
+    let off = prev.interfaces.len();
+    for ip in &mut ours.ips {
+        ip.interface = ip.interface.map(|i| i + off);
+    }
+    let mut out = prev;
+    out.interfaces.append(&mut ours.interfaces);
+    out.ips.append(&mut ours.ips);
+    out.routes.append(&mut ours.routes);
+    if !ours.dns.is_empty() {
+        out.dns = ours.dns;
+    }
+    out
 }
 
 /// Create the pair from inside the container, the peer landing in the host with a random name.

@@ -345,25 +345,27 @@ mod tests {
         );
         assert_eq!(
             (e.code, e.msg.as_str()),
-            (7, "invalid address \"10.0.0.300/24\"")
+            (7, "ipam.addresses: invalid address \"10.0.0.300/24\"")
         );
         let e = bad(
             &|c| c["ipam"]["addresses"][0]["address"] = json!("10.0.0.3"),
             "",
         );
-        assert_eq!(e.msg, "invalid address \"10.0.0.3\"");
+        assert_eq!(e.msg, "ipam.addresses: invalid address \"10.0.0.3\"");
         let e = bad(
             &|c| c["ipam"]["addresses"][0] = json!({"gateway": "10.0.0.1"}),
             "",
         );
         assert_eq!(e.msg, "ipam.addresses: missing address");
         let e = bad(&|c| c["ipam"]["addresses"][0]["gateway"] = json!("x"), "");
-        assert_eq!((e.code, e.msg.as_str()), (7, "invalid gateway \"x\""));
+        assert_eq!(
+            (e.code, e.msg.as_str()),
+            (7, "ipam.addresses: invalid gateway \"x\"")
+        );
         let e = bad(&|_| {}, "IP=1.2.3.4");
-        assert_eq!(e.msg, "invalid address \"1.2.3.4\"");
-        assert!(e.details.contains("CNI_ARGS IP"));
+        assert_eq!(e.msg, "CNI_ARGS IP: invalid address \"1.2.3.4\"");
         let e = bad(&|_| {}, "GATEWAY=nope");
-        assert_eq!(e.msg, "invalid gateway \"nope\"");
+        assert_eq!(e.msg, "CNI_ARGS GATEWAY: invalid gateway \"nope\"");
         let e = bad(
             &|c| c["ipam"]["routes"] = json!([{"dst": "10.0.0.0/33"}]),
             "",
@@ -371,7 +373,7 @@ mod tests {
         assert_eq!(e.code, 7);
         assert!(e.msg.starts_with("invalid route"), "{}", e.msg);
         let e = bad(&|c| c["runtimeConfig"] = json!({"ips": ["10.1.1.1"]}), "");
-        assert!(e.details.starts_with("runtimeConfig.ips"));
+        assert!(e.msg.starts_with("runtimeConfig.ips"), "{}", e.msg);
         let e = bad(&|c| c["runtimeConfig"] = json!({"ips": "10.1.1.1/8"}), "");
         assert_eq!(e.code, 7);
         let e = bad(&|c| c["ipam"]["dns"] = json!({"nameservers": "x"}), "");

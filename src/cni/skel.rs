@@ -206,8 +206,11 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
         return Ok(None);
     };
     // A prevResult that cannot be read is the runtime's error whichever plugin gets it (IPAM
-    // plugins too): code 6/7 naming it, before anything is delegated or changed.
-    req.prev_result()?;
+    // plugins too): code 6/7 naming it, before anything is delegated or changed. Not on DEL,
+    // which must be able to remove what it can whatever the runtime cached.
+    if matches!(req.env.command, Command::Add | Command::Check) {
+        req.prev_result()?;
+    }
 
     match handler(&req)? {
         Some(result) if req.env.command == Command::Add => Ok(Some(result.to_json(req.version)?)),

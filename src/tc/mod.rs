@@ -130,6 +130,32 @@ pub fn add_tbf(h: &mut Handle, ifindex: u32, t: Tbf) -> Result<()> {
         .map_err(|e| e.ctx(format_args!("add tbf qdisc (link {ifindex})")))
 }
 
+/// RTM_DELQDISC.
+const RTM_DELQDISC: u16 = 37;
+
+/// Remove what [`add_tbf`] (`ingress: false`) or [`add_ingress`] (`ingress: true`) put on a
+/// link, if it is there: `tc qdisc del dev IF root handle 1:` / `… handle ffff: ingress`.
+pub fn del_qdisc(h: &mut Handle, ifindex: u32, ingress: bool) -> Result<()> {
+    let (parent, handle, kind) = if ingress {
+        (TC_H_INGRESS, 0xffff << 16, "ingress")
+    } else {
+        (TC_H_ROOT, 1 << 16, "tbf")
+    };
+    let present = qdiscs(h, ifindex)?
+        .iter()
+        .any(|q| q.parent == parent && q.handle == handle && q.kind == kind);
+    if !present {
+        return Ok(());
+    }
+    let m = request(RTM_DELQDISC, &tcmsg(ifindex, handle, parent, 0), |_| {});
+    match h.request_ack(m, 0) {
+        Err(e) if !e.is_not_found() => {
+            Err(e.ctx(format_args!("delete {kind} qdisc (link {ifindex})")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `tc qdisc add dev IF handle ffff: ingress`
 pub fn add_ingress(h: &mut Handle, ifindex: u32) -> Result<()> {
     let m = qdisc_msg(ifindex, TC_H_INGRESS, 0xffff << 16, "ingress", None);
