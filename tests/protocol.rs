@@ -561,3 +561,21 @@ fn huge_input_is_not_echoed() {
         );
     }
 }
+
+/// `args`, `args.cni` and `runtimeConfig` must be objects, as Go's decoders require: a broken
+/// one is an error naming it, not silently no capability.
+#[test]
+fn args_and_runtime_config_must_be_objects() {
+    let sb = Sandbox::new("shape");
+    for (key, v, names) in [
+        ("runtimeConfig", json!([]), "runtimeConfig"),
+        ("runtimeConfig", json!("x"), "runtimeConfig"),
+        ("args", json!("x"), "args"),
+        ("args", json!({"cni": 5}), "args.cni"),
+    ] {
+        let mut c = conf("1.0.0");
+        c[key] = v;
+        let msg = sb.ours().add("static", &sb.env(), &c).err(6);
+        assert!(msg.contains(names), "{msg}");
+    }
+}

@@ -94,6 +94,11 @@ fn load(req: &Request) -> Result<Bridge> {
     if c.ip_masq {
         crate::netfilter::Backend::parse("ipMasqBackend", c.ip_masq_backend.as_deref())?;
     }
+    // The kernel's bounds for a veth or bridge (ETH_MIN_MTU … IP_MAX_MTU), checked here so a bad
+    // value is a config error naming the key rather than a netlink EINVAL half-way through.
+    if let Some(m) = c.mtu.filter(|m| *m != 0 && !(68..=65535).contains(m)) {
+        return Err(Error::config(format!("mtu {m} is out of range (68-65535)")));
+    }
     if c.is_default_gateway {
         c.is_gateway = true;
     }

@@ -46,6 +46,22 @@ pub struct NetConf {
     /// The name libcni used before July 2024; it still sends both.
     #[serde(rename = "cni.dev/attachments", default)]
     pub legacy_attachments: Option<Vec<Attachment>>,
+    /// Only checked for shape here (Go's decoders refuse a non-object); read through
+    /// [`Request::runtime_config`].
+    #[serde(rename = "runtimeConfig", default)]
+    #[allow(dead_code)]
+    runtime_config: Option<serde_json::Map<String, Value>>,
+    /// Only checked for shape here; read through [`Request::args_cni`].
+    #[serde(default)]
+    #[allow(dead_code)]
+    args: Option<ArgsConf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ArgsConf {
+    #[serde(default)]
+    #[allow(dead_code)]
+    cni: Option<serde_json::Map<String, Value>>,
 }
 
 /// One invocation: validated environment, the raw and common config, the negotiated version.
