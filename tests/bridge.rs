@@ -690,3 +690,53 @@ fn prev_result_is_passed_through() {
     assert_eq!(r["routes"][0]["dst"], "192.168.0.0/16", "{r}");
     assert!(p.del("bridge", &env_for(&c, "chain1"), &cf).status_ok);
 }
+
+/// SPEC.md: after a delegated IPAM ADD fails, the plugin runs the IPAM plugin's DEL before it
+/// returns the error (a half-done allocation is released); the error is the IPAM plugin's.
+#[test]
+fn failed_ipam_add_is_followed_by_ipam_del() {
+    use std::os::unix::fs::PermissionsExt;
+    if !require_root("failed_ipam_add_is_followed_by_ipam_del") {
+        return;
+    }
+    let sb = Sandbox::new("br-ipamdel");
+    let node = NetNs::create();
+    let c = NetNs::create();
+    let dir = sb.path("plugins");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(bin(), dir.join("bridge")).unwrap();
+    let log = sb.path("ipam.log");
+    let script = dir.join("recorder");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho \"$CNI_COMMAND\" >> {}\n[ \"$CNI_COMMAND\" = ADD ] || exit 0\n\
+             echo '{{\"cniVersion\":\"1.0.0\",\"code\":11,\"msg\":\"recorder: no address now\"}}'\nexit 1\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cf = json!({"cniVersion": "1.0.0", "name": "ipamdel", "type": "bridge",
+        "bridge": "br-ipamdel", "ipam": {"type": "recorder"}});
+    let env = Env {
+        path: Some(dir.display().to_string()),
+        ..env_for(&c, "ipamdel")
+    };
+    let before = links(&node);
+    let msg = sb
+        .plugin_in(Impl::Ours, &node)
+        .add("bridge", &env, &cf)
+        .err(11);
+    assert!(msg.contains("recorder: no address now"), "{msg}");
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        "ADD\nDEL\n",
+        "IPAM DEL after the failed ADD"
+    );
+    let after: Vec<String> = links(&node)
+        .into_iter()
+        .filter(|l| l != "br-ipamdel")
+        .collect();
+    assert_eq!(after, before, "no veth left");
+}

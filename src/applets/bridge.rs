@@ -365,9 +365,11 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
             iface::wait_dad(&mut cont, cv.index, Duration::from_secs(5))?;
         }
     }
-    if b.c.is_gateway {
-        setup_gateway(&mut host, &b, &br, &result)?;
-    }
+    let vlan_gateway = if b.c.is_gateway {
+        setup_gateway(&mut host, &b, &br, &result)?
+    } else {
+        None
+    };
     if b.c.ip_masq {
         let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
         undo.masq = true;
@@ -398,6 +400,12 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         if b.c.mtu.is_some() {
             result.interfaces[i].mtu = Some(link.mtu);
         }
+    }
+    // With `vlan` the gateway addresses live on `<bridge>.<vlan>`, which belongs in the result
+    // as upstream reports it (after the container's interface, so IP indexes stay).
+    if let Some(l) = vlan_gateway {
+        let l = host.link_by_index(l.index)?.unwrap_or(l);
+        result.interfaces.push(iface_of(&l, ""));
     }
     // Chained after another plugin (CONVENTIONS.md): what it reported stays, ours follows.
     if let Some(prev) = req.prev_result()? {
@@ -516,7 +524,13 @@ fn next_ip(ip: IpAddr) -> IpAddr {
 
 /// Put `gw/prefix` on the bridge (or on `<bridge>.<vlan>` with a VLAN), pin the bridge MAC and
 /// enable forwarding for each family that has a gateway.
-fn setup_gateway(h: &mut Handle, b: &Bridge, br: &Link, result: &CniResult) -> Result<()> {
+/// Returns the `<bridge>.<vlan>` link that holds the gateway addresses with a `vlan`.
+fn setup_gateway(
+    h: &mut Handle,
+    b: &Bridge,
+    br: &Link,
+    result: &CniResult,
+) -> Result<Option<Link>> {
     let target = if b.c.vlan != 0 {
         vlan_gateway_link(h, b, br)?
     } else {
@@ -547,7 +561,7 @@ fn setup_gateway(h: &mut Handle, b: &Bridge, br: &Link, result: &CniResult) -> R
     if v6 {
         sysctl::set("net/ipv6/conf/all/forwarding", "1")?;
     }
-    Ok(())
+    Ok((b.c.vlan != 0).then_some(target))
 }
 
 /// The `<bridge>.<vlan>` veth whose peer is an access port of that VLAN on the bridge.

@@ -327,6 +327,18 @@ else
     echo "note: no runnable /ref/vlan in the VM, reference comparison skipped"
 fi
 
+# ------------------------------------------------------------------ bridge with vlan + isGateway
+# The gateway addresses live on <bridge>.<vlan>, which the result lists (after eth0).
+netns_add bv
+NSBV=$(netns_path bv)
+BVCONF='{"cniVersion":"1.1.0","name":"brvlan","type":"bridge","bridge":"brv0","vlan":30,"isGateway":true,"ipam":{"type":"host-local","dataDir":"/tmp/ipam-bv","subnet":"10.130.0.0/24"}}'
+run ADD bridge ctr-bv "$NSBV" eth0 "$BVCONF"; must_ok "bridge ADD with vlan 30 and isGateway"
+NAMES=$(echo "$OUT" | sed -n 's/.*"name": "\([^"]*\)".*/\1/p' | tr '\n' ' ')
+check "result lists brv0.30 after eth0 ($NAMES)" contains "$NAMES" "eth0 brv0.30 "
+check "brv0.30 holds the gateway" sh -c "ip -4 addr show brv0.30 | grep -q 10.130.0.1/24"
+run DEL bridge ctr-bv "$NSBV" eth0 "$BVCONF"; must_ok "bridge DEL with vlan"
+netns_del bv
+
 netns_del a
 netns_del c
 echo "vlan: all good"
