@@ -404,10 +404,12 @@ fn errors_carry_the_request_version() {
         "ipam.addresses: invalid address \"10.0.0.300/24\""
     );
     assert_eq!(out.json["cniVersion"], "0.4.0");
+    // The key is named in the message; the details say what an address looks like.
     assert!(
         out.json["details"]
             .as_str()
-            .is_some_and(|d| d.contains("ipam.addresses"))
+            .is_some_and(|d| d.contains("CIDR notation")),
+        "{out:?}"
     );
 }
 
