@@ -4,8 +4,12 @@ CARGO   ?= cargo
 DESTDIR ?=
 BINDIR  ?= /opt/cni/bin
 BIN     := target/$(TARGET)/release/cnibox
+# install: FORCE=1 replaces other plugins of the same names (the Go ones), moving them into
+# BACKUPDIR so that `make uninstall` (or `symlinks.sh --restore`) brings them back.
+FORCE   ?=
+BACKUPDIR ?= $(DESTDIR)$(BINDIR).pre-cnibox
 
-.PHONY: all build test test-unit test-vm bench bench-compare install check demo clean fuzz
+.PHONY: all build test test-unit test-vm bench bench-compare install uninstall check demo clean fuzz
 
 all: build
 
@@ -25,15 +29,34 @@ fuzz:
 test-unit:
 	$(CARGO) test --lib
 
+# Only the qemu VM tests (vlan and the smoke test under a Debian kernel; tests/vm/README.md).
+test-vm: build
+	CNIBOX_STATIC=$(abspath $(BIN)) $(CARGO) test --test vm -- --nocapture
+
+# A newcomer's first five minutes: two containers talking through bridge + portmap, in
+# throwaway namespaces (root; nothing on the host changes). See demo.sh.
+demo: build
+	CNIBOX=$(abspath $(BIN)) ./demo.sh
+
 bench:
 	$(CARGO) bench --bench core
 
 bench-compare: build
 	benches/compare.sh $(BIN)
 
-install: build
+# Installs what `make` built (building only when there is no binary yet, so that `sudo make
+# install` works where root has no cargo), then links the applets.
+install:
+	@test -x $(BIN) || $(MAKE) build
 	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/cnibox
-	./symlinks.sh $(DESTDIR)$(BINDIR)
+	./symlinks.sh $(if $(FORCE),--force) --backup $(BACKUPDIR) $(DESTDIR)$(BINDIR)
+
+# Removes cnibox and its links, and puts back what `make install FORCE=1` moved aside.
+uninstall:
+	@if [ -x $(DESTDIR)$(BINDIR)/cnibox ]; then \
+		CNIBOX=$(DESTDIR)$(BINDIR)/cnibox ./symlinks.sh --remove $(DESTDIR)$(BINDIR); fi
+	@if [ -d $(BACKUPDIR) ]; then ./symlinks.sh --restore $(BACKUPDIR) $(DESTDIR)$(BINDIR); fi
+	rm -f $(DESTDIR)$(BINDIR)/cnibox
 
 check:
 	$(CARGO) fmt --check

@@ -1,44 +1,142 @@
 #!/bin/sh
 # Create or refresh the applet links for cnibox in DIR (default /opt/cni/bin).
-#   symlinks.sh [--force] [--hardlink] [DIR]
-# The binary is $CNIBOX, or DIR/cnibox. Idempotent. An existing regular file with an applet's
-# name (e.g. the reference Go plugin) is left alone unless --force is given.
+#   symlinks.sh [--force] [--backup BACKUPDIR] [--hardlink] [DIR]
+#   symlinks.sh --restore BACKUPDIR [DIR]
+#   symlinks.sh --remove [DIR]
+# The binary is $CNIBOX, or DIR/cnibox. Idempotent; upgrades links made by an earlier run
+# (symbolic or hard). A file with an applet's name that is not cnibox (e.g. the reference Go
+# plugin) makes the run change nothing and fail, unless --force is given: then such files are
+# moved into BACKUPDIR (default DIR.pre-cnibox) before the link takes their place.
+# --restore moves the files in BACKUPDIR back over the links, switching back to them.
+# --remove deletes the applet links (and hard-linked copies) of cnibox in DIR, nothing else.
 # --hardlink makes hard links instead: they survive bind-mounting the directory alone into
 # another container, where symlinks to an outside path would dangle.
 set -eu
-force=0; hard=0; dir=
-for a in "$@"; do
-    case "$a" in
+me=symlinks.sh
+usage() { sed -n '2,13s/^# \{0,1\}//p' "$0"; }
+force=0; hard=0; remove=0; dir=; backup=; restore=
+while [ $# -gt 0 ]; do
+    case "$1" in
         --force) force=1 ;;
         --hardlink) hard=1 ;;
-        -h|--help) sed -n '2,7s/^# \{0,1\}//p' "$0"; exit 0 ;;
-        -*) echo "symlinks.sh: unknown option $a" >&2; exit 2 ;;
-        *) dir=$a ;;
+        --remove) remove=1 ;;
+        --backup|--restore)
+            [ $# -ge 2 ] || { echo "$me: $1 needs a directory" >&2; exit 2; }
+            if [ "$1" = --backup ]; then backup=$2; else restore=$2; fi
+            shift ;;
+        -h|--help) usage; exit 0 ;;
+        -*) echo "$me: unknown option $1" >&2; usage >&2; exit 2 ;;
+        *)
+            [ -z "$dir" ] || { echo "$me: one directory only (got $dir and $1)" >&2; exit 2; }
+            dir=$1 ;;
     esac
+    shift
 done
 dir=${dir:-/opt/cni/bin}
+dir=${dir%/}
+[ -n "$dir" ] || dir=/
+
+# Is PATH a copy of cnibox (a hard link made by an earlier --hardlink run, possibly of an older
+# build)? Every build carries this text; the Go plugins do not.
+is_cnibox() {
+    if [ -L "$1" ] && [ ! -e "$1" ]; then
+        # A dangling link: ours if it pointed at a cnibox binary.
+        case "$(readlink "$1")" in cnibox|*/cnibox) return 0 ;; *) return 1 ;; esac
+    fi
+    [ -f "$1" ] && grep -q 'cnibox --list shows the applets' "$1" 2>/dev/null
+}
+
+if [ -n "$restore" ]; then
+    [ -d "$restore" ] || { echo "$me: $restore is not a directory" >&2; exit 1; }
+    status=0
+    for saved in "$restore"/*; do
+        [ -e "$saved" ] || continue
+        name=$(basename "$saved")
+        path=$dir/$name
+        if { [ -e "$path" ] || [ -L "$path" ]; } && ! is_cnibox "$path"; then
+            echo "$me: $path is not cnibox; left alone" >&2
+            status=1
+            continue
+        fi
+        if mv -f "$saved" "$path"; then
+            echo "$me: restored $path"
+        else
+            echo "$me: could not restore $path from $saved" >&2
+            status=1
+        fi
+    done
+    rmdir "$restore" 2>/dev/null || true
+    exit $status
+fi
+
 bin=${CNIBOX:-$dir/cnibox}
-[ -x "$bin" ] || { echo "symlinks.sh: $bin is not an executable cnibox (set CNIBOX=)" >&2; exit 1; }
+[ -x "$bin" ] || { echo "$me: $bin is not an executable cnibox (set CNIBOX=)" >&2; exit 1; }
+names=$("$bin" --list) || { echo "$me: $bin --list failed" >&2; exit 1; }
+if [ "$remove" -eq 1 ]; then
+    status=0
+    for name in $names; do
+        path=$dir/$name
+        if { [ -e "$path" ] || [ -L "$path" ]; } && is_cnibox "$path"; then
+            rm -f "$path" || { echo "$me: could not remove $path" >&2; status=1; }
+        fi
+    done
+    exit $status
+fi
 mkdir -p "$dir"
+backup=${backup:-$dir.pre-cnibox}
 # Link by name when the binary sits in DIR (relative link), else by absolute path.
 case "$bin" in
     "$dir/cnibox") target=cnibox ;;
     /*) target=$bin ;;
     *) target=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin") ;;
 esac
-status=0
-for name in $("$bin" --list); do
+
+# First pass: find what would be replaced, so that without --force nothing changes at all.
+foreign=
+for name in $names; do
     path=$dir/$name
-    if [ -e "$path" ] && [ ! -L "$path" ] && [ "$force" -eq 0 ]; then
-        if [ "$hard" -eq 1 ] && [ "$path" -ef "$bin" ]; then continue; fi
-        echo "symlinks.sh: $path exists and is not a link; left alone (use --force)" >&2
-        status=1
-        continue
-    fi
-    if [ "$hard" -eq 1 ]; then
-        ln -f "$bin" "$path.cnibox-new" && mv -f "$path.cnibox-new" "$path"
-    else
-        ln -sfn "$target" "$path.cnibox-new" && mv -f "$path.cnibox-new" "$path"
+    if { [ -e "$path" ] || [ -L "$path" ]; } && ! is_cnibox "$path"; then
+        foreign="$foreign $name"
     fi
 done
+if [ -n "$foreign" ] && [ "$force" -eq 0 ]; then
+    echo "$me: these files in $dir are not cnibox:$foreign" >&2
+    echo "$me: nothing was changed. To replace them, keeping them in $backup for" \
+        "'symlinks.sh --restore $backup $dir', run 'symlinks.sh --force $dir'" \
+        "(or 'make install FORCE=1')" >&2
+    exit 1
+fi
+
+status=0
+failed=
+for name in $names; do
+    path=$dir/$name
+    case " $foreign " in
+        *" $name "*)
+            if ! { mkdir -p "$backup" && mv -f "$path" "$backup/$name"; }; then
+                echo "$me: could not move $path aside into $backup; not linked" >&2
+                failed="$failed $name"
+                continue
+            fi
+            echo "$me: moved $path to $backup/$name" ;;
+    esac
+    new=$path.cnibox-new
+    rm -f "$new"
+    if [ "$hard" -eq 1 ]; then
+        ln "$bin" "$new" 2>/dev/null || { rm -f "$new"; ln_err="hard link from $bin"; }
+    else
+        ln -s "$target" "$new" 2>/dev/null || { rm -f "$new"; ln_err="symbolic link to $target"; }
+    fi
+    if [ -e "$new" ] || [ -L "$new" ]; then
+        if mv -f "$new" "$path"; then continue; fi
+        rm -f "$new"
+        ln_err="rename into place"
+    fi
+    echo "$me: $path: $ln_err failed" >&2
+    failed="$failed $name"
+done
+if [ -n "$failed" ]; then
+    echo "$me: not linked:$failed" >&2
+    status=1
+fi
 exit $status

@@ -46,8 +46,9 @@ fn real_main() -> i32 {
         }
         "--version" | "-V" => {
             println!(
-                "cnibox {}\nCNI protocol versions supported: {}",
+                "cnibox {} (containernetworking/plugins v{} compatible)\nCNI protocol versions supported: {}",
                 env!("CARGO_PKG_VERSION"),
+                cnibox::cni::version::UPSTREAM_RELEASE,
                 cnibox::cni::version::list(cnibox::cni::Version::ALL)
             );
             0
@@ -59,6 +60,10 @@ fn real_main() -> i32 {
         "" => {
             eprintln!("{USAGE}");
             1
+        }
+        opt if opt.starts_with('-') => {
+            eprintln!("cnibox: unknown option {opt:?}\n{USAGE}");
+            2
         }
         name => match applets::find(name) {
             Some(applet) => skel::run(applet),

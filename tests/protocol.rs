@@ -64,7 +64,7 @@ fn about_banner_without_cni_command() {
     let out = sb.ours().run("static", "", &sb.env(), "");
     assert!(out.status_ok, "{out:?}");
     assert!(out.stdout.is_empty(), "{out:?}");
-    assert!(out.stderr.contains("CNI static plugin"), "{out:?}");
+    assert!(out.stderr.contains("CNI static plugin v1."), "{out:?}");
     assert!(
         out.stderr.contains(
             "CNI protocol versions supported: 0.1.0, 0.2.0, 0.3.0, 0.3.1, 0.4.0, 1.0.0, 1.1.0"
@@ -88,6 +88,44 @@ fn multi_call_options() {
     assert!(out.status_ok && out.stdout.contains("usage"), "{out:?}");
     let out = cnibox(&[]);
     assert!(!out.status_ok && out.stderr.contains("usage"), "{out:?}");
+    // An option that does not exist is reported as one, not as an applet named `--bogus`.
+    let out = cnibox(&["--bogus"]);
+    assert!(!out.status_ok, "{out:?}");
+    assert!(
+        out.stderr.contains("unknown option \"--bogus\"") && !out.stderr.contains("applet \""),
+        "{out:?}"
+    );
+}
+
+/// nerdctl decides whether `ingressPolicy: isolated` can be used by running `firewall` without
+/// `CNI_COMMAND` and parsing the rest of the stderr line `CNI firewall plugin ` as semver, which
+/// must be at least 1.1.0 (`FirewallPluginGEQVersion`). Parse it the same way here.
+#[test]
+fn firewall_banner_satisfies_nerdctl() {
+    let sb = Sandbox::new("banner_nerdctl");
+    let out = sb.ours().run("firewall", "", &sb.env(), "");
+    assert!(out.status_ok && out.stdout.is_empty(), "{out:?}");
+    let line = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("CNI firewall plugin "))
+        .unwrap_or_else(|| panic!("no banner line: {out:?}"));
+    let ver = line.strip_prefix('v').unwrap_or(line);
+    let (core, build) = ver.split_once('+').unwrap_or((ver, ""));
+    let nums: Vec<u64> = core
+        .split('.')
+        .map(|n| n.parse().unwrap_or_else(|_| panic!("not semver: {line:?}")))
+        .collect();
+    assert_eq!(nums.len(), 3, "not semver: {line:?}");
+    assert!(nums >= vec![1, 1, 0], "{line:?} is below v1.1.0");
+    // cnibox's own version stays visible, as semver build metadata.
+    assert!(build.starts_with("cnibox."), "{line:?}");
+    assert!(
+        build
+            .split('.')
+            .all(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')),
+        "bad build metadata in {line:?}"
+    );
 }
 
 #[test]

@@ -51,12 +51,7 @@ pub fn run(applet: &Applet) -> i32 {
     let env = match Env::from_process() {
         Ok(Some(env)) => env,
         Ok(None) => {
-            eprintln!(
-                "CNI {} plugin cnibox {}\nCNI protocol versions supported: {}",
-                applet.name,
-                env!("CARGO_PKG_VERSION"),
-                version::list(applet.versions)
-            );
+            eprintln!("{}", version::about(applet.name, applet.versions));
             return 0;
         }
         Err(e) => return print_error(&e, Version::LATEST),

@@ -65,6 +65,30 @@ impl fmt::Display for Version {
     }
 }
 
+/// The containernetworking/plugins release whose config keys, defaults and results cnibox
+/// follows. It leads the about banner as upstream's build version does, so tools that parse the
+/// banner as semver (nerdctl requires `firewall` ≥ v1.1.0 for `ingressPolicy: isolated`) accept
+/// it; cnibox's own version rides along as semver build metadata.
+pub const UPSTREAM_RELEASE: &str = "1.9.1";
+
+/// `v1.9.1+cnibox.0.1.0`: the version word of the banners.
+pub fn banner_version() -> String {
+    format!("v{UPSTREAM_RELEASE}+cnibox.{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The about banner an applet prints to stderr when run without `CNI_COMMAND`, shaped as
+/// upstream's (`CNI <name> plugin <version>` then the protocol versions), plus one line naming
+/// cnibox for a person reading it.
+pub fn about(applet: &str, versions: &[Version]) -> String {
+    format!(
+        "CNI {applet} plugin {}\nCNI protocol versions supported: {}\n\
+         (cnibox {}: the {applet} applet, compatible with containernetworking/plugins v{UPSTREAM_RELEASE})",
+        banner_version(),
+        list(versions),
+        env!("CARGO_PKG_VERSION"),
+    )
+}
+
 /// `0.3.0, 0.3.1, …` for messages and the about banner.
 pub fn list(versions: &[Version]) -> String {
     versions
@@ -77,6 +101,31 @@ pub fn list(versions: &[Version]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// nerdctl takes the rest of the line after `CNI firewall plugin ` and parses it as semver
+    /// (leading `v` allowed): core version, then `+` build metadata of dot-separated
+    /// `[0-9A-Za-z-]+` identifiers.
+    #[test]
+    fn banner_version_is_semver() {
+        let v = banner_version();
+        let rest = v.strip_prefix('v').unwrap();
+        let (core, build) = rest.split_once('+').unwrap();
+        let nums: Vec<u64> = core.split('.').map(|n| n.parse().unwrap()).collect();
+        assert_eq!(nums.len(), 3, "{v}");
+        assert!(nums >= vec![1, 1, 0], "{v}");
+        assert!(
+            build
+                .split('.')
+                .all(|id| !id.is_empty()
+                    && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')),
+            "{v}"
+        );
+        let about = about("firewall", &[Version::V040]);
+        assert_eq!(
+            about.lines().next().unwrap(),
+            format!("CNI firewall plugin {v}")
+        );
+    }
 
     #[test]
     fn parse_round_trips_and_orders() {

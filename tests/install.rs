@@ -1,0 +1,331 @@
+//! Installing over the Go plugins as an operator would: `make install [FORCE=1]`,
+//! `make uninstall`, `symlinks.sh` (conflicts, backups, --restore, --hardlink upgrades, failing
+//! links, argument errors), and `make demo`'s script end to end.
+
+mod common;
+
+use common::*;
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+struct Run {
+    ok: bool,
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+fn run(cmd: &mut Command) -> Run {
+    let out = cmd.output().expect("spawn");
+    Run {
+        ok: out.status.success(),
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// A temp dir removed on drop.
+struct Tmp(PathBuf);
+
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        // Not a Sandbox: its bin/ holds symlinks to the built binary, and writing a fake
+        // plugin through one would overwrite cnibox itself.
+        let p = std::env::temp_dir().join(format!("cnibox-install-{}-{tag}", std::process::id()));
+        let _ = fs::remove_dir_all(&p);
+        fs::create_dir_all(&p).unwrap();
+        Tmp(p)
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+        let _ = fs::remove_dir_all(self.0.with_extension("pre-cnibox"));
+    }
+}
+
+fn applets() -> Vec<String> {
+    let out = run(Command::new(bin()).arg("--list"));
+    assert!(out.ok, "{out:?}");
+    out.stdout.lines().map(str::to_owned).collect()
+}
+
+/// A stand-in for a Go plugin: a script whose content identifies it.
+fn fake_go_plugin(path: &Path, name: &str) {
+    fs::write(
+        path,
+        format!("#!/bin/sh\necho 'CNI {name} plugin v1.1.1 (Go)'\n"),
+    )
+    .unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn symlinks(args: &[&str], cnibox: Option<&Path>) -> Run {
+    let mut cmd = Command::new(repo().join("symlinks.sh"));
+    cmd.args(args);
+    match cnibox {
+        Some(b) => cmd.env("CNIBOX", b),
+        None => cmd.env_remove("CNIBOX"),
+    };
+    run(&mut cmd)
+}
+
+/// Every applet name in `dir` resolves to the same file as `bin`.
+fn assert_all_linked(dir: &Path, bin: &Path) {
+    let want = fs::metadata(bin).unwrap().ino();
+    for a in applets() {
+        let m = fs::metadata(dir.join(&a)).unwrap_or_else(|e| panic!("{a}: {e}"));
+        assert_eq!(m.ino(), want, "{a} is not cnibox");
+    }
+}
+
+fn snapshot(dir: &Path) -> Vec<(String, String)> {
+    let mut v: Vec<_> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let p = e.path();
+            let what = match fs::symlink_metadata(&p).unwrap().file_type().is_symlink() {
+                true => format!("-> {}", fs::read_link(&p).unwrap().display()),
+                false => String::from_utf8_lossy(&fs::read(&p).unwrap())
+                    .chars()
+                    .take(80)
+                    .collect(),
+            };
+            (e.file_name().to_string_lossy().into_owned(), what)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn symlinks_refuses_go_plugins_without_force_and_changes_nothing() {
+    let t = Tmp::new("install_conflict");
+    let dir = t.0.join("bin");
+    fs::create_dir_all(&dir).unwrap();
+    fs::copy(bin(), dir.join("cnibox")).unwrap();
+    fake_go_plugin(&dir.join("bridge"), "bridge");
+    fake_go_plugin(&dir.join("portmap"), "portmap");
+    let before = snapshot(&dir);
+    let out = symlinks(&[dir.to_str().unwrap()], None);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("not cnibox: bridge portmap") && out.stderr.contains("--force"),
+        "{out:?}"
+    );
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "a refused run changed the directory"
+    );
+}
+
+#[test]
+fn make_install_force_moves_go_plugins_aside_and_uninstall_restores_them() {
+    let t = Tmp::new("install_force");
+    let dir = t.0.join("bin");
+    fs::create_dir_all(&dir).unwrap();
+    let names = applets();
+    for n in &names {
+        fake_go_plugin(&dir.join(n), n);
+    }
+    fake_go_plugin(&dir.join("macvlan"), "macvlan"); // not an applet: never touched
+    let before = snapshot(&dir);
+    // CARGO=false: install must use the binary that exists, not rebuild (root may lack cargo).
+    let make = |target: &str, force: bool| {
+        let mut cmd = Command::new("make");
+        cmd.current_dir(repo())
+            .arg("--no-print-directory")
+            .arg(target)
+            .arg(format!("BINDIR={}", dir.display()))
+            .arg(format!("BIN={}", bin().display()))
+            .arg("CARGO=false");
+        if force {
+            cmd.arg("FORCE=1");
+        }
+        run(&mut cmd)
+    };
+    let out = make("install", false);
+    assert!(
+        !out.ok,
+        "install over Go plugins without FORCE must fail: {out:?}"
+    );
+    assert!(out.stderr.contains("FORCE=1"), "{out:?}");
+    for n in &names {
+        assert!(
+            fs::read_to_string(dir.join(n)).unwrap().contains("(Go)"),
+            "{n} replaced without FORCE"
+        );
+    }
+
+    let out = make("install", true);
+    assert!(out.ok, "{out:?}");
+    let installed = dir.join("cnibox");
+    assert_all_linked(&dir, &installed);
+    let backup = t.0.join("bin.pre-cnibox");
+    for n in &names {
+        let saved = fs::read_to_string(backup.join(n)).unwrap();
+        assert!(saved.contains(&format!("CNI {n} plugin")), "{n}: {saved}");
+    }
+    assert!(
+        fs::read_to_string(dir.join("macvlan"))
+            .unwrap()
+            .contains("(Go)")
+    );
+    // The links work as plugins.
+    let out = run(Command::new(dir.join("bridge")).env("CNI_COMMAND", "VERSION"));
+    assert!(
+        out.ok && out.stdout.contains("supportedVersions"),
+        "{out:?}"
+    );
+
+    // Installing again (an upgrade) keeps the backups and stays linked.
+    let out = make("install", true);
+    assert!(out.ok, "{out:?}");
+    assert_all_linked(&dir, &installed);
+
+    let out = make("uninstall", false);
+    assert!(out.ok, "{out:?}");
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "uninstall did not restore the Go plugins"
+    );
+    assert!(!backup.exists(), "the emptied backup dir stays behind");
+}
+
+#[test]
+fn hardlink_install_upgrades() {
+    let t = Tmp::new("install_hardlink");
+    let dir = t.0.join("bin");
+    fs::create_dir_all(&dir).unwrap();
+    let cnibox = dir.join("cnibox");
+    fs::copy(bin(), &cnibox).unwrap();
+    let out = symlinks(&["--hardlink", dir.to_str().unwrap()], None);
+    assert!(out.ok, "{out:?}");
+    assert_all_linked(&dir, &cnibox);
+    for a in applets() {
+        assert!(!fs::symlink_metadata(dir.join(&a)).unwrap().is_symlink());
+    }
+    // A new build replaces the file (new inode), as `install` does; the old hard links are
+    // copies of cnibox, not foreign plugins, so the refresh must replace them.
+    let new = t.0.join("cnibox.new");
+    fs::copy(bin(), &new).unwrap();
+    fs::rename(&new, &cnibox).unwrap();
+    let out = symlinks(&["--hardlink", dir.to_str().unwrap()], None);
+    assert!(out.ok, "{out:?}");
+    assert_all_linked(&dir, &cnibox);
+    // And back to symbolic links.
+    let out = symlinks(&[dir.to_str().unwrap()], None);
+    assert!(out.ok, "{out:?}");
+    for a in applets() {
+        assert_eq!(fs::read_link(dir.join(&a)).unwrap(), Path::new("cnibox"));
+    }
+    // --remove takes only cnibox's links.
+    fake_go_plugin(&dir.join("macvlan"), "macvlan");
+    let out = symlinks(&["--remove", dir.to_str().unwrap()], None);
+    assert!(out.ok, "{out:?}");
+    let left: Vec<_> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(left, ["cnibox", "macvlan"]);
+}
+
+#[test]
+fn failed_links_fail_the_run_and_are_named() {
+    // Hard links cannot cross file systems: the binary on /dev/shm (tmpfs), the links in the
+    // temp dir. Every `ln` fails; the run must say so and exit non-zero.
+    let t = Tmp::new("install_xdev");
+    let dir = t.0.join("bin");
+    fs::create_dir_all(&dir).unwrap();
+    let shm = PathBuf::from(format!("/dev/shm/cnibox-xdev-{}", std::process::id()));
+    fs::copy(bin(), &shm).unwrap();
+    struct Rm(PathBuf);
+    impl Drop for Rm {
+        fn drop(&mut self) {
+            let _ = fs::remove_file(&self.0);
+        }
+    }
+    let _rm = Rm(shm.clone());
+    if fs::metadata(&shm).unwrap().dev() == fs::metadata(&dir).unwrap().dev() {
+        skip_note(
+            "failed_links_fail_the_run_and_are_named",
+            "/dev/shm and the temp dir are one file system",
+        );
+        return;
+    }
+    let out = symlinks(&["--hardlink", dir.to_str().unwrap()], Some(&shm));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    for a in applets() {
+        assert!(
+            out.stderr.contains(&format!("{a}: hard link")),
+            "{a}: {out:?}"
+        );
+        assert!(fs::symlink_metadata(dir.join(&a)).is_err(), "{a} exists");
+    }
+    assert!(out.stderr.contains("not linked: "), "{out:?}");
+    assert!(
+        fs::read_dir(&dir).unwrap().next().is_none(),
+        "temporary files left behind"
+    );
+}
+
+#[test]
+fn symlinks_argument_errors() {
+    let t = Tmp::new("install_args");
+    let a = t.0.join("a");
+    let b = t.0.join("b");
+    let out = symlinks(&[a.to_str().unwrap(), b.to_str().unwrap()], Some(&bin()));
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("one directory only"), "{out:?}");
+    assert!(!a.exists() && !b.exists());
+    let out = symlinks(&["--bogus"], Some(&bin()));
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("unknown option --bogus"), "{out:?}");
+    let out = symlinks(&["--backup"], Some(&bin()));
+    assert_eq!(out.code, Some(2), "{out:?}");
+}
+
+/// `make demo`'s script runs to the end: the page served in one container comes back through
+/// the hostPort, and nothing is left (namespaces, temp dirs).
+#[test]
+fn demo_runs_and_cleans_up() {
+    if !require_root("demo_runs_and_cleans_up") {
+        return;
+    }
+    let out = run(Command::new(repo().join("demo.sh")).env("CNIBOX", bin()));
+    assert!(out.ok, "{out:?}");
+    assert!(out.stdout.contains("hello from c2"), "{out:?}");
+    assert!(out.stdout.contains(" 0% packet loss"), "{out:?}");
+    assert!(out.stdout.contains("reservations left in"), "{out:?}");
+    assert!(out.stdout.contains(": 0\n"), "{out:?}");
+    // The pid in the names is the script's; none of its namespaces may remain.
+    let ns = run(Command::new("ip").args(["netns", "list"]));
+    let pidtag = out
+        .stdout
+        .split("cnibox-demo-")
+        .nth(1)
+        .and_then(|s| s.split('-').next())
+        .expect("namespace names printed");
+    assert!(
+        !ns.stdout.contains(&format!("cnibox-demo-{pidtag}-")),
+        "{ns:?}"
+    );
+}
