@@ -14,3 +14,4 @@ pub mod nlmsg;
 pub mod random;
 pub mod sysctl;
 pub mod tc;
+pub mod undo;

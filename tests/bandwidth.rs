@@ -316,3 +316,34 @@ fn shaped_throughput() {
         );
     }
 }
+
+/// A failed ADD takes back what it already did: here the ifb cannot be created (a link of its
+/// name exists), after the ingress tbf went onto the host veth. Nothing of bandwidth's may stay
+/// on the host veth, and the foreign link is left alone.
+#[test]
+fn failed_add_leaves_no_qdisc() {
+    if !require_root("failed_add_leaves_no_qdisc") {
+        return;
+    }
+    let sb = Sandbox::new("bw-undo");
+    let p = pair("u");
+    let pl = sb.plugin_in(Impl::Ours, &p.node);
+    let c = conf(&p, "1.0.0", serde_json::from_str(LIMITS).unwrap());
+    // Learn the ifb's name from a first ADD, then take it back.
+    let r = pl.add("bandwidth", &env(&p, "bwu"), &c).ok().clone();
+    let ifb = r["interfaces"][2]["name"].as_str().unwrap().to_string();
+    pl.del("bandwidth", &env(&p, "bwu"), &c).ok();
+    // Squat the name with a veth pair.
+    p.node
+        .sh(&["ip", "link", "add", &ifb, "type", "veth", "peer", "name", "bwsquat"]);
+    let out = pl.add("bandwidth", &env(&p, "bwu"), &c);
+    let msg = out.err(999);
+    assert!(msg.contains(&ifb) || msg.contains("exists"), "{msg}");
+    let q = p.node.sh(&["tc", "qdisc", "show", "dev", &p.host_veth]);
+    assert!(
+        !q.contains("tbf") && !q.contains("ingress"),
+        "the failed ADD left qdiscs on the host veth:\n{q}"
+    );
+    let squat = p.node.sh(&["ip", "-o", "link", "show", &ifb]);
+    assert!(squat.contains("veth") || squat.contains(&ifb), "{squat}");
+}

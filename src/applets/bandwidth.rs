@@ -16,6 +16,7 @@ use crate::hash::sha512_hex;
 use crate::netlink::{Handle, Link, fmt_mac};
 use crate::netns::NetNs;
 use crate::tc::{self, Tbf};
+use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
 use std::collections::HashSet;
 
@@ -160,33 +161,42 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         )));
     }
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
-    let undo = |host: &mut Handle| {
-        // Removing the ifb also removes the filter's target; what was added on the host veth
-        // goes away with the veth on the runtime's DEL of the main plugin.
-        if let Ok(Some(l)) = host.link_by_name(&ifb) {
-            let _ = host.del_link(l.index);
+    let (hv_index, hv_name) = (hv.index, hv.name.clone());
+    let mut undo = Undo::new("bandwidth");
+    let r = (|| -> Result<()> {
+        if l.ingress_rate > 0 {
+            // One request each: a failed add leaves nothing, and someone else's qdisc that made
+            // it fail must stay.
+            tc::add_tbf(
+                &mut host,
+                hv.index,
+                Tbf::from_bits(l.ingress_rate, l.ingress_burst),
+            )
+            .map_err(|e| {
+                Error::from(e).context(format_args!("create ingress qdisc on {}", hv.name))
+            })?;
+            undo.push(format!("root qdisc on {hv_name}"), move || {
+                Ok(tc::del_qdisc(&mut Handle::new()?, hv_index, false)?)
+            });
         }
-    };
-    if l.ingress_rate > 0 {
-        tc::add_tbf(
-            &mut host,
-            hv.index,
-            Tbf::from_bits(l.ingress_rate, l.ingress_burst),
-        )
-        .map_err(|e| Error::from(e).context(format_args!("create ingress qdisc on {}", hv.name)))?;
-    }
-    if l.egress_rate > 0 {
-        let steps = (|| -> Result<Interface> {
+        if l.egress_rate > 0 {
             let index = host.add_ifb(
                 &ifb,
                 Some(hv.mtu),
                 None,
                 Some(&alias(&req.conf.name, &req.env.container_id)),
             )?;
+            // Removing the ifb also removes the filter's target.
+            undo.push(format!("ifb {ifb}"), move || {
+                Ok(Handle::new()?.del_link(index)?)
+            });
             host.set_up(index, true)?;
             let link = host.link(&ifb)?;
             tc::add_ingress(&mut host, hv.index)
                 .ctx(format_args!("create ingress qdisc on {}", hv.name))?;
+            undo.push(format!("ingress qdisc on {hv_name}"), move || {
+                Ok(tc::del_qdisc(&mut Handle::new()?, hv_index, true)?)
+            });
             tc::add_redirect(&mut host, hv.index, index).ctx("add filter")?;
             tc::add_tbf(
                 &mut host,
@@ -194,20 +204,15 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
                 Tbf::from_bits(l.egress_rate, l.egress_burst),
             )
             .ctx(format_args!("create ifb qdisc on {ifb}"))?;
-            Ok(Interface {
+            result.interfaces.push(Interface {
                 name: ifb.clone(),
                 mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
                 ..Default::default()
-            })
-        })();
-        match steps {
-            Ok(i) => result.interfaces.push(i),
-            Err(e) => {
-                undo(&mut host);
-                return Err(e);
-            }
+            });
         }
-    }
+        Ok(())
+    })();
+    undo.finish(r)?;
     Ok(Some(result))
 }
 
@@ -294,7 +299,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
     let keep: HashSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
     let prefix = format!("{ALIAS_PREFIX} {} ", req.conf.name);
     let mut host = Handle::new()?;
-    let mut errors = Vec::new();
+    let mut errors = ErrorList::new();
     for l in host.links()? {
         let Some(cid) = l.alias.as_deref().and_then(|a| a.strip_prefix(&prefix)) else {
             continue;
@@ -304,12 +309,8 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             && !keep.contains(cid)
             && let Err(e) = host.del_link(l.index)
         {
-            errors.push(format!("delete {}: {e}", l.name));
+            errors.push(Error::from(e).context(format_args!("delete {}", l.name)));
         }
     }
-    if errors.is_empty() {
-        Ok(None)
-    } else {
-        Err(Error::internal(errors.join("; ")))
-    }
+    errors.into_result().map(|()| None)
 }

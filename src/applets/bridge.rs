@@ -15,6 +15,7 @@ use crate::ipam::iface;
 use crate::netfilter::{masq, spoofcheck};
 use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac};
 use crate::netns::NetNs;
+use crate::undo::{ErrorList, Undo};
 use crate::{random, sysctl};
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -206,53 +207,6 @@ fn ensure_bridge(h: &mut Handle, b: &Bridge) -> Result<Link> {
     Ok(br)
 }
 
-/// Undo steps of a failed ADD, run in reverse unless the ADD completed.
-struct Undo<'a> {
-    req: &'a Request,
-    container: Option<(&'a NetNs, String)>,
-    ipam: Option<String>,
-    spoofcheck: bool,
-    masq: bool,
-    done: bool,
-}
-
-impl Drop for Undo<'_> {
-    fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        let (network, cid, ifname) = (
-            &self.req.conf.name,
-            &self.req.env.container_id,
-            &self.req.env.ifname,
-        );
-        if self.masq
-            && let Err(e) = masq::teardown(network, cid, ifname)
-        {
-            eprintln!("bridge: undo ipMasq: {e}");
-        }
-        if self.spoofcheck
-            && let Err(e) = spoofcheck::teardown(cid, ifname)
-        {
-            eprintln!("bridge: undo macspoofchk: {e}");
-        }
-        if let Some(name) = &self.ipam
-            && let Err(e) = delegate::del(name, self.req)
-        {
-            eprintln!("bridge: undo IPAM {name}: {e}");
-        }
-        if let Some((ns, ifname)) = &self.container {
-            let gone = Handle::in_netns(ns).and_then(|mut h| match h.link_by_name(ifname)? {
-                Some(l) => h.del_link(l.index),
-                None => Ok(()),
-            });
-            if let Err(e) = gone {
-                eprintln!("bridge: undo veth {ifname}: {e}");
-            }
-        }
-    }
-}
-
 fn add(req: &Request) -> Result<Option<CniResult>> {
     let b = load(req)?;
     if req.version.is_legacy() && req.ipam_type().is_none() {
@@ -272,16 +226,36 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         )));
     }
     let host_ns = NetNs::current()?;
-    let mut undo = Undo {
-        req,
-        container: None,
-        ipam: None,
-        spoofcheck: false,
-        masq: false,
-        done: false,
-    };
-    let host_name = create_veth(&mut cont, ifname, b.c.mtu, mac, &host_ns)?;
-    undo.container = Some((&ns, ifname.clone()));
+    let mut undo = Undo::new("bridge");
+    let r = add_steps(
+        req, &b, &br, &ns, &mut host, &mut cont, mac, &host_ns, &mut undo,
+    );
+    undo.finish(r).map(Some)
+}
+
+/// ADD once the bridge exists: every change to the host or the container registers its undo.
+#[allow(clippy::too_many_arguments)]
+fn add_steps<'a>(
+    req: &'a Request,
+    b: &Bridge,
+    br: &Link,
+    ns: &'a NetNs,
+    host: &mut Handle,
+    cont: &mut Handle,
+    mac: Option<[u8; 6]>,
+    host_ns: &NetNs,
+    undo: &mut Undo<'a>,
+) -> Result<CniResult> {
+    let ifname = &req.env.ifname;
+    let (network, cid) = (&req.conf.name, &req.env.container_id);
+    let host_name = create_veth(cont, ifname, b.c.mtu, mac, host_ns)?;
+    undo.push(format_args!("veth {ifname}").to_string(), move || {
+        let mut h = Handle::in_netns(ns)?;
+        match h.link_by_name(ifname)? {
+            Some(l) => Ok(h.del_link(l.index)?),
+            None => Ok(()),
+        }
+    });
     let hv = host.link(&host_name)?;
     let _ = sysctl::set(
         &sysctl::iface("net/ipv6/conf", &host_name, "accept_ra"),
@@ -302,13 +276,13 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         host.set_bridge_port(hv.index, &opts)
             .ctx(format_args!("failed to set port options on {host_name:?}"))?;
     }
-    setup_port_vlans(&mut host, hv.index, &b)
+    setup_port_vlans(host, hv.index, b)
         .ctx(format_args!("failed to set VLANs on {host_name:?}"))?;
     let cv = cont.link(ifname)?;
 
     let mut result = CniResult {
         interfaces: vec![
-            iface_of(&br, ""),
+            iface_of(br, ""),
             iface_of(&hv, ""),
             iface_of(&cv, &req.env.netns),
         ],
@@ -318,21 +292,21 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         let mac = cv
             .mac
             .ok_or_else(|| Error::internal(format!("{ifname:?} has no MAC address")))?;
-        undo.spoofcheck = true;
-        spoofcheck::setup(&host_name, &req.env.container_id, ifname, mac)
-            .ctx("failed to set up macspoofchk")?;
+        undo.push("macspoofchk", move || spoofcheck::teardown(cid, ifname));
+        spoofcheck::setup(&host_name, cid, ifname, mac).ctx("failed to set up macspoofchk")?;
     }
     let ipam = req.ipam_type().map(str::to_string);
     if let Some(name) = &ipam {
         let r = delegate::add(name, req)?;
-        undo.ipam = Some(name.clone());
+        let name = name.clone();
+        undo.push(format!("IPAM {name}"), move || delegate::del(&name, req));
         if r.ips.is_empty() {
             return Err(Error::internal("IPAM plugin returned missing IP config"));
         }
         result.ips = r.ips;
         result.routes = r.routes;
         result.dns = r.dns;
-        prepare_gateways(&b, &mut result)?;
+        prepare_gateways(b, &mut result)?;
     }
     if let Some(dns) = req.conf.dns.as_ref().filter(|d| !d.is_empty()) {
         result.dns = Dns::clone(dns);
@@ -355,24 +329,24 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
                 .ctx(format_args!("failed to set {ifname:?} up"))?;
         }
     } else {
-        iface::configure(&ns, &mut cont, ifname, cv.index, &result, 2)?;
+        iface::configure(ns, cont, ifname, cv.index, &result, 2)?;
         if b.c.enable_dad
             && result
                 .ips
                 .iter()
                 .any(|ip| ip.address.addr().is_ipv6() && ip.gateway.is_some())
         {
-            iface::wait_dad(&mut cont, cv.index, Duration::from_secs(5))?;
+            iface::wait_dad(cont, cv.index, Duration::from_secs(5))?;
         }
     }
     let vlan_gateway = if b.c.is_gateway {
-        setup_gateway(&mut host, &b, &br, &result)?
+        setup_gateway(host, b, br, &result)?
     } else {
         None
     };
     if b.c.ip_masq {
         let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
-        undo.masq = true;
+        undo.push("ipMasq", move || masq::teardown(network, cid, ifname));
         masq::setup(
             b.c.ip_masq_backend.as_deref(),
             &req.conf.name,
@@ -383,7 +357,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         .ctx("failed to set up IP masquerading")?;
     }
     if !b.c.disable_container_interface {
-        wait_oper_up(&mut host, hv.index, &host_name)?;
+        wait_oper_up(host, hv.index, &host_name)?;
     }
     // The bridge takes the lowest port MAC unless pinned; report what the links have now.
     for (i, link) in [
@@ -411,8 +385,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     if let Some(prev) = req.prev_result()? {
         result = chain_after(prev, result);
     }
-    undo.done = true;
-    Ok(Some(result))
+    Ok(result)
 }
 
 /// `prev`'s interfaces, IPs and routes followed by `ours`, whose interface indexes move past
@@ -791,20 +764,12 @@ fn status(req: &Request) -> Result<Option<CniResult>> {
 
 fn gc(req: &Request) -> Result<Option<CniResult>> {
     let b = load(req)?;
-    let mut errors = Vec::new();
-    if let Some(name) = req.ipam_type()
-        && let Err(e) = delegate::delegate(Command::Gc, name, req)
-    {
-        errors.push(e.to_string());
+    let mut errors = ErrorList::new();
+    if let Some(name) = req.ipam_type() {
+        errors.check(delegate::delegate(Command::Gc, name, req));
     }
-    if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments())
-        && let Err(e) = masq::gc(&req.conf.name, valid)
-    {
-        errors.push(e.to_string());
+    if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments()) {
+        errors.check(masq::gc(&req.conf.name, valid));
     }
-    if errors.is_empty() {
-        Ok(None)
-    } else {
-        Err(Error::internal(errors.join("; ")))
-    }
+    errors.into_result().map(|()| None)
 }

@@ -31,9 +31,10 @@ use crate::cni::result::CniResult;
 use crate::cni::{Applet, Command, Error, Request, Result, Version};
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, Table, ct,
-    delete_commented, network_tag, owner_comment, owners, validate,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, ct, delete_commented,
+    network_tag, owner_comment, owners, validate,
 };
+use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -475,11 +476,13 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
             // Record first: a DEL after a failed or interrupted ADD then still finds the rules.
             let items: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
             owners::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
-            if let Err(e) = ipt_add(&fw, &ips, bridge.as_deref()) {
-                let _ = ipt_remove(&ips);
+            let mut undo = Undo::new("firewall");
+            undo.push("owner record", || {
                 owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
-                return Err(e);
-            }
+                Ok(())
+            });
+            undo.push("iptables rules", || ipt_remove(&ips));
+            undo.finish(ipt_add(&fw, &ips, bridge.as_deref()))?;
         }
         Backend::Nftables => nft_add(&fw, &ips, bridge.as_deref())?,
     }
@@ -502,20 +505,12 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
         }
     }
     let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
-    let mut errs = Vec::new();
-    if let Err(e) = ipt_remove(&ips) {
-        errs.push(e);
-    }
-    if let Err(e) = nft_delete(|c| c == comment) {
-        errs.push(e);
-    }
-    match errs.into_iter().next() {
-        Some(e) => Err(e),
-        None => {
-            owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
-            Ok(None)
-        }
-    }
+    let mut errors = ErrorList::new();
+    errors.check(ipt_remove(&ips));
+    errors.check(nft_delete(|c| c == comment));
+    errors.into_result()?;
+    owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    Ok(None)
 }
 
 fn check(req: &Request) -> Result<Option<CniResult>> {
@@ -545,7 +540,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         .iter()
         .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
         .collect();
-    let mut failures = Failures::default();
+    let mut failures = ErrorList::new();
     let records = owners::list(OWNERS, network);
     let live: HashSet<&str> = records
         .iter()
@@ -561,7 +556,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             .filter(|s| !live.contains(s.as_str()))
             .filter_map(|s| s.parse().ok())
             .collect();
-        if failures.check(ipt_remove(&ips)) {
+        if failures.check(ipt_remove(&ips)).is_some() {
             owners::forget(OWNERS, network, cid, ifname);
         }
     }

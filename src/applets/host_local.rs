@@ -12,6 +12,7 @@ use crate::cni::result::{CniResult, Dns, IpConfig, Route};
 use crate::cni::{Applet, Error, Request, Result, Version, error::code};
 use crate::ipam::store::{DEFAULT_DATA_DIR, Owner, Store};
 use crate::ipam::{RangeConf, RangeSet, canonical};
+use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -180,44 +181,38 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     if !cfg.resolv_conf.is_empty() {
         result.dns = parse_resolv_conf(&cfg.resolv_conf)?;
     }
-    let mut store = Store::open(&cfg.data_dir, &cfg.network, true)?
+    let store = Store::open(&cfg.data_dir, &cfg.network, true)?
         .ok_or_else(|| Error::internal("store vanished"))?;
     let owner = Owner::new(&req.env.container_id, &req.env.ifname);
     let mut requested = cfg.requested.clone();
-    let mut reserved = Vec::new();
-    for (idx, set) in cfg.sets.iter().enumerate() {
-        let want = requested
-            .iter()
-            .position(|ip| set.contains(*ip))
-            .map(|i| requested.remove(i));
-        match allocate(&mut store, set, idx, &owner, want) {
-            Ok(ip) => {
-                reserved.push(ip.address.addr());
-                result.ips.push(ip);
-            }
-            Err(e) => {
-                rollback(&mut store, &reserved, &owner);
-                return Err(e.context(format_args!("failed to allocate for range {idx}")));
-            }
+    // The undo steps share the store with the allocation below: a RefCell lends it to each.
+    let store = std::cell::RefCell::new(store);
+    let mut undo = Undo::new("host-local");
+    let r = (|| -> Result<()> {
+        for (idx, set) in cfg.sets.iter().enumerate() {
+            let want = requested
+                .iter()
+                .position(|ip| set.contains(*ip))
+                .map(|i| requested.remove(i));
+            let ip = allocate(&mut store.borrow_mut(), set, idx, &owner, want)
+                .map_err(|e| e.context(format_args!("failed to allocate for range {idx}")))?;
+            let (addr, owner, store) = (ip.address.addr(), &owner, &store);
+            undo.push(format!("reservation of {addr}"), move || {
+                store.borrow_mut().release_ip(addr, owner)
+            });
+            result.ips.push(ip);
         }
-    }
-    if !requested.is_empty() {
-        rollback(&mut store, &reserved, &owner);
-        let list: Vec<String> = requested.iter().map(IpAddr::to_string).collect();
-        return Err(Error::config(format!(
-            "failed to allocate all requested IPs: {}",
-            list.join(" ")
-        )));
-    }
+        if !requested.is_empty() {
+            let list: Vec<String> = requested.iter().map(IpAddr::to_string).collect();
+            return Err(Error::config(format!(
+                "failed to allocate all requested IPs: {}",
+                list.join(" ")
+            )));
+        }
+        Ok(())
+    })();
+    undo.finish(r)?;
     Ok(Some(result))
-}
-
-fn rollback(store: &mut Store, reserved: &[IpAddr], owner: &Owner) {
-    for ip in reserved {
-        if let Err(e) = store.release_ip(*ip, owner) {
-            eprintln!("host-local: rollback of {ip}: {e}");
-        }
-    }
 }
 
 fn allocate(
@@ -321,22 +316,18 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
         .collect();
     let keep_cid: HashSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
-    let mut errors = Vec::new();
+    let mut errors = ErrorList::new();
     for (owner, _) in store.owners()? {
         let valid = match &owner.ifname {
             Some(i) => keep.contains(&(owner.container_id.as_str(), i.as_str())),
             None => keep_cid.contains(owner.container_id.as_str()),
         };
-        if !valid && let Err(e) = store.release_owner(&owner) {
-            errors.push(e.msg);
+        if !valid {
+            errors.check(store.release_owner(&owner));
         }
     }
     store.remove_orphans()?;
-    if errors.is_empty() {
-        Ok(None)
-    } else {
-        Err(Error::internal(errors.join("; ")))
-    }
+    errors.into_result().map(|()| None)
 }
 
 /// Code 50 when some range set has no free address left.

@@ -27,10 +27,11 @@ use crate::cni::{Applet, Command, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, NFT_COMMENT_MAX, Nft, Rule, SCTP,
-    Snapshot, TCP, Table, UDP, delete_commented, owners, validate,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nft, Rule, SCTP, Snapshot,
+    TCP, Table, UDP, delete_commented, owners, validate,
 };
 use crate::netlink::Handle;
+use crate::undo::{ErrorList, Undo};
 use ipnet::IpNet;
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -1031,54 +1032,54 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         return Ok(Some(prev));
     }
     let ips = container_ips(&prev, &pm.ifname);
-    for cip in &ips {
-        match pm.backend {
-            Backend::Iptables => ipt_add(&pm, cip)?,
-            Backend::Nftables => nft_add(&pm, cip)?,
+    // Each address is its own transaction: a failure at the second must take the first back.
+    let mut undo = Undo::new("portmap");
+    undo.push("port mappings", || remove(&pm.network, &pm.cid));
+    let r = (|| -> Result<()> {
+        for cip in &ips {
+            match pm.backend {
+                Backend::Iptables => ipt_add(&pm, cip)?,
+                Backend::Nftables => nft_add(&pm, cip)?,
+            }
+            let udp: Vec<u16> = pm
+                .maps
+                .iter()
+                .filter(|m| m.proto == "udp")
+                .map(|m| m.host_port)
+                .collect();
+            if !udp.is_empty()
+                && let Err(e) =
+                    crate::netfilter::conntrack::delete_udp_dport(cip.addr().is_ipv6(), &udp)
+            {
+                eprintln!("portmap: failed to delete stale UDP conntrack entries for {cip}: {e}");
+            }
+            if pm.snat && cip.addr().is_ipv4() {
+                enable_route_localnet(cip.addr())?;
+            }
         }
-        let udp: Vec<u16> = pm
-            .maps
-            .iter()
-            .filter(|m| m.proto == "udp")
-            .map(|m| m.host_port)
-            .collect();
-        if !udp.is_empty()
-            && let Err(e) =
-                crate::netfilter::conntrack::delete_udp_dport(cip.addr().is_ipv6(), &udp)
-        {
-            eprintln!("portmap: failed to delete stale UDP conntrack entries for {cip}: {e}");
+        if pm.backend == Backend::Nftables && !ips.is_empty() {
+            owners::record(OWNERS, &pm.network, &pm.cid, &pm.ifname, &[])?;
         }
-        if pm.snat && cip.addr().is_ipv4() {
-            enable_route_localnet(cip.addr())?;
-        }
-    }
-    if pm.backend == Backend::Nftables && !ips.is_empty() {
-        owners::record(OWNERS, &pm.network, &pm.cid, &pm.ifname, &[])?;
-    }
+        Ok(())
+    })();
+    undo.finish(r)?;
     Ok(Some(prev))
 }
 
 fn remove(network: &str, cid: &str) -> Result<()> {
     let chains = [dnat_chain(network, cid), old_snat_chain(network, cid)];
-    let mut errs = Vec::new();
+    let mut errors = ErrorList::new();
     let names = [chains[0].as_str(), chains[1].as_str()];
     for proto in [Proto::V4, Proto::V6] {
         if !iptables::may_hold(proto, "nat", &names) {
             continue;
         }
-        if let Ok(ipt) = Ipt::new(proto)
-            && let Err(e) = ipt_remove(&ipt, &chains)
-        {
-            errs.push(e);
+        if let Ok(ipt) = Ipt::new(proto) {
+            errors.check(ipt_remove(&ipt, &chains));
         }
     }
-    if let Err(e) = nft_remove(&HashSet::from([cid])) {
-        errs.push(e);
-    }
-    match errs.into_iter().next() {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    errors.check(nft_remove(&HashSet::from([cid])));
+    errors.into_result()
 }
 
 fn del(req: &Request) -> Result<Option<CniResult>> {
@@ -1123,7 +1124,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         .map(|a| dnat_chain(network, &a.container_id))
         .collect();
     let mine = iptables::comment_prefix(&format!("dnat name: {network:?} id: "));
-    let mut failures = Failures::default();
+    let mut failures = ErrorList::new();
     for proto in [Proto::V4, Proto::V6] {
         let Ok(ipt) = Ipt::new(proto) else { continue };
         failures.check(ipt.transact("nat", |saved: &Saved| {
@@ -1148,7 +1149,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         .filter(|(cid, _, _)| !keep_ids.contains(cid.as_str()))
         .collect();
     let cids: HashSet<&str> = stale.iter().map(|(cid, _, _)| cid.as_str()).collect();
-    if !cids.is_empty() && failures.check(nft_remove(&cids)) {
+    if !cids.is_empty() && failures.check(nft_remove(&cids)).is_some() {
         for (cid, ifname, _) in &stale {
             owners::forget(OWNERS, network, cid, ifname);
         }

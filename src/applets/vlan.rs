@@ -27,6 +27,7 @@ use crate::ipam::iface;
 use crate::netlink::{Handle, Link, fmt_mac};
 use crate::netns::NetNs;
 use crate::random;
+use crate::undo::Undo;
 use serde::Deserialize;
 
 pub static APPLET: Applet = Applet {
@@ -161,10 +162,12 @@ fn create(v: &Vlan, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Link
             cont.link_by_index(tmp_link.index)?
                 .ok_or_else(|| Error::internal(format!("failed to refetch vlan {ifname:?}")))
         });
-    if renamed.is_err() {
-        let _ = cont.del_link(tmp_link.index);
-    }
-    renamed
+    renamed.map_err(|mut e| {
+        if let Err(d) = cont.del_link(tmp_link.index) {
+            e.msg = format!("{} (and undo vlan {tmp}: {d})", e.msg);
+        }
+        e
+    })
 }
 
 fn add(req: &Request) -> Result<Option<CniResult>> {
@@ -172,23 +175,22 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     let ns = open_ns(req)?;
     let mut cont = Handle::in_netns(&ns)?;
     let link = create(&v, req, &ns, &mut cont)?;
-    let ipam = match delegate::add(&v.ipam, req) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = cont.del_link(link.index);
-            return Err(e.context("failed to execute IPAM delegate"));
-        }
-    };
-    match finish(req, &ns, &mut cont, &link, ipam, v.mtu > 0) {
-        Ok(r) => Ok(Some(r)),
-        Err(e) => {
-            if let Err(d) = delegate::del(&v.ipam, req) {
-                eprintln!("vlan: releasing addresses after a failed ADD: {d}");
-            }
-            let _ = cont.del_link(link.index);
-            Err(e)
-        }
-    }
+    let mut undo = Undo::new("vlan");
+    let index = link.index;
+    let ns_ref = &ns;
+    undo.push(format!("vlan {}", req.env.ifname), move || {
+        Ok(Handle::in_netns(ns_ref)?.del_link(index)?)
+    });
+    let r = delegate::add(&v.ipam, req)
+        .map_err(|e| e.context("failed to execute IPAM delegate"))
+        .and_then(|ipam| {
+            let ipam_type = v.ipam.clone();
+            undo.push(format!("IPAM {ipam_type}"), move || {
+                delegate::del(&ipam_type, req)
+            });
+            finish(req, &ns, &mut cont, &link, ipam, v.mtu > 0)
+        });
+    undo.finish(r).map(Some)
 }
 
 /// Turn the IPAM result into ours and apply it to the link.

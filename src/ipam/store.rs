@@ -42,6 +42,7 @@
 
 use super::canonical;
 use crate::cni::{Context, Error, Result};
+use crate::undo::ErrorList;
 use std::collections::BTreeMap;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -527,7 +528,7 @@ impl Store {
         }
         self.unseal()?;
         let mut released = 0;
-        let mut errors = Vec::new();
+        let mut errors = ErrorList::new();
         // Addresses that could not be released stay in the entry: the next DEL must find them.
         let mut kept = Vec::new();
         for ip in &ips {
@@ -536,17 +537,13 @@ impl Store {
                 Ok(()) => released += 1,
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => {
-                    errors.push(format!("release {}: {e}", path.display()));
+                    errors.push(Error::io(format_args!("release {}", path.display()), e));
                     kept.push(*ip);
                 }
             }
         }
         self.write_entry(owner, &kept);
-        if errors.is_empty() {
-            Ok(released)
-        } else {
-            Err(Error::internal(errors.join("; ")))
-        }
+        errors.into_result().map(|()| released)
     }
 
     /// Release one address if `owner` holds it (rollback of a partial ADD).

@@ -18,12 +18,13 @@
 
 use super::iptables::{self, Ipt, Proto, Saved, Script};
 use super::{
-    Backend, BaseChain, Batch, ChainType, Failures, Family, Hook, Nft, Rule, Table,
-    delete_commented, instance_tag, network_tag, owner_comment,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, delete_commented,
+    instance_tag, network_tag, owner_comment,
 };
 use crate::cni::Result;
 use crate::cni::config::Attachment;
 use crate::hash::sha512_hex;
+use crate::undo::ErrorList;
 use ipnet::IpNet;
 use std::collections::HashSet;
 
@@ -158,7 +159,7 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
 
 /// Remove the container's masquerading from both backends; everything is found by name.
 pub fn teardown(network: &str, cid: &str, ifname: &str) -> Result<()> {
-    let mut failures = Failures::default();
+    let mut failures = ErrorList::new();
     let chain = chain_name(network, cid);
     for proto in [Proto::V4, Proto::V6] {
         if !iptables::may_hold(proto, "nat", &[&chain]) {
@@ -181,7 +182,7 @@ pub fn teardown(network: &str, cid: &str, ifname: &str) -> Result<()> {
 /// Remove the masquerading of every attachment of `network` not in `valid`, from both
 /// backends. iptables chains are recognised by their comment naming this network.
 pub fn gc(network: &str, valid: &[Attachment]) -> Result<()> {
-    let mut failures = Failures::default();
+    let mut failures = ErrorList::new();
     let keep_chains: HashSet<String> = valid
         .iter()
         .map(|a| chain_name(network, &a.container_id))

@@ -64,25 +64,6 @@ impl Backend {
     }
 }
 
-/// The failures of cleanup steps that all run whatever the others do, reported together
-/// (code 999).
-#[derive(Default)]
-pub struct Failures(Vec<String>);
-
-impl Failures {
-    /// Record `r`'s error, if any; whether it succeeded.
-    pub fn check(&mut self, r: Result<()>) -> bool {
-        r.map_err(|e| self.0.push(e.to_string())).is_ok()
-    }
-    pub fn into_result(self) -> Result<()> {
-        if self.0.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::internal(self.0.join("; ")))
-        }
-    }
-}
-
 /// The nftables "table or chain is not there" errors, which teardown treats as done.
 pub fn is_missing(e: &Error) -> bool {
     e.msg.contains("No such file or directory") || e.msg.contains("ENOENT")
