@@ -5,6 +5,7 @@
 
 pub mod applets;
 pub mod cni;
+pub mod error;
 pub mod hash;
 pub mod ipam;
 pub mod netfilter;

@@ -14,8 +14,8 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use nix::sched::{CloneFlags, setns};
 use nix::sys::statfs::{NSFS_MAGIC, PROC_SUPER_MAGIC, fstatfs};
 
-use crate::cni::error::code;
-use crate::cni::{self, Context};
+use crate::error::code;
+use crate::error::{self, Context};
 
 /// Why a namespace path could not be opened. `NotFound` is distinct so that DEL can treat an
 /// already-gone namespace as success.
@@ -51,14 +51,14 @@ impl fmt::Display for OpenError {
 
 impl std::error::Error for OpenError {}
 
-impl From<OpenError> for cni::Error {
+impl From<OpenError> for error::Error {
     fn from(e: OpenError) -> Self {
         let c = if matches!(e, OpenError::Io(..)) {
             code::INTERNAL
         } else {
             code::INVALID_NETNS
         };
-        cni::Error::new(c, e.to_string())
+        error::Error::new(c, e.to_string())
     }
 }
 
@@ -90,7 +90,7 @@ impl NetNs {
     /// The namespace of the calling thread.
     /// For DEL: `None` when `path` is empty or the namespace is already gone, which DEL treats
     /// as nothing left to do inside it.
-    pub fn open_existing(path: &str) -> cni::Result<Option<NetNs>> {
+    pub fn open_existing(path: &str) -> error::Result<Option<NetNs>> {
         if path.is_empty() {
             return Ok(None);
         }
@@ -101,7 +101,7 @@ impl NetNs {
         }
     }
 
-    pub fn current() -> cni::Result<NetNs> {
+    pub fn current() -> error::Result<NetNs> {
         let path = "/proc/thread-self/ns/net";
         let f = File::open(path).ctx("open current netns")?;
         Ok(NetNs {
@@ -127,14 +127,14 @@ impl NetNs {
     }
 
     /// Switch the calling thread into this namespace (no way back by itself; see `enter`).
-    fn set(&self) -> cni::Result<()> {
+    fn set(&self) -> error::Result<()> {
         setns(&self.fd, CloneFlags::CLONE_NEWNET).ctx(format_args!("setns {}", self.path))
     }
 
     /// Run `f` inside this namespace on the current thread, then switch back to the namespace
     /// the thread was in. If switching back fails the process aborts: continuing in the wrong
     /// namespace would silently change the wrong interfaces.
-    pub fn enter<T>(&self, f: impl FnOnce() -> T) -> cni::Result<T> {
+    pub fn enter<T>(&self, f: impl FnOnce() -> T) -> error::Result<T> {
         let back = NetNs::current()?;
         self.set()?;
         let _guard = Restore(back);
@@ -170,7 +170,7 @@ pub mod testing {
     use nix::sched::{CloneFlags, unshare};
 
     use super::NetNs;
-    use crate::cni::{self, Context};
+    use crate::error::{self, Context};
 
     /// A namespace bind-mounted at `/run/netns/<name>`; unmounted and removed on drop.
     #[derive(Debug)]
@@ -181,7 +181,7 @@ pub mod testing {
 
     impl TempNetNs {
         /// Create `/run/netns/<prefix>-<pid>-<n>` with a fresh, empty network namespace.
-        pub fn new(prefix: &str) -> cni::Result<TempNetNs> {
+        pub fn new(prefix: &str) -> error::Result<TempNetNs> {
             static N: AtomicU32 = AtomicU32::new(0);
             let n = N.fetch_add(1, Ordering::Relaxed);
             let name = format!("{prefix}-{}-{n}", std::process::id());
@@ -191,7 +191,7 @@ pub mod testing {
             let p = path.clone();
             // unshare(CLONE_NEWNET) affects only the calling thread, so do it on a thread of its
             // own and pin the new namespace with a bind mount.
-            let res = std::thread::spawn(move || -> cni::Result<()> {
+            let res = std::thread::spawn(move || -> error::Result<()> {
                 unshare(CloneFlags::CLONE_NEWNET).ctx("unshare netns")?;
                 mount(
                     Some("/proc/thread-self/ns/net"),
@@ -203,12 +203,12 @@ pub mod testing {
                 .ctx(format_args!("bind mount {p}"))
             })
             .join()
-            .unwrap_or_else(|_| Err(cni::Error::internal("netns thread panicked")));
+            .unwrap_or_else(|_| Err(error::Error::internal("netns thread panicked")));
             if let Err(e) = res {
                 let _ = std::fs::remove_file(&path);
                 return Err(e);
             }
-            let ns = NetNs::open(&path).map_err(cni::Error::from);
+            let ns = NetNs::open(&path).map_err(error::Error::from);
             match ns {
                 Ok(ns) => Ok(TempNetNs { name, ns }),
                 Err(e) => {
@@ -249,7 +249,7 @@ mod tests {
     fn open_missing_is_not_found() {
         let e = NetNs::open("/nonexistent/cnibox/ns").unwrap_err();
         assert!(e.is_not_found(), "{e}");
-        assert_eq!(cni::Error::from(e).code, code::INVALID_NETNS);
+        assert_eq!(error::Error::from(e).code, code::INVALID_NETNS);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! keys in slash form so any interface name works. Values in network keys apply to the network
 //! namespace of the calling thread.
 
-use crate::cni::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The `/proc/sys` path for `key`, refusing empty, `.` and `..` components.
 pub fn path(key: &str) -> Result<String> {

@@ -19,7 +19,7 @@
 //! DEL and GC steps do not stop at the first failure: each one runs and an [`ErrorList`]
 //! collects what went wrong.
 
-use crate::cni::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 
 /// The failures of steps that all run whatever the others do, reported together.
 #[derive(Debug, Default)]
@@ -89,7 +89,7 @@ impl<'a> Undo<'a> {
     pub fn rollback(&mut self) -> ErrorList {
         let mut errors = ErrorList::new();
         while let Some((what, step)) = self.steps.pop() {
-            errors.check(step().map_err(|e| e.context(format_args!("undo {what}"))));
+            errors.check(step().ctx(format_args!("undo {what}")));
         }
         errors
     }

@@ -334,8 +334,9 @@ fn failed_add_leaves_no_qdisc() {
     let ifb = r["interfaces"][2]["name"].as_str().unwrap().to_string();
     pl.del("bandwidth", &env(&p, "bwu"), &c).ok();
     // Squat the name with a veth pair.
-    p.node
-        .sh(&["ip", "link", "add", &ifb, "type", "veth", "peer", "name", "bwsquat"]);
+    p.node.sh(&[
+        "ip", "link", "add", &ifb, "type", "veth", "peer", "name", "bwsquat",
+    ]);
     let out = pl.add("bandwidth", &env(&p, "bwu"), &c);
     let msg = out.err(999);
     assert!(msg.contains(&ifb) || msg.contains("exists"), "{msg}");

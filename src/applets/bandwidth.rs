@@ -172,9 +172,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
                 hv.index,
                 Tbf::from_bits(l.ingress_rate, l.ingress_burst),
             )
-            .map_err(|e| {
-                Error::from(e).context(format_args!("create ingress qdisc on {}", hv.name))
-            })?;
+            .map_err(|e| Error::from(e).ctx(format_args!("create ingress qdisc on {}", hv.name)))?;
             undo.push(format!("root qdisc on {hv_name}"), move || {
                 Ok(tc::del_qdisc(&mut Handle::new()?, hv_index, false)?)
             });
@@ -227,18 +225,18 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
     {
         if l.ingress_rate > 0 {
             tc::del_qdisc(&mut host, hv.index, false)
-                .map_err(|e| Error::from(e).context(format_args!("delete qdisc on {}", hv.name)))?;
+                .ctx(format_args!("delete qdisc on {}", hv.name))?;
         }
         if l.egress_rate > 0 {
             tc::del_qdisc(&mut host, hv.index, true)
-                .map_err(|e| Error::from(e).context(format_args!("delete qdisc on {}", hv.name)))?;
+                .ctx(format_args!("delete qdisc on {}", hv.name))?;
         }
     }
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
     if let Some(l) = host.link_by_name(&ifb)? {
         match host.del_link(l.index) {
             Err(e) if !e.is_not_found() => {
-                return Err(Error::from(e).context(format_args!("delete {ifb}")));
+                return Err(Error::from(e).ctx(format_args!("delete {ifb}")));
             }
             _ => {}
         }
@@ -309,7 +307,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             && !keep.contains(cid)
             && let Err(e) = host.del_link(l.index)
         {
-            errors.push(Error::from(e).context(format_args!("delete {}", l.name)));
+            errors.push(Error::from(e).ctx(format_args!("delete {}", l.name)));
         }
     }
     errors.into_result().map(|()| None)

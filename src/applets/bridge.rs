@@ -182,7 +182,7 @@ fn ensure_bridge(h: &mut Handle, b: &Bridge) -> Result<Link> {
         None => {
             match h.add_bridge(name, b.c.mtu, vlan_filtering) {
                 Err(e) if !e.is_exists() => {
-                    return Err(Error::from(e).context(format_args!("could not add {name:?}")));
+                    return Err(Error::from(e).ctx(format_args!("could not add {name:?}")));
                 }
                 _ => {}
             }
@@ -295,13 +295,13 @@ fn add_steps<'a>(
         undo.push("macspoofchk", move || spoofcheck::teardown(cid, ifname));
         spoofcheck::setup(&host_name, cid, ifname, mac).ctx("failed to set up macspoofchk")?;
     }
-    let ipam = req.ipam_type().map(str::to_string);
-    if let Some(name) = &ipam {
+    if let Some(name) = req.ipam_type() {
         let r = delegate::add(name, req)?;
-        let name = name.clone();
-        undo.push(format!("IPAM {name}"), move || delegate::del(&name, req));
+        undo.push(format!("IPAM {name}"), move || delegate::del(name, req));
         if r.ips.is_empty() {
-            return Err(Error::internal("IPAM plugin returned missing IP config"));
+            return Err(Error::internal(format!(
+                "IPAM plugin {name:?} returned missing IP config"
+            )));
         }
         result.ips = r.ips;
         result.routes = r.routes;
@@ -420,9 +420,7 @@ fn create_veth(
             // Either name may clash; only the random one is worth retrying.
             Err(e) if e.is_exists() => continue,
             Err(e) => {
-                return Err(
-                    Error::from(e).context(format_args!("failed to create veth {ifname:?}"))
-                );
+                return Err(Error::from(e).ctx(format_args!("failed to create veth {ifname:?}")));
             }
         }
     }
@@ -475,9 +473,11 @@ fn prepare_gateways(b: &Bridge, result: &mut CniResult) -> Result<()> {
         else {
             continue;
         };
-        let default: IpNet = if v4 { "0.0.0.0/0" } else { "::/0" }
-            .parse()
-            .map_err(|_| Error::internal("default route"))?;
+        let default = if v4 {
+            IpNet::V4(Default::default())
+        } else {
+            IpNet::V6(Default::default())
+        };
         match result.routes.iter_mut().find(|r| r.dst == default) {
             // IPAM's own default route with a gateway wins, as upstream.
             Some(r) if r.gw.is_some() => {}
@@ -513,8 +513,13 @@ fn setup_gateway(
     let mut v6 = false;
     for ip in &result.ips {
         let Some(gw) = ip.gateway else { continue };
-        let net = IpNet::new(gw, ip.address.prefix_len())
-            .map_err(|_| Error::internal("gateway prefix"))?;
+        let net = IpNet::new(gw, ip.address.prefix_len()).map_err(|_| {
+            Error::internal(format!(
+                "gateway {gw} cannot take the prefix /{} of {}",
+                ip.address.prefix_len(),
+                ip.address
+            ))
+        })?;
         ensure_addr(h, &target, net, b.c.force_address)?;
         if gw.is_ipv4() { v4 = true } else { v6 = true }
     }
@@ -546,7 +551,7 @@ fn vlan_gateway_link(h: &mut Handle, b: &Bridge, br: &Link) -> Result<Link> {
     let peer = format!("veth{}", random::hex(8));
     match h.add_veth(&name, &peer, b.c.mtu, None, None) {
         Err(e) if !e.is_exists() => {
-            return Err(Error::from(e).context(format_args!("failed to create {name:?}")));
+            return Err(Error::from(e).ctx(format_args!("failed to create {name:?}")));
         }
         _ => {}
     }
@@ -660,8 +665,9 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
         if let Some(l) = h.link_by_name(&req.env.ifname)? {
             match h.del_link(l.index) {
                 Err(e) if !e.is_not_found() => {
-                    return Err(Error::from(e)
-                        .context(format_args!("failed to delete {:?}", req.env.ifname)));
+                    return Err(
+                        Error::from(e).ctx(format_args!("failed to delete {:?}", req.env.ifname))
+                    );
                 }
                 _ => {}
             }

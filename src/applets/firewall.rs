@@ -28,7 +28,7 @@
 //! still applies, so on such nodes use the iptables backend.
 
 use crate::cni::result::CniResult;
-use crate::cni::{Applet, Command, Error, Request, Result, Version};
+use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
     Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, ct, delete_commented,
@@ -429,7 +429,7 @@ fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
         }
     }
     nft.apply(&b)
-        .map_err(|e| e.context("unable to set up nftables firewall rules"))
+        .ctx("unable to set up nftables firewall rules")
 }
 
 fn nft_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
@@ -456,7 +456,7 @@ fn nft_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
 /// Delete the `cni-forward` rules whose comment `doomed` picks (no table is fine).
 fn nft_delete(doomed: impl Fn(&str) -> bool) -> Result<()> {
     delete_commented(&nft_table(), &[NFT_FORWARD], doomed)
-        .map_err(|e| e.context("error deleting nftables firewall rules"))
+        .ctx("error deleting nftables firewall rules")
 }
 
 // ---------------------------------------------------------------------------------------------

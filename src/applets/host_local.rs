@@ -9,7 +9,7 @@
 use crate::cni::env::validate_network_name;
 use crate::cni::gojson;
 use crate::cni::result::{CniResult, Dns, IpConfig, Route};
-use crate::cni::{Applet, Error, Request, Result, Version, error::code};
+use crate::cni::{Applet, Context, Error, Request, Result, Version, error::code};
 use crate::ipam::store::{DEFAULT_DATA_DIR, Owner, Store};
 use crate::ipam::{RangeConf, RangeSet, canonical};
 use crate::undo::{ErrorList, Undo};
@@ -181,8 +181,13 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     if !cfg.resolv_conf.is_empty() {
         result.dns = parse_resolv_conf(&cfg.resolv_conf)?;
     }
-    let store = Store::open(&cfg.data_dir, &cfg.network, true)?
-        .ok_or_else(|| Error::internal("store vanished"))?;
+    let store = Store::open(&cfg.data_dir, &cfg.network, true)?.ok_or_else(|| {
+        Error::internal(format!(
+            "host-local store {} for network {:?} vanished while opening it",
+            cfg.data_dir.display(),
+            cfg.network
+        ))
+    })?;
     let owner = Owner::new(&req.env.container_id, &req.env.ifname);
     let mut requested = cfg.requested.clone();
     // The undo steps share the store with the allocation below: a RefCell lends it to each.
@@ -195,7 +200,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
                 .position(|ip| set.contains(*ip))
                 .map(|i| requested.remove(i));
             let ip = allocate(&mut store.borrow_mut(), set, idx, &owner, want)
-                .map_err(|e| e.context(format_args!("failed to allocate for range {idx}")))?;
+                .ctx(format_args!("failed to allocate for range {idx}"))?;
             let (addr, owner, store) = (ip.address.addr(), &owner, &store);
             undo.push(format!("reservation of {addr}"), move || {
                 store.borrow_mut().release_ip(addr, owner)

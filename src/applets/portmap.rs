@@ -23,7 +23,7 @@
 
 use crate::cni::gojson;
 use crate::cni::result::CniResult;
-use crate::cni::{Applet, Command, Error, Request, Result, Version};
+use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netfilter::iptables::{self, Ipt, Proto, Saved, Script};
 use crate::netfilter::{
@@ -960,7 +960,7 @@ fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
         }
     }
     nft.apply(&b)
-        .map_err(|e| e.context("unable to set up nftables rules for port mappings"))
+        .ctx("unable to set up nftables rules for port mappings")
 }
 
 fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
@@ -995,7 +995,7 @@ fn nft_remove(cids: &HashSet<&str>) -> Result<()> {
     let comments: HashSet<String> = cids.iter().map(|c| nft_comment(c)).collect();
     for v6 in [false, true] {
         delete_commented(&nft_table(v6), &OWNED_CHAINS, |c| comments.contains(c))
-            .map_err(|e| e.context("error deleting nftables rules"))?;
+            .ctx("error deleting nftables rules")?;
     }
     Ok(())
 }
@@ -1017,7 +1017,7 @@ fn enable_route_localnet(cip: IpAddr) -> Result<()> {
         &crate::sysctl::iface("net/ipv4/conf", &link.name, "route_localnet"),
         "1",
     )
-    .map_err(|e| e.context("unable to enable route_localnet"))
+    .ctx("unable to enable route_localnet")
 }
 
 // ---------------------------------------------------------------------------------------------

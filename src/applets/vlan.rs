@@ -182,7 +182,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         Ok(Handle::in_netns(ns_ref)?.del_link(index)?)
     });
     let r = delegate::add(&v.ipam, req)
-        .map_err(|e| e.context("failed to execute IPAM delegate"))
+        .ctx("failed to execute IPAM delegate")
         .and_then(|ipam| {
             let ipam_type = v.ipam.clone();
             undo.push(format!("IPAM {ipam_type}"), move || {
@@ -245,7 +245,7 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
         }
         Some(l) => match cont.del_link(l.index) {
             Err(e) if !e.is_not_found() => {
-                return Err(Error::from(e).context(format_args!("failed to delete {ifname}")));
+                return Err(Error::from(e).ctx(format_args!("failed to delete {ifname}")));
             }
             _ => {}
         },

@@ -7,6 +7,7 @@ use super::error::{Error, Result};
 use super::gojson;
 use super::result::{CniResult, Dns};
 use super::version::Version;
+use crate::error::Context;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -86,8 +87,7 @@ impl Request {
     pub fn prev_result(&self) -> Result<Option<CniResult>> {
         let prev = match &self.conf.prev_result {
             None | Some(Value::Null) => return Ok(None),
-            Some(v) => CniResult::from_json(v, self.version)
-                .map_err(|e| e.context("could not parse prevResult"))?,
+            Some(v) => CniResult::from_json(v, self.version).ctx("could not parse prevResult")?,
         };
         for (i, iface) in prev.interfaces.iter().enumerate() {
             if !iface.name.is_empty() {

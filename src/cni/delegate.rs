@@ -207,6 +207,7 @@ fn exec(cmd: Command, path: &Path, req: &Request) -> Result<Option<String>> {
             code: e.code,
             msg: e.msg,
             details: e.details,
+            errno: 0,
         }),
         None if text.trim().is_empty() => Err(Error::internal(format!(
             "{} failed ({}) with no error message",

@@ -3,15 +3,15 @@
 pub mod config;
 pub mod delegate;
 pub mod env;
-pub mod error;
 pub mod gojson;
 pub mod result;
 pub mod skel;
 pub mod version;
 
+/// The crate's error type; the protocol layer prints it as CNI error JSON.
+pub use crate::error::{self, Context, Error, Result};
 pub use config::Request;
 pub use env::Command;
-pub use error::{Context, Error, Result};
 pub use result::CniResult;
 pub use skel::Applet;
 pub use version::Version;

@@ -7,7 +7,7 @@
 //! `table`, `scope` and `priority` are applied, `mtu`/`advmss` are not (upstream does not).
 
 use crate::cni::result::CniResult;
-use crate::cni::{Context, Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::netlink::{self, Family, Handle, Link, NextHop};
 use crate::netns::NetNs;
 use crate::sysctl;
@@ -99,7 +99,7 @@ pub fn configure(
             Err(e) if e.is_exists() => {}
             Err(e) => {
                 let via = r.gw.map(|g| format!(" via {g}")).unwrap_or_default();
-                return Err(Error::from(e).context(format_args!(
+                return Err(Error::from(e).ctx(format_args!(
                     "failed to add route '{}'{via} dev {ifname}",
                     r.dst
                 )));

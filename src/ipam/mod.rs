@@ -9,7 +9,7 @@
 pub mod iface;
 pub mod store;
 
-use crate::cni::{Error, Result};
+use crate::error::{Error, Result};
 use ipnet::IpNet;
 use serde::Deserialize;
 use std::fmt;

@@ -41,7 +41,7 @@
 //!   store answers from scans and stays unsealed.
 
 use super::canonical;
-use crate::cni::{Context, Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::undo::ErrorList;
 use std::collections::BTreeMap;
 use std::fs::{self, File, FileTimes, OpenOptions};

@@ -4,7 +4,7 @@
 
 use super::msg::{self, Writer};
 use super::nft::{F_DUMP, Nft};
-use crate::cni::{Error, Result};
+use crate::error::{Error, Result};
 
 const SUBSYS_CTNETLINK: u16 = 1;
 const MSG_GET: u16 = 1;
@@ -64,7 +64,7 @@ pub fn delete_udp_dport(v6: bool, ports: &[u16]) -> Result<()> {
     let mut nl = Nft::open()?;
     let dump = nl
         .request_raw(SUBSYS_CTNETLINK << 8 | MSG_GET, family, F_DUMP, &[])
-        .map_err(|e| Error::internal(format!("conntrack dump: errno {e}")))?;
+        .map_err(|e| errno_error("dump the conntrack table", e))?;
     for (orig, zone) in matching(&dump, ports) {
         let mut w = Writer::default();
         w.nest(CTA_TUPLE_ORIG, |w| w.buf.extend_from_slice(&orig));
@@ -73,8 +73,16 @@ pub fn delete_udp_dport(v6: bool, ports: &[u16]) -> Result<()> {
         }
         match nl.request_raw(SUBSYS_CTNETLINK << 8 | MSG_DELETE, family, 0, &w.buf) {
             Ok(_) | Err(libc::ENOENT) => {}
-            Err(e) => return Err(Error::internal(format!("conntrack delete: errno {e}"))),
+            Err(e) => {
+                let what = format!("delete a UDP conntrack entry for ports {ports:?}");
+                return Err(errno_error(&what, e));
+            }
         }
     }
     Ok(())
+}
+
+/// `what: <strerror>`, keeping the errno for typed checks.
+fn errno_error(what: &str, errno: i32) -> Error {
+    Error::io(what, std::io::Error::from_raw_os_error(errno))
 }

@@ -14,8 +14,8 @@
 //! transaction is recomputed from a fresh save (a few times). A lock that stays busy longer than
 //! the bounded wait fails with code 11 ("try again later") instead of hanging.
 
-use crate::cni::error::code;
-use crate::cni::{Error, Result};
+use crate::error::code;
+use crate::error::{Error, Result};
 use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};

@@ -21,8 +21,8 @@ use super::{
     Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, delete_commented,
     instance_tag, network_tag, owner_comment,
 };
-use crate::cni::Result;
 use crate::cni::config::Attachment;
+use crate::error::Result;
 use crate::hash::sha512_hex;
 use crate::undo::ErrorList;
 use ipnet::IpNet;

@@ -29,7 +29,7 @@ pub use nft::{
 };
 pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
 
-use crate::cni::{Error, Result};
+use crate::error::{Error, Result};
 use crate::hash::sha512_hex;
 
 /// Which netfilter interface a plugin writes its rules with.
@@ -62,11 +62,6 @@ impl Backend {
             Backend::Nftables
         }
     }
-}
-
-/// The nftables "table or chain is not there" errors, which teardown treats as done.
-pub fn is_missing(e: &Error) -> bool {
-    e.msg.contains("No such file or directory") || e.msg.contains("ENOENT")
 }
 
 /// knftables' CommentLengthMax, which the Go plugins truncate their comments to.

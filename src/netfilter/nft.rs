@@ -4,7 +4,7 @@
 use super::msg::{self, NLMSG_DONE, NLMSG_ERROR, Writer};
 use super::rule::Rule;
 use super::validate;
-use crate::cni::{Context, Error, Result};
+use crate::error::{Context, Error, Result};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 use nix::errno::Errno;
 use std::fmt;
@@ -223,7 +223,7 @@ impl Batch {
             }),
             Err(e) => {
                 if self.err.is_none() {
-                    self.err = Some(e.context(format_args!("nftables: {what}")));
+                    self.err = Some(e.ctx(format_args!("nftables: {what}")));
                 }
             }
         }
@@ -566,10 +566,10 @@ impl Nft {
             let msg = format!("nftables: {what}: {}", strerror(errno));
             tries += 1;
             if !transient(errno) {
-                return Err(Error::internal(msg));
+                return Err(Error::internal(msg).with_errno(errno));
             }
             if tries >= TRIES {
-                return Err(Error::try_again(msg));
+                return Err(Error::try_again(msg).with_errno(errno));
             }
             std::thread::sleep(std::time::Duration::from_millis(20 * tries as u64));
         }
@@ -709,10 +709,10 @@ impl Nft {
             tries += 1;
             let msg = format!("nftables: {what}: {}", strerror(errno));
             if !transient(errno) {
-                return Err(Error::internal(msg));
+                return Err(Error::internal(msg).with_errno(errno));
             }
             if tries >= TRIES {
-                return Err(Error::try_again(msg));
+                return Err(Error::try_again(msg).with_errno(errno));
             }
         }
     }

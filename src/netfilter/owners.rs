@@ -5,7 +5,7 @@
 //! GC of a network compares its records with the valid attachments. Rules created by the Go
 //! plugins have no record and are left alone by GC.
 
-use crate::cni::{Context, Result};
+use crate::error::{Context, Result};
 use std::path::PathBuf;
 
 const DEFAULT_DIR: &str = "/var/lib/cni/cnibox";

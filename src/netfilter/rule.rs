@@ -5,7 +5,7 @@
 
 use super::msg::{Writer, udata_comment};
 use super::nft::Family;
-use crate::cni::{Error, Result};
+use crate::error::{Error, Result};
 use ipnet::IpNet;
 use std::net::IpAddr;
 

@@ -14,7 +14,7 @@
 //! ```
 
 use super::{BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table};
-use crate::cni::Result;
+use crate::error::Result;
 
 const BASE: &str = "PREROUTING";
 

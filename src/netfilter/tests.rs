@@ -541,7 +541,7 @@ fn objects_errors_and_atomicity() {
     let e = nft
         .apply(Batch::new().del_chain(&t, "c2"))
         .expect_err("busy");
-    assert_eq!(e.code, crate::cni::error::code::TRY_AGAIN_LATER);
+    assert_eq!(e.code, crate::error::code::TRY_AGAIN_LATER);
     assert!(
         e.msg.starts_with("nftables: delete chain inet x c2: "),
         "{}",
@@ -796,11 +796,7 @@ fn hostile_names_refused_before_sending() {
     ] {
         let ns = Ns::new();
         let e = ns.open().apply(&b).unwrap_err();
-        assert_eq!(
-            e.code,
-            crate::cni::error::code::INVALID_CONFIG,
-            "{what}: {e:?}"
-        );
+        assert_eq!(e.code, crate::error::code::INVALID_CONFIG, "{what}: {e:?}");
         assert_eq!(ns.ruleset(), "", "{what}");
     }
 }

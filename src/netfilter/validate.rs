@@ -15,7 +15,7 @@
 //! - [`nft_name`]: an nf_tables table/chain/set name (1–255 bytes, no NUL or control
 //!   characters).
 
-use crate::cni::{Error, Result};
+use crate::error::{Error, Result};
 
 /// iptables' XT_EXTENSION_MAXNAMELEN - 1: the longest chain name `iptables -N` accepts.
 pub const CHAIN_MAX: usize = 28;
@@ -127,7 +127,7 @@ pub fn nft_name(key: &str, name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cni::error::code;
+    use crate::error::code;
 
     #[test]
     fn chain_names() {

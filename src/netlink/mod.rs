@@ -99,15 +99,15 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {}
 
-impl From<Error> for crate::cni::Error {
+impl From<Error> for crate::error::Error {
     fn from(e: Error) -> Self {
-        crate::cni::Error::internal(e.to_string())
+        crate::error::Error::internal(e.to_string()).with_errno(e.errno)
     }
 }
 
-impl<T> crate::cni::Context<T> for Result<T> {
-    fn ctx(self, what: impl fmt::Display) -> crate::cni::Result<T> {
-        self.map_err(|e| crate::cni::Error::from(e).context(what))
+impl<T> crate::error::Context<T> for Result<T> {
+    fn ctx(self, what: impl fmt::Display) -> crate::error::Result<T> {
+        self.map_err(|e| crate::error::Error::from(e).ctx(what))
     }
 }
 

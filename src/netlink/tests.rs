@@ -154,7 +154,7 @@ fn error_display_and_conversion() {
     assert!(e.is_exists() && !e.is_not_found());
     assert!(Error::new(libc::ENODEV, "x").is_not_found());
     assert!(Error::new(libc::ESRCH, "x").is_not_found());
-    let c = crate::cni::Error::from(e);
+    let c = crate::error::Error::from(e);
     assert_eq!(c.code, 999);
     assert_eq!(c.msg, "add link cni0: File exists (os error 17)");
     let mut e = Error::new(libc::EOPNOTSUPP, "add vlan v1");

@@ -25,9 +25,13 @@ pub mod code {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
+    /// The CNI error code the protocol layer prints.
     pub code: u32,
     pub msg: String,
     pub details: String,
+    /// The OS or kernel errno behind the failure (0: none), for typed checks such as
+    /// [`Error::is_not_found`]; never printed on its own (the message carries its text).
+    pub errno: i32,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -38,7 +42,18 @@ impl Error {
             code,
             msg: msg.into(),
             details: String::new(),
+            errno: 0,
         }
+    }
+    /// Record the errno behind this error.
+    pub fn with_errno(mut self, errno: i32) -> Self {
+        self.errno = errno;
+        self
+    }
+    /// The object was not there: no such file or entry (ENOENT), device (ENODEV) or process
+    /// or route (ESRCH).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self.errno, libc::ENOENT | libc::ENODEV | libc::ESRCH)
     }
     pub fn with_details(mut self, details: impl Into<String>) -> Self {
         self.details = details.into();
@@ -65,13 +80,13 @@ impl Error {
         Self::new(code::TRY_AGAIN_LATER, msg)
     }
     /// Prefix the message with what was being done: `ctx: msg`.
-    pub fn context(mut self, ctx: impl fmt::Display) -> Self {
+    pub fn ctx(mut self, ctx: impl fmt::Display) -> Self {
         self.msg = format!("{ctx}: {}", self.msg);
         self
     }
     /// Wrap an OS error, naming the object: `open /var/lib/cni/x: Permission denied`.
     pub fn io(what: impl fmt::Display, err: std::io::Error) -> Self {
-        Self::internal(format!("{what}: {err}"))
+        Self::internal(format!("{what}: {err}")).with_errno(err.raw_os_error().unwrap_or(0))
     }
 }
 
@@ -106,6 +121,6 @@ impl<T> Context<T> for std::result::Result<T, nix::Error> {
 
 impl<T> Context<T> for Result<T> {
     fn ctx(self, what: impl fmt::Display) -> Result<T> {
-        self.map_err(|e| e.context(what))
+        self.map_err(|e| e.ctx(what))
     }
 }
