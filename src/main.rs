@@ -24,10 +24,9 @@ fn real_main() -> i32 {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let base = base.strip_suffix(".exe").unwrap_or(&base);
-    skel::register(applets::TABLE);
     cnibox::netfilter::nft::linger_at_exit();
     if let Some(applet) = applets::find(base) {
-        return skel::run(applet);
+        return skel::run(applets::TABLE, applet);
     }
     if !base.starts_with("cnibox") {
         eprintln!("cnibox: unknown applet {base:?} (cnibox --list shows the applets)");
@@ -66,7 +65,7 @@ fn real_main() -> i32 {
             2
         }
         name => match applets::find(name) {
-            Some(applet) => skel::run(applet),
+            Some(applet) => skel::run(applets::TABLE, applet),
             None => {
                 eprintln!("cnibox: unknown applet {name:?} (cnibox --list shows the applets)");
                 1

@@ -141,11 +141,11 @@ fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link>
     Ok(link)
 }
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
+fn add(req: &Request) -> Result<CniResult> {
     let l = limits(req)?;
     let prev = req.prev_result()?;
     if l == Limits::default() {
-        return Ok(Some(prev.unwrap_or_default()));
+        return Ok(prev.unwrap_or_default());
     }
     let mut result =
         prev.ok_or_else(|| Error::config("must be called as chained plugin (no prevResult)"))?;
@@ -211,10 +211,10 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         Ok(())
     })();
     undo.finish(r)?;
-    Ok(Some(result))
+    Ok(result)
 }
 
-fn del(req: &Request) -> Result<Option<CniResult>> {
+fn del(req: &Request) -> Result<()> {
     let l = limits(req)?;
     let mut host = Handle::new()?;
     // What ADD put on the host veth goes too (upstream leaves it for the veth's deletion,
@@ -241,10 +241,10 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
             _ => {}
         }
     }
-    Ok(None)
+    Ok(())
 }
 
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let l = limits(req)?;
     let prev = req
         .prev_result()?
@@ -285,14 +285,14 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
             }
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Remove the ifbs this network created for containers that are no longer valid attachments
 /// (only ifbs whose alias names their owner, i.e. created by cnibox).
-fn gc(req: &Request) -> Result<Option<CniResult>> {
+fn gc(req: &Request) -> Result<()> {
     let Some(valid) = req.valid_attachments() else {
-        return Ok(None);
+        return Ok(());
     };
     let keep: HashSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
     let prefix = format!("{ALIAS_PREFIX} {} ", req.conf.name);
@@ -310,5 +310,5 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             errors.push(Error::from(e).ctx(format_args!("delete {}", l.name)));
         }
     }
-    errors.into_result().map(|()| None)
+    errors.into_result()
 }

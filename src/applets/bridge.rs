@@ -207,7 +207,7 @@ fn ensure_bridge(h: &mut Handle, b: &Bridge) -> Result<Link> {
     Ok(br)
 }
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
+fn add(req: &Request) -> Result<CniResult> {
     let b = load(req)?;
     if req.version.is_legacy() && req.ipam_type().is_none() {
         // Checked up front: the 0.1/0.2 result cannot express an L2-only attachment, and
@@ -230,7 +230,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     let r = add_steps(
         req, &b, &br, &ns, &mut host, &mut cont, mac, &host_ns, &mut undo,
     );
-    undo.finish(r).map(Some)
+    undo.finish(r)
 }
 
 /// ADD once the bridge exists: every change to the host or the container registers its undo.
@@ -653,7 +653,7 @@ fn oper_state_name(s: u8) -> &'static str {
     }
 }
 
-fn del(req: &Request) -> Result<Option<CniResult>> {
+fn del(req: &Request) -> Result<()> {
     let b = load(req)?;
     if b.c.ip_masq {
         // Found by name, so an empty CNI_NETNS does not leak rules. First: the kernel's
@@ -682,10 +682,10 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
             eprintln!("bridge: macspoofchk teardown: {e}");
         }
     }
-    Ok(None)
+    Ok(())
 }
 
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let b = load(req)?;
     if let Some(name) = req.ipam_type() {
         delegate::delegate(Command::Check, name, req)?;
@@ -757,18 +757,18 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
         )));
     }
     iface::check(&mut cont, &cv, &prev, pos)?;
-    Ok(None)
+    Ok(())
 }
 
-fn status(req: &Request) -> Result<Option<CniResult>> {
+fn status(req: &Request) -> Result<()> {
     load(req)?;
     if let Some(name) = req.ipam_type() {
         delegate::delegate(Command::Status, name, req)?;
     }
-    Ok(None)
+    Ok(())
 }
 
-fn gc(req: &Request) -> Result<Option<CniResult>> {
+fn gc(req: &Request) -> Result<()> {
     let b = load(req)?;
     let mut errors = ErrorList::new();
     if let Some(name) = req.ipam_type() {
@@ -777,5 +777,5 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
     if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments()) {
         errors.check(masq::gc(&req.conf.name, valid));
     }
-    errors.into_result().map(|()| None)
+    errors.into_result()
 }

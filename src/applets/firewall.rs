@@ -462,13 +462,13 @@ fn nft_delete(doomed: impl Fn(&str) -> bool) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // verbs
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
+fn add(req: &Request) -> Result<CniResult> {
     let fw = load(req)?;
     let backend = backend_for(&fw)?;
     let prev = prev(req)?;
     let ips = addrs(&prev);
     if ips.is_empty() {
-        return Ok(Some(prev));
+        return Ok(prev);
     }
     let bridge = bridge_of(&fw, &prev)?;
     match backend {
@@ -486,10 +486,10 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         }
         Backend::Nftables => nft_add(&fw, &ips, bridge.as_deref())?,
     }
-    Ok(Some(prev))
+    Ok(prev)
 }
 
-fn del(req: &Request) -> Result<Option<CniResult>> {
+fn del(req: &Request) -> Result<()> {
     let fw = load(req)?;
     // Both backends, whatever is configured: the node may have switched while the container
     // ran. Addresses: prevResult's and the ones recorded at ADD.
@@ -510,30 +510,30 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
     errors.check(nft_delete(|c| c == comment));
     errors.into_result()?;
     owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
-    Ok(None)
+    Ok(())
 }
 
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let fw = load(req)?;
     let backend = backend_for(&fw)?;
     let prev = prev(req)?;
     let ips = addrs(&prev);
     if ips.is_empty() {
-        return Ok(None);
+        return Ok(());
     }
     match backend {
         Backend::Iptables => ipt_check(&fw, &ips)?,
         Backend::Nftables => nft_check(&fw, &ips)?,
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Remove the rules of this network's attachments that are not valid: nftables rules by their
 /// owner comment, iptables rules through the addresses recorded at ADD (an address still
 /// recorded for a live attachment keeps its rules). Isolation rules are per bridge and stay.
-fn gc(req: &Request) -> Result<Option<CniResult>> {
+fn gc(req: &Request) -> Result<()> {
     let Some(valid) = req.valid_attachments() else {
-        return Ok(None);
+        return Ok(());
     };
     let network = &req.conf.name;
     let keep: HashSet<(&str, &str)> = valid
@@ -568,7 +568,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
     failures.check(nft_delete(|c| {
         c.starts_with(&of_network) && !keep_comments.contains(c)
     }));
-    failures.into_result().map(|()| None)
+    failures.into_result()
 }
 
 #[cfg(test)]

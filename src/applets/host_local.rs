@@ -172,7 +172,7 @@ fn load(req: &Request) -> Result<Config> {
     })
 }
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
+fn add(req: &Request) -> Result<CniResult> {
     let cfg = load(req)?;
     let mut result = CniResult {
         routes: cfg.routes.clone(),
@@ -217,7 +217,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         Ok(())
     })();
     undo.finish(r)?;
-    Ok(Some(result))
+    Ok(result)
 }
 
 fn allocate(
@@ -274,15 +274,15 @@ fn allocate(
     })
 }
 
-fn del(req: &Request) -> Result<Option<CniResult>> {
+fn del(req: &Request) -> Result<()> {
     let cfg = load(req)?;
     if let Some(mut store) = Store::open(&cfg.data_dir, &cfg.network, false)? {
         store.release(&req.env.container_id, &req.env.ifname)?;
     }
-    Ok(None)
+    Ok(())
 }
 
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let cfg = load(req)?;
     let owner = Owner::new(&req.env.container_id, &req.env.ifname);
     let found = match Store::open(&cfg.data_dir, &cfg.network, false)? {
@@ -303,18 +303,18 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
             req.env.container_id
         )));
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Releases every reservation whose owner is not a valid attachment. Legacy reservations (no
 /// ifname) stay while any attachment of that container is valid.
-fn gc(req: &Request) -> Result<Option<CniResult>> {
+fn gc(req: &Request) -> Result<()> {
     let cfg = load(req)?;
     let Some(valid) = req.valid_attachments() else {
-        return Ok(None);
+        return Ok(());
     };
     let Some(mut store) = Store::open(&cfg.data_dir, &cfg.network, false)? else {
-        return Ok(None);
+        return Ok(());
     };
     let keep: HashSet<(&str, &str)> = valid
         .iter()
@@ -332,14 +332,14 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
         }
     }
     store.remove_orphans()?;
-    errors.into_result().map(|()| None)
+    errors.into_result()
 }
 
 /// Code 50 when some range set has no free address left.
-fn status(req: &Request) -> Result<Option<CniResult>> {
+fn status(req: &Request) -> Result<()> {
     let cfg = load(req)?;
     let Some(store) = Store::open(&cfg.data_dir, &cfg.network, false)? else {
-        return Ok(None);
+        return Ok(());
     };
     let taken: Vec<IpAddr> = store
         .reservation_files()?
@@ -358,7 +358,7 @@ fn status(req: &Request) -> Result<Option<CniResult>> {
             ));
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// resolv.conf → DNS, as upstream's parseResolvConf.

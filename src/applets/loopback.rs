@@ -48,7 +48,7 @@ fn first_loopback(addrs: &[Addr]) -> Result<Option<ipnet::IpNet>> {
     Ok(addrs.first().map(|a| a.net))
 }
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
+fn add(req: &Request) -> Result<CniResult> {
     // Parse prevResult before touching anything, so a bad one changes nothing.
     let prev = req.prev_result()?;
     let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
@@ -58,7 +58,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
     let v4 = first_loopback(&h.addrs(Some(link.index), Family::V4)?)?;
     let v6 = first_loopback(&h.addrs(Some(link.index), Family::V6)?)?;
     if let Some(prev) = prev {
-        return Ok(Some(prev));
+        return Ok(prev);
     }
     let ips = [v4, v6]
         .into_iter()
@@ -70,7 +70,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
             gateway: None,
         })
         .collect();
-    Ok(Some(CniResult {
+    Ok(CniResult {
         interfaces: vec![Interface {
             name: LO.into(),
             mac: "00:00:00:00:00:00".into(),
@@ -79,24 +79,24 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         }],
         ips,
         ..Default::default()
-    }))
+    })
 }
 
-fn del(req: &Request) -> Result<Option<CniResult>> {
+fn del(req: &Request) -> Result<()> {
     let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
-        return Ok(None);
+        return Ok(());
     };
     let mut h = Handle::in_netns(&ns)?;
     let link = lo(&mut h)?;
     h.set_up(link.index, false).ctx("failed to set lo down")?;
-    Ok(None)
+    Ok(())
 }
 
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
     let mut h = Handle::in_netns(&ns)?;
     if !lo(&mut h)?.up {
         return Err(Error::internal("loopback interface is down"));
     }
-    Ok(None)
+    Ok(())
 }

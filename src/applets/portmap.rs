@@ -1023,13 +1023,13 @@ fn enable_route_localnet(cip: IpAddr) -> Result<()> {
 // ---------------------------------------------------------------------------------------------
 // verbs
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
+fn add(req: &Request) -> Result<CniResult> {
     let pm = load(req)?;
     let prev = req
         .prev_result()?
         .ok_or_else(|| Error::config("must be called as chained plugin"))?;
     if pm.maps.is_empty() {
-        return Ok(Some(prev));
+        return Ok(prev);
     }
     let ips = container_ips(&prev, &pm.ifname);
     // Each address is its own transaction: a failure at the second must take the first back.
@@ -1063,7 +1063,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
         Ok(())
     })();
     undo.finish(r)?;
-    Ok(Some(prev))
+    Ok(prev)
 }
 
 fn remove(network: &str, cid: &str) -> Result<()> {
@@ -1082,24 +1082,24 @@ fn remove(network: &str, cid: &str) -> Result<()> {
     errors.into_result()
 }
 
-fn del(req: &Request) -> Result<Option<CniResult>> {
+fn del(req: &Request) -> Result<()> {
     let pm = load(req)?;
     if pm.maps.is_empty() {
-        return Ok(None);
+        return Ok(());
     }
     // Both backends: a node may have switched backend while the container ran.
     remove(&pm.network, &pm.cid)?;
     owners::forget(OWNERS, &pm.network, &pm.cid, &pm.ifname);
-    Ok(None)
+    Ok(())
 }
 
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let pm = load(req)?;
     let prev = req
         .prev_result()?
         .ok_or_else(|| Error::config("Required prevResult missing"))?;
     if pm.maps.is_empty() {
-        return Ok(None);
+        return Ok(());
     }
     for cip in container_ips(&prev, &pm.ifname) {
         match pm.backend {
@@ -1107,15 +1107,15 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
             Backend::Nftables => nft_check(&pm, &cip)?,
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 /// Remove the port mappings of this network's containers that are not valid attachments:
 /// iptables DNAT chains found through their `dnat name: "<net>"` entry rules, nftables rules
 /// through the ADD records (nftables rules name only the container).
-fn gc(req: &Request) -> Result<Option<CniResult>> {
+fn gc(req: &Request) -> Result<()> {
     let Some(valid) = req.valid_attachments() else {
-        return Ok(None);
+        return Ok(());
     };
     let network = &req.conf.name;
     let keep_ids: HashSet<&str> = valid.iter().map(|a| a.container_id.as_str()).collect();
@@ -1154,7 +1154,7 @@ fn gc(req: &Request) -> Result<Option<CniResult>> {
             owners::forget(OWNERS, network, cid, ifname);
         }
     }
-    failures.into_result().map(|()| None)
+    failures.into_result()
 }
 
 #[cfg(test)]

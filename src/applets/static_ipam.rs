@@ -167,18 +167,18 @@ fn load(req: &Request) -> Result<CniResult> {
     Ok(r)
 }
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
-    load(req).map(Some)
+fn add(req: &Request) -> Result<CniResult> {
+    load(req)
 }
 
 /// Nothing was allocated, so there is nothing to release (the config is not even read).
-fn del(_: &Request) -> Result<Option<CniResult>> {
-    Ok(None)
+fn del(_: &Request) -> Result<()> {
+    Ok(())
 }
 
 /// As upstream: every configured address that prevResult carries must have the configured
 /// gateway (if one is configured). Addresses absent from prevResult are not an error.
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let want = load(req)?;
     let prev = req
         .prev_result()?
@@ -204,7 +204,7 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
             ));
         }
     }
-    Ok(None)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -226,6 +226,7 @@ mod tests {
                 path: "/opt/cni/bin".into(),
             },
             stdin: conf.to_string().into_bytes(),
+            applets: crate::applets::TABLE,
             conf: NetConf::deserialize(&conf).unwrap(),
             raw: conf,
             version,

@@ -170,7 +170,7 @@ fn create(v: &Vlan, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Link
     })
 }
 
-fn add(req: &Request) -> Result<Option<CniResult>> {
+fn add(req: &Request) -> Result<CniResult> {
     let v = load(req)?;
     let ns = open_ns(req)?;
     let mut cont = Handle::in_netns(&ns)?;
@@ -190,7 +190,7 @@ fn add(req: &Request) -> Result<Option<CniResult>> {
             });
             finish(req, &ns, &mut cont, &link, ipam, v.mtu > 0)
         });
-    undo.finish(r).map(Some)
+    undo.finish(r)
 }
 
 /// Turn the IPAM result into ours and apply it to the link.
@@ -226,11 +226,11 @@ fn finish(
     Ok(result)
 }
 
-fn del(req: &Request) -> Result<Option<CniResult>> {
+fn del(req: &Request) -> Result<()> {
     let v = load(req)?;
     delegate::del(&v.ipam, req)?;
     let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
-        return Ok(None);
+        return Ok(());
     };
     let mut cont = Handle::in_netns(&ns)?;
     let ifname = &req.env.ifname;
@@ -250,10 +250,10 @@ fn del(req: &Request) -> Result<Option<CniResult>> {
             _ => {}
         },
     }
-    Ok(None)
+    Ok(())
 }
 
-fn check(req: &Request) -> Result<Option<CniResult>> {
+fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
     let ns = open_ns(req)?;
     delegate::delegate(Command::Check, &v.ipam, req)?;
@@ -315,19 +315,19 @@ fn check(req: &Request) -> Result<Option<CniResult>> {
             want.mac
         )));
     }
-    iface::check(&mut cont, &link, &prev, pos).map(|()| None)
+    iface::check(&mut cont, &link, &prev, pos)
 }
 
-fn status(req: &Request) -> Result<Option<CniResult>> {
+fn status(req: &Request) -> Result<()> {
     let v = load(req)?;
     delegate::delegate(Command::Status, &v.ipam, req)?;
-    Ok(None)
+    Ok(())
 }
 
-fn gc(req: &Request) -> Result<Option<CniResult>> {
+fn gc(req: &Request) -> Result<()> {
     let v = load(req)?;
     delegate::delegate(Command::Gc, &v.ipam, req)?;
-    Ok(None)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -360,6 +360,7 @@ mod tests {
             raw: conf,
             conf: conf_common,
             version: Version::V100,
+            applets: crate::applets::TABLE,
         }
     }
 

@@ -72,6 +72,8 @@ pub struct Request {
     pub raw: Value,
     pub conf: NetConf,
     pub version: Version,
+    /// The binary's applet table: delegation runs IPAM applets of this binary in-process.
+    pub applets: &'static [&'static super::skel::Applet],
 }
 
 impl Request {

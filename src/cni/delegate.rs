@@ -112,7 +112,8 @@ pub fn delegate(cmd: Command, name: &str, req: &Request) -> Result<Option<CniRes
 fn run(cmd: Command, name: &str, req: &Request) -> Result<Result<Option<CniResult>>> {
     let path = find_in_path(name, req)?;
     let _level = Level::enter(name)?;
-    let out = match skel::lookup(name).filter(|_| is_self(&path)) {
+    let applet = req.applets.iter().copied().find(|a| a.name == name);
+    let out = match applet.filter(|_| is_self(&path)) {
         Some(_) if !IPAM_APPLETS.contains(&name) => {
             return Err(Error::config(format!(
                 "ipam.type {name:?} is not an IPAM plugin"
@@ -121,7 +122,7 @@ fn run(cmd: Command, name: &str, req: &Request) -> Result<Result<Option<CniResul
         Some(applet) => {
             let mut env = req.env.clone();
             env.command = cmd;
-            skel::execute(applet, env, req.stdin.clone()).1
+            skel::execute(req.applets, applet, env, req.stdin.clone()).1
         }
         None => exec(cmd, &path, req),
     };

@@ -273,7 +273,7 @@ impl CniResult {
                     });
                 }
             }
-            return Ok(super::skel::pretty(&l));
+            return Ok(pretty(&l));
         }
         let mut interfaces = self.interfaces.clone();
         let mut ips = self.ips.clone();
@@ -299,7 +299,7 @@ impl CniResult {
         }
         // Go's encoding/json does not omit an empty struct, so `"dns": {}` is always printed.
         let dns = Some(&self.dns);
-        Ok(super::skel::pretty(&Modern {
+        Ok(pretty(&Modern {
             version: version.as_str(),
             interfaces: &interfaces,
             ips: &ips,
@@ -307,6 +307,16 @@ impl CniResult {
             dns,
         }))
     }
+}
+
+/// Go's `json.MarshalIndent(v, "", "    ")`.
+pub fn pretty<T: serde::Serialize>(v: &T) -> String {
+    let mut out = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+    // Serializing a Value into a Vec cannot fail.
+    let _ = serde::Serialize::serialize(v, &mut ser);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -12,20 +12,21 @@ use super::config::{NetConf, Request};
 use super::env::{Command, Env, validate_network_name};
 use super::error::{Error, Result, code};
 use super::gojson;
-use super::result::CniResult;
+use super::result::{CniResult, pretty};
 use super::version::{self, Version};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::sync::OnceLock;
 
-/// What a verb handler returns: a result for ADD, nothing for the other verbs.
-pub type Handler = fn(&Request) -> Result<Option<CniResult>>;
+/// ADD's handler: the result to print.
+pub type AddHandler = fn(&Request) -> Result<CniResult>;
+/// The other verbs' handlers: success prints nothing.
+pub type Handler = fn(&Request) -> Result<()>;
 
 /// One row of the applet table.
 pub struct Applet {
     pub name: &'static str,
     pub versions: &'static [Version],
-    pub add: Handler,
+    pub add: AddHandler,
     pub del: Handler,
     pub check: Handler,
     /// `None`: STATUS succeeds without doing anything (as the Go skel does).
@@ -34,19 +35,9 @@ pub struct Applet {
     pub gc: Option<Handler>,
 }
 
-static TABLE: OnceLock<&'static [&'static Applet]> = OnceLock::new();
-
-/// Register the applet table so delegation can find applets of this same binary.
-pub fn register(table: &'static [&'static Applet]) {
-    let _ = TABLE.set(table);
-}
-
-pub fn lookup(name: &str) -> Option<&'static Applet> {
-    TABLE.get()?.iter().copied().find(|a| a.name == name)
-}
-
-/// Run `applet` as a CNI plugin process: returns the exit status.
-pub fn run(applet: &Applet) -> i32 {
+/// Run `applet` as a CNI plugin process: returns the exit status. `applets` is the whole table,
+/// for in-process delegation to applets of this same binary.
+pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
     install_panic_hook();
     let env = match Env::from_process() {
         Ok(Some(env)) => env,
@@ -74,7 +65,7 @@ pub fn run(applet: &Applet) -> i32 {
     };
     // Checked here, not in `execute`: in-process delegates run with the caller's CNI_NETNS.
     let (ver, out) = match refuse_own_netns(&env) {
-        Ok(()) => execute(applet, env, stdin),
+        Ok(()) => execute(applets, applet, env, stdin),
         Err(e) => (Version::LATEST, Err(e)),
     };
     match out {
@@ -96,7 +87,12 @@ pub fn run(applet: &Applet) -> i32 {
 
 /// The whole request/response cycle without process I/O: used by [`run`] and by in-process
 /// delegation, so both print byte-identical output. Returns the version for error printing.
-pub fn execute(applet: &Applet, env: Env, stdin: Vec<u8>) -> (Version, Result<Option<String>>) {
+pub fn execute(
+    applets: &'static [&'static Applet],
+    applet: &Applet,
+    env: Env,
+    stdin: Vec<u8>,
+) -> (Version, Result<Option<String>>) {
     if env.command == Command::Version {
         let asked = serde_json::from_slice::<Value>(&stdin)
             .ok()
@@ -160,6 +156,7 @@ pub fn execute(applet: &Applet, env: Env, stdin: Vec<u8>) -> (Version, Result<Op
             raw,
             conf,
             version,
+            applets,
         },
     );
     (version, out)
@@ -180,11 +177,20 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
             Ok(())
         }
     };
+    // A prevResult that cannot be read is the runtime's error whichever plugin gets it (IPAM
+    // plugins too): code 6/7 naming it, before anything is delegated or changed. Not on DEL,
+    // which must be able to remove what it can whatever the runtime cached.
+    let prev_checked = || req.prev_result().map(|_| ());
     let handler = match req.env.command {
-        Command::Add => Some(applet.add),
+        Command::Add => {
+            prev_checked()?;
+            let result = (applet.add)(&req)?;
+            return Ok(Some(result.to_json(req.version)?));
+        }
         Command::Del => Some(applet.del),
         Command::Check => {
             needs(Version::V040, "CHECK")?;
+            prev_checked()?;
             Some(applet.check)
         }
         Command::Status => {
@@ -197,19 +203,9 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
         }
         Command::Version => None,
     };
-    let Some(handler) = handler else {
-        return Ok(None);
-    };
-    // A prevResult that cannot be read is the runtime's error whichever plugin gets it (IPAM
-    // plugins too): code 6/7 naming it, before anything is delegated or changed. Not on DEL,
-    // which must be able to remove what it can whatever the runtime cached.
-    if matches!(req.env.command, Command::Add | Command::Check) {
-        req.prev_result()?;
-    }
-
-    match handler(&req)? {
-        Some(result) if req.env.command == Command::Add => Ok(Some(result.to_json(req.version)?)),
-        _ => Ok(None),
+    match handler {
+        Some(handler) => handler(&req).map(|()| None),
+        None => Ok(None),
     }
 }
 
@@ -241,16 +237,6 @@ pub fn version_text(asked: Version, versions: &[Version]) -> String {
     let list: Vec<&str> = versions.iter().map(|v| v.as_str()).collect();
     let v = serde_json::json!({"cniVersion": asked.as_str(), "supportedVersions": list});
     format!("{v}\n")
-}
-
-/// Go's `json.MarshalIndent(v, "", "    ")`.
-pub fn pretty<T: serde::Serialize>(v: &T) -> String {
-    let mut out = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    // Serializing a Value into a Vec cannot fail.
-    let _ = serde::Serialize::serialize(v, &mut ser);
-    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Longest `msg` or `details` printed: a hostile or broken config can be megabytes, and parts
