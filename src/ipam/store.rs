@@ -44,11 +44,11 @@ use super::canonical;
 use crate::error::{Context, Error, Result};
 use crate::undo::ErrorList;
 use std::collections::BTreeMap;
+use std::fs::TryLockError;
 use std::fs::{self, File, FileTimes, OpenOptions};
 use std::io::{ErrorKind, Write};
 use std::net::IpAddr;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -683,14 +683,14 @@ fn lock_exclusive(f: &File, path: &Path) -> Result<()> {
     let deadline = Instant::now() + LOCK_WAIT;
     let mut pause = Duration::from_micros(100);
     loop {
-        // SAFETY: flock on a descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EWOULDBLOCK) && err.kind() != ErrorKind::Interrupted {
-            return Err(Error::io(format_args!("lock {}", path.display()), err));
+        // std's lock is flock(2) on Linux, the lock Go's host-local takes on the same file.
+        match f.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => {}
+            Err(TryLockError::Error(e)) => {
+                return Err(Error::io(format_args!("lock {}", path.display()), e));
+            }
         }
         if Instant::now() >= deadline {
             return Err(Error::try_again(format!(

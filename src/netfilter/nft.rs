@@ -7,9 +7,13 @@ use super::validate;
 use crate::error::{Context, Error, Result};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 use nix::errno::Errno;
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
 use std::fmt;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 const SUBSYS: u16 = 10; // NFNL_SUBSYS_NFTABLES
 const BATCH_BEGIN: u16 = 0x10;
@@ -417,7 +421,7 @@ pub struct Nft {
 static LINGER: AtomicBool = AtomicBool::new(false);
 /// The one socket kept open for exit (-1: none); a newer one replaces (closes) it, so a GC
 /// that commits many batches holds one extra descriptor, not one per batch.
-static LINGERING: AtomicI32 = AtomicI32::new(-1);
+static LINGERING: Mutex<Option<OwnedFd>> = Mutex::new(None);
 
 /// Keep sockets that committed a batch open until the process exits instead of closing them
 /// when dropped. Closing a netfilter socket waits until the kernel has destroyed what earlier
@@ -432,16 +436,12 @@ pub fn linger_at_exit() {
 impl Drop for Nft {
     fn drop(&mut self) {
         if self.applied && LINGER.load(Ordering::Relaxed) {
-            // A duplicate keeps the socket alive; the kernel closes it at exit.
-            // SAFETY: duplicating a valid fd we own; the copy is only closed below, when a
-            // newer socket takes its place.
-            let copy = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&self.sock)) };
-            let older = LINGERING.swap(copy, Ordering::Relaxed);
-            if older >= 0 {
-                // SAFETY: `older` is a descriptor this function dup'ed and nothing else owns.
-                unsafe {
-                    libc::close(older);
-                }
+            // A duplicate keeps the socket alive; the kernel closes it at exit. Replacing an
+            // older one closes that (at most one lingers).
+            if let Ok(copy) = self.sock.as_fd().try_clone_to_owned()
+                && let Ok(mut slot) = LINGERING.lock()
+            {
+                *slot = Some(copy);
             }
         }
     }
@@ -490,14 +490,8 @@ impl Nft {
         let mut sock = Socket::new(NETLINK_NETFILTER).ctx("nftables: open netlink socket")?;
         sock.bind_auto().ctx("nftables: bind netlink socket")?;
         let _ = sock.set_cap_ack(true);
-        setsockopt(
-            &sock,
-            libc::SO_RCVTIMEO,
-            libc::timeval {
-                tv_sec: 10,
-                tv_usec: 0,
-            },
-        );
+        // Best effort, as the buffer sizes below: a failure only loses the bound.
+        let _ = setsockopt(&sock, sockopt::ReceiveTimeout, &TimeVal::new(10, 0));
         let seq = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_secs() as u32);
@@ -598,12 +592,12 @@ impl Nft {
         let at = header(&mut w, BATCH_END, F_REQUEST, end, 0, SUBSYS);
         finish(&mut w, at);
         // Room for the whole batch and one ACK per operation (as nft does for big batches).
-        let (snd, rcv) = (w.buf.len() as i32 + 4096, batch.ops.len() as i32 * 1024);
+        let (snd, rcv) = (w.buf.len() + 4096, batch.ops.len() * 1024);
         if snd > 1 << 17 {
-            setsockopt(&self.sock, libc::SO_SNDBUFFORCE, snd);
+            let _ = setsockopt(&self.sock, sockopt::SndBufForce, &snd);
         }
         if rcv > 1 << 17 {
-            setsockopt(&self.sock, libc::SO_RCVBUFFORCE, rcv);
+            let _ = setsockopt(&self.sock, sockopt::RcvBufForce, &rcv);
         }
         self.send(&w.buf).map_err(|e| (None, e))?;
 
@@ -879,20 +873,6 @@ pub fn delete_commented(t: &Table, chains: &[&str], doomed: impl Fn(&str) -> boo
         }
     }
     nft.apply(&b)
-}
-
-/// Best effort SOL_SOCKET option (buffer sizes, timeouts); failures only degrade limits.
-fn setsockopt<T>(sock: &Socket, opt: libc::c_int, val: T) {
-    // SAFETY: valid fd; the value pointer and length describe `val`.
-    unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(sock),
-            libc::SOL_SOCKET,
-            opt,
-            (&val as *const T).cast(),
-            size_of::<T>() as libc::socklen_t,
-        );
-    }
 }
 
 fn hook_from(n: u32) -> Option<Hook> {
