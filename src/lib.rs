@@ -11,8 +11,6 @@ pub mod ipam;
 pub mod netfilter;
 pub mod netlink;
 pub mod netns;
-pub mod nlmsg;
 pub mod random;
 pub mod sysctl;
-pub mod tc;
 pub mod undo;

@@ -6,7 +6,7 @@ use super::{
     Family, Handle, NLM_F_CREATE, NLM_F_EXCL, RTM_DELADDR, RTM_GETADDR, RTM_NEWADDR, Result,
     request,
 };
-use crate::nlmsg;
+use crate::netlink::wire;
 use ipnet::IpNet;
 
 /// Skip duplicate address detection (IPv6).
@@ -74,18 +74,18 @@ fn parse(body: &[u8]) -> Option<Addr> {
     let (prefix, scope) = (*body.get(1)?, *body.get(3)?);
     let mut flags = u32::from(*body.get(2)?);
     let (mut local, mut address) = (None, None);
-    for (ty, v) in nlmsg::attrs(body.get(IFADDRMSG_LEN..)?) {
+    for (ty, v) in wire::attrs(body.get(IFADDRMSG_LEN..)?) {
         match ty {
-            IFA_LOCAL => local = nlmsg::get_ip(v),
-            IFA_ADDRESS => address = nlmsg::get_ip(v),
-            IFA_FLAGS => flags = nlmsg::get_u32(v, 0).unwrap_or(flags),
+            IFA_LOCAL => local = wire::get_ip(v),
+            IFA_ADDRESS => address = wire::get_ip(v),
+            IFA_FLAGS => flags = wire::get_u32(v, 0).unwrap_or(flags),
             _ => {}
         }
     }
     // For IPv4 point-to-point links IFA_ADDRESS is the peer; IFA_LOCAL is ours.
     let ip: IpAddr = local.or(address)?;
     Some(Addr {
-        index: nlmsg::get_u32(body, 4)?,
+        index: wire::get_u32(body, 4)?,
         net: IpNet::new(ip, prefix).ok()?,
         flags,
         scope,

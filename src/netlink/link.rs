@@ -4,8 +4,8 @@ use super::{
     Error, Handle, NLM_F_CREATE, NLM_F_EXCL, RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK,
     Result, request,
 };
+use crate::netlink::wire::{self, Writer};
 use crate::netns::NetNs;
-use crate::nlmsg::{self, Writer};
 
 /// A network interface as the kernel reports it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,49 +90,49 @@ const IFINFOMSG_LEN: usize = 16;
 
 /// The index of an RTM_NEWLINK payload.
 fn index_of(body: &[u8]) -> Option<u32> {
-    nlmsg::get_u32(body, 4)
+    wire::get_u32(body, 4)
 }
 
 /// A link from an RTM_NEWLINK payload (None if too short to be one).
 pub(super) fn parse(body: &[u8]) -> Option<Link> {
-    let flags = nlmsg::get_u32(body, 8)?;
+    let flags = wire::get_u32(body, 8)?;
     let mut l = Link {
         index: index_of(body)?,
         up: flags & IFF_UP != 0,
         promisc: flags & IFF_PROMISC != 0,
         ..Link::default()
     };
-    let bool_of = |v: &[u8]| nlmsg::get_u8(v).map(|b| b != 0);
-    for (ty, v) in nlmsg::attrs(body.get(IFINFOMSG_LEN..)?) {
+    let bool_of = |v: &[u8]| wire::get_u8(v).map(|b| b != 0);
+    for (ty, v) in wire::attrs(body.get(IFINFOMSG_LEN..)?) {
         match ty {
-            IFLA_IFNAME => l.name = nlmsg::get_str(v),
-            IFLA_MTU => l.mtu = nlmsg::get_u32(v, 0).unwrap_or(0),
+            IFLA_IFNAME => l.name = wire::get_str(v),
+            IFLA_MTU => l.mtu = wire::get_u32(v, 0).unwrap_or(0),
             IFLA_ADDRESS => l.mac = v.try_into().ok(),
-            IFLA_MASTER => l.master = nlmsg::get_u32(v, 0).filter(|&m| m != 0),
-            IFLA_OPERSTATE => l.operstate = nlmsg::get_u8(v).unwrap_or(0),
-            IFLA_LINK => l.link = nlmsg::get_u32(v, 0),
-            IFLA_LINK_NETNSID => l.link_netnsid = nlmsg::get_u32(v, 0).map(|n| n as i32),
-            IFLA_IFALIAS => l.alias = Some(nlmsg::get_str(v)),
-            IFLA_TXQLEN => l.txqlen = nlmsg::get_u32(v, 0).unwrap_or(0),
+            IFLA_MASTER => l.master = wire::get_u32(v, 0).filter(|&m| m != 0),
+            IFLA_OPERSTATE => l.operstate = wire::get_u8(v).unwrap_or(0),
+            IFLA_LINK => l.link = wire::get_u32(v, 0),
+            IFLA_LINK_NETNSID => l.link_netnsid = wire::get_u32(v, 0).map(|n| n as i32),
+            IFLA_IFALIAS => l.alias = Some(wire::get_str(v)),
+            IFLA_TXQLEN => l.txqlen = wire::get_u32(v, 0).unwrap_or(0),
             IFLA_LINKINFO => {
                 let (mut data, mut slave_kind, mut slave_data) = (None, None, None);
-                for (ty, v) in nlmsg::attrs(v) {
+                for (ty, v) in wire::attrs(v) {
                     match ty {
-                        IFLA_INFO_KIND => l.kind = Some(nlmsg::get_str(v)),
+                        IFLA_INFO_KIND => l.kind = Some(wire::get_str(v)),
                         IFLA_INFO_DATA => data = Some(v),
-                        IFLA_INFO_SLAVE_KIND => slave_kind = Some(nlmsg::get_str(v)),
+                        IFLA_INFO_SLAVE_KIND => slave_kind = Some(wire::get_str(v)),
                         IFLA_INFO_SLAVE_DATA => slave_data = Some(v),
                         _ => {}
                     }
                 }
                 if let (Some("vlan"), Some(d)) = (l.kind.as_deref(), data) {
-                    l.vlan_id = nlmsg::attrs(d)
+                    l.vlan_id = wire::attrs(d)
                         .find(|(ty, _)| *ty == IFLA_VLAN_ID)
-                        .and_then(|(_, v)| nlmsg::get_u16(v, 0));
+                        .and_then(|(_, v)| wire::get_u16(v, 0));
                 }
                 if let (Some("bridge"), Some(d)) = (slave_kind.as_deref(), slave_data) {
                     let mut o = PortOpts::default();
-                    for (ty, v) in nlmsg::attrs(d) {
+                    for (ty, v) in wire::attrs(d) {
                         match ty {
                             IFLA_BRPORT_MODE => o.hairpin = bool_of(v),
                             IFLA_BRPORT_LEARNING => o.learning = bool_of(v),
@@ -152,13 +152,13 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
 /// The VLAN entries (IFLA_AF_SPEC / IFLA_BRIDGE_VLAN_INFO) of an AF_BRIDGE RTM_NEWLINK payload.
 fn parse_vlans(body: &[u8]) -> Vec<BridgeVlan> {
     let mut out = Vec::new();
-    for (ty, spec) in nlmsg::attrs(body.get(IFINFOMSG_LEN..).unwrap_or_default()) {
+    for (ty, spec) in wire::attrs(body.get(IFINFOMSG_LEN..).unwrap_or_default()) {
         if ty != IFLA_AF_SPEC {
             continue;
         }
-        for (ty, v) in nlmsg::attrs(spec) {
+        for (ty, v) in wire::attrs(spec) {
             if let (IFLA_BRIDGE_VLAN_INFO, Some(flags), Some(vid)) =
-                (ty, nlmsg::get_u16(v, 0), nlmsg::get_u16(v, 2))
+                (ty, wire::get_u16(v, 0), wire::get_u16(v, 2))
             {
                 out.push(BridgeVlan {
                     vid,

@@ -7,7 +7,7 @@
 //! interrupted). Kernel errors come back as [`Error`] carrying the errno, what was being done and
 //! the kernel's extended-ack text.
 //!
-//! Messages are encoded and decoded here with [`crate::nlmsg`]: requests carry exactly the
+//! Messages are encoded and decoded here with [`crate::netlink::wire`]: requests carry exactly the
 //! attributes we send, replies are read into our own small structs, only the attributes we use.
 //! (netlink-packet-route, which understands every link kind, tc filter and action, was ~320 KB
 //! of the static binary.)
@@ -15,13 +15,15 @@
 mod addr;
 mod link;
 mod route;
+pub mod tc;
 #[cfg(test)]
 mod tests;
+pub mod wire;
 
 use std::fmt;
 
-use crate::nlmsg::{self, NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, Writer};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+use wire::{NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, Writer};
 
 pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
 pub use link::{BridgeVlan, Link, PortOpts};
@@ -174,12 +176,12 @@ impl Handle {
                     format!("netlink reply truncated ({n} bytes)"),
                 ));
             }
-            for m in nlmsg::messages(&self.buf[..n]) {
+            for m in wire::messages(&self.buf[..n]) {
                 if m.seq != seq {
                     continue;
                 }
                 intr |= m.flags & NLM_F_DUMP_INTR != 0;
-                let code = nlmsg::get_u32(m.payload, 0).map(|c| c as i32);
+                let code = wire::get_u32(m.payload, 0).map(|c| c as i32);
                 match m.ty {
                     NLMSG_ERROR => match code {
                         Some(0) => return Ok(intr),
@@ -288,9 +290,9 @@ fn ext_ack(flags: u16, body: &[u8]) -> String {
             .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
     let tlvs = body.get((off + 3) & !3..).unwrap_or_default();
-    nlmsg::attrs(tlvs)
+    wire::attrs(tlvs)
         .find(|(ty, _)| *ty == 1)
-        .map(|(_, v)| nlmsg::get_str(v).trim_end_matches('\n').to_string())
+        .map(|(_, v)| wire::get_str(v).trim_end_matches('\n').to_string())
         .unwrap_or_default()
 }
 

@@ -6,7 +6,7 @@ use super::{
     Family, Handle, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REPLACE, RTM_DELROUTE, RTM_GETROUTE,
     RTM_NEWROUTE, Result, request,
 };
-use crate::nlmsg::{self, Writer};
+use crate::netlink::wire::{self, Writer};
 use ipnet::IpNet;
 
 pub const TABLE_MAIN: u32 = 254;
@@ -138,15 +138,15 @@ const RTNH_LEN: usize = 8;
 
 /// The gateway among a next hop's attributes.
 fn gateway(attrs: &[u8]) -> Option<IpAddr> {
-    nlmsg::attrs(attrs)
+    wire::attrs(attrs)
         .find(|(ty, _)| *ty == RTA_GATEWAY)
-        .and_then(|(_, v)| nlmsg::get_ip(v))
+        .and_then(|(_, v)| wire::get_ip(v))
 }
 
 /// The next hops of an RTA_MULTIPATH payload (a sequence of rtnexthop + attributes).
 fn next_hops(mut buf: &[u8]) -> Vec<NextHop> {
     let mut out = Vec::new();
-    while let (Some(len), Some(oif)) = (nlmsg::get_u16(buf, 0), nlmsg::get_u32(buf, 4)) {
+    while let (Some(len), Some(oif)) = (wire::get_u16(buf, 0), wire::get_u32(buf, 4)) {
         let len = usize::from(len);
         if len < RTNH_LEN || len > buf.len() {
             break;
@@ -162,7 +162,7 @@ fn next_hops(mut buf: &[u8]) -> Vec<NextHop> {
 
 /// A route from an RTM_NEWROUTE payload; None for cached clones and other families.
 pub(super) fn parse(body: &[u8]) -> Option<Route> {
-    if nlmsg::get_u32(body, 8)? & RTM_F_CLONED != 0 {
+    if wire::get_u32(body, 8)? & RTM_F_CLONED != 0 {
         return None;
     }
     let mut dst: IpAddr = match body[0] {
@@ -175,19 +175,19 @@ pub(super) fn parse(body: &[u8]) -> Option<Route> {
         scope: body[6],
         ..Route::default()
     };
-    for (ty, v) in nlmsg::attrs(body.get(RTMSG_LEN..)?) {
+    for (ty, v) in wire::attrs(body.get(RTMSG_LEN..)?) {
         match ty {
-            RTA_DST => dst = nlmsg::get_ip(v)?,
-            RTA_GATEWAY => r.gw = nlmsg::get_ip(v),
-            RTA_PREFSRC => r.src = nlmsg::get_ip(v),
-            RTA_OIF => r.oif = nlmsg::get_u32(v, 0),
-            RTA_TABLE => r.table = nlmsg::get_u32(v, 0).unwrap_or(r.table),
-            RTA_PRIORITY => r.metric = nlmsg::get_u32(v, 0),
+            RTA_DST => dst = wire::get_ip(v)?,
+            RTA_GATEWAY => r.gw = wire::get_ip(v),
+            RTA_PREFSRC => r.src = wire::get_ip(v),
+            RTA_OIF => r.oif = wire::get_u32(v, 0),
+            RTA_TABLE => r.table = wire::get_u32(v, 0).unwrap_or(r.table),
+            RTA_PRIORITY => r.metric = wire::get_u32(v, 0),
             RTA_METRICS => {
-                for (ty, v) in nlmsg::attrs(v) {
+                for (ty, v) in wire::attrs(v) {
                     match ty {
-                        RTAX_MTU => r.mtu = nlmsg::get_u32(v, 0),
-                        RTAX_ADVMSS => r.advmss = nlmsg::get_u32(v, 0),
+                        RTAX_MTU => r.mtu = wire::get_u32(v, 0),
+                        RTAX_ADVMSS => r.advmss = wire::get_u32(v, 0),
                         _ => {}
                     }
                 }
@@ -258,9 +258,9 @@ impl Handle {
         match self.request_ack(req, 0) {
             // The answer is a cached clone, which `parse` leaves out: read RTA_OIF directly.
             Ok(Some(m)) if m.ty == RTM_NEWROUTE => {
-                Ok(nlmsg::attrs(m.body.get(RTMSG_LEN..).unwrap_or_default())
+                Ok(wire::attrs(m.body.get(RTMSG_LEN..).unwrap_or_default())
                     .find(|(ty, _)| *ty == RTA_OIF)
-                    .and_then(|(_, v)| nlmsg::get_u32(v, 0)))
+                    .and_then(|(_, v)| wire::get_u32(v, 0)))
             }
             Ok(_) => Ok(None),
             Err(e) if matches!(e.errno, libc::ENETUNREACH | libc::EHOSTUNREACH) => Ok(None),

@@ -5,8 +5,8 @@
 use std::net::IpAddr;
 
 use super::*;
+use crate::netlink::wire;
 use crate::netns::testing::TempNetNs;
-use crate::nlmsg;
 
 fn root() -> bool {
     nix::unistd::geteuid().is_root()
@@ -22,12 +22,12 @@ fn ip(s: &str) -> IpAddr {
 
 /// The payload (after the netlink header) of a request.
 fn body(req: &[u8]) -> &[u8] {
-    &req[nlmsg::NLMSG_HDRLEN..]
+    &req[wire::NLMSG_HDRLEN..]
 }
 
 /// The attributes of a request, after its `fixed`-byte family header.
 fn attrs_of(req: &[u8], fixed: usize) -> Vec<(u16, Vec<u8>)> {
-    nlmsg::attrs(&body(req)[fixed..])
+    wire::attrs(&body(req)[fixed..])
         .map(|(t, v)| (t, v.to_vec()))
         .collect()
 }
@@ -56,11 +56,11 @@ fn veth_message() {
         .find(|(t, _)| *t == 18)
         .expect("IFLA_LINKINFO")
         .1;
-    let data = nlmsg::attrs(&info)
+    let data = wire::attrs(&info)
         .find(|(t, _)| *t == 2)
         .expect("INFO_DATA")
         .1;
-    let peer = nlmsg::attrs(data)
+    let peer = wire::attrs(data)
         .find(|(t, _)| *t == 1)
         .expect("VETH_INFO_PEER")
         .1;

@@ -6,10 +6,10 @@
 //! semantics): rate in bytes/s, `buffer` = time to send the burst at that rate in psched ticks
 //! (from /proc/net/psched), `limit` = rate × 25 ms + burst bytes.
 
+use crate::netlink::wire::{self, Writer};
 use crate::netlink::{
     Handle, NLM_F_CREATE, NLM_F_EXCL, RTM_GETQDISC, RTM_NEWQDISC, RTM_NEWTFILTER, Result, request,
 };
-use crate::nlmsg::{self, Writer};
 
 const TCA_KIND: u16 = 1;
 const TCA_OPTIONS: u16 = 2;
@@ -211,7 +211,7 @@ pub fn qdiscs(h: &mut Handle, ifindex: u32) -> Result<Vec<Qdisc>> {
     let replies = h.dump(request(RTM_GETQDISC, &tcmsg(0, 0, 0, 0), |_| {}))?;
     Ok(replies
         .iter()
-        .filter(|r| r.ty == RTM_NEWQDISC && nlmsg::get_u32(&r.body, 4) == Some(ifindex))
+        .filter(|r| r.ty == RTM_NEWQDISC && wire::get_u32(&r.body, 4) == Some(ifindex))
         .filter_map(|r| parse(&r.body))
         .collect())
 }
@@ -220,24 +220,24 @@ pub fn qdiscs(h: &mut Handle, ifindex: u32) -> Result<Vec<Qdisc>> {
 fn parse(body: &[u8]) -> Option<Qdisc> {
     let mut q = Qdisc {
         kind: String::new(),
-        handle: nlmsg::get_u32(body, 8)?,
-        parent: nlmsg::get_u32(body, 12)?,
+        handle: wire::get_u32(body, 8)?,
+        parent: wire::get_u32(body, 12)?,
         tbf: None,
     };
     let mut rate64 = None;
-    for (ty, v) in nlmsg::attrs(body.get(TCMSG_LEN..)?) {
+    for (ty, v) in wire::attrs(body.get(TCMSG_LEN..)?) {
         match ty {
-            TCA_KIND => q.kind = nlmsg::get_str(v),
+            TCA_KIND => q.kind = wire::get_str(v),
             TCA_OPTIONS => {
-                for (kind, v) in nlmsg::attrs(v) {
+                for (kind, v) in wire::attrs(v) {
                     match kind {
                         // struct tc_tbf_qopt: rate (tc_ratespec, 12 bytes), peakrate (12),
                         // limit, buffer, mtu; the rate in bytes/s is at offset 8.
                         TCA_TBF_PARMS => {
                             if let (Some(rate), Some(limit), Some(buffer)) = (
-                                nlmsg::get_u32(v, 8),
-                                nlmsg::get_u32(v, 24),
-                                nlmsg::get_u32(v, 28),
+                                wire::get_u32(v, 8),
+                                wire::get_u32(v, 24),
+                                wire::get_u32(v, 28),
                             ) {
                                 q.tbf = Some(Tbf {
                                     rate: u64::from(rate),
