@@ -64,7 +64,7 @@ pub fn delete_udp_dport(v6: bool, ports: &[u16]) -> Result<()> {
     let mut nl = Nft::open()?;
     let dump = nl
         .request_raw(SUBSYS_CTNETLINK << 8 | MSG_GET, family, F_DUMP, &[])
-        .map_err(|e| errno_error("dump the conntrack table", e))?;
+        .map_err(|e| Error::from(e).ctx("conntrack: dump the table"))?;
     for (orig, zone) in matching(&dump, ports) {
         let mut w = Writer::default();
         w.nest(CTA_TUPLE_ORIG, |w| w.buf.extend_from_slice(&orig));
@@ -72,17 +72,13 @@ pub fn delete_udp_dport(v6: bool, ports: &[u16]) -> Result<()> {
             w.attr(CTA_ZONE, &z);
         }
         match nl.request_raw(SUBSYS_CTNETLINK << 8 | MSG_DELETE, family, 0, &w.buf) {
-            Ok(_) | Err(libc::ENOENT) => {}
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
             Err(e) => {
-                let what = format!("delete a UDP conntrack entry for ports {ports:?}");
-                return Err(errno_error(&what, e));
+                let what = format!("conntrack: delete a UDP entry for ports {ports:?}");
+                return Err(Error::from(e).ctx(what));
             }
         }
     }
     Ok(())
-}
-
-/// `what: <strerror>`, keeping the errno for typed checks.
-fn errno_error(what: &str, errno: i32) -> Error {
-    Error::io(what, std::io::Error::from_raw_os_error(errno))
 }

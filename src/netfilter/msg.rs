@@ -1,7 +1,7 @@
 //! Netlink wire helpers for nf_tables: big-endian readers and the user-data TLV format `nft`
 //! uses for comments; the attribute writer and the generic readers are [`crate::netlink::wire`]'s.
 
-pub use crate::netlink::wire::{NLMSG_DONE, NLMSG_ERROR, Writer, attrs, get_str, messages};
+pub use crate::netlink::wire::{Writer, attrs, get_str};
 
 pub fn get_be32(data: &[u8]) -> u32 {
     data.get(..4)

@@ -1,14 +1,14 @@
 //! The nf_tables netlink client: atomic batches of table/chain/rule operations (each
 //! acknowledged, errors naming the object), rule and chain dumps, and existence checks.
 
-use super::msg::{self, NLMSG_DONE, NLMSG_ERROR, Writer};
+use super::msg::{self, Writer};
 use super::rule::Rule;
 use super::validate;
-use crate::error::{Context, Error, Result};
-use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
+use crate::error::{Error, Result};
+use crate::netlink::Error as NlError;
+use crate::netlink::socket::{NlSocket, message};
+use netlink_sys::protocols::NETLINK_NETFILTER;
 use nix::errno::Errno;
-use nix::sys::socket::{setsockopt, sockopt};
-use nix::sys::time::TimeVal;
 use std::fmt;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -27,10 +27,7 @@ const DELCHAIN: u8 = 5;
 const NEWRULE: u8 = 6;
 const GETRULE: u8 = 7;
 const DELRULE: u8 = 8;
-const F_REQUEST: u16 = 1;
-const F_ACK: u16 = 4;
-const F_DUMP_INTR: u16 = 0x10;
-pub(crate) const F_DUMP: u16 = 0x300;
+pub(crate) const F_DUMP: u16 = crate::netlink::socket::NLM_F_DUMP;
 const F_CREATE: u16 = 0x400;
 const F_APPEND: u16 = 0x800;
 const TRIES: u32 = 3;
@@ -411,9 +408,7 @@ impl Batch {
 
 /// A netfilter netlink socket bound to the network namespace it was opened in.
 pub struct Nft {
-    sock: Socket,
-    seq: u32,
-    buf: Vec<u8>,
+    sock: NlSocket,
     /// A batch was committed through this socket.
     applied: bool,
 }
@@ -455,50 +450,24 @@ fn transient(errno: i32) -> bool {
     [libc::EINTR, libc::EAGAIN, libc::EBUSY, libc::ERESTART].contains(&errno)
 }
 
-fn header(w: &mut Writer, ty: u16, flags: u16, seq: u32, family: u8, res_id: u16) -> usize {
-    let at = w.buf.len();
-    w.buf.extend_from_slice(&[0; 4]);
-    w.buf.extend_from_slice(&ty.to_ne_bytes());
-    w.buf.extend_from_slice(&flags.to_ne_bytes());
-    w.buf.extend_from_slice(&seq.to_ne_bytes());
-    w.buf.extend_from_slice(&[0; 4]);
-    w.buf.extend_from_slice(&[family, 0]);
-    w.buf.extend_from_slice(&res_id.to_be_bytes());
-    at
-}
-
-fn finish(w: &mut Writer, at: usize) {
-    let len = (w.buf.len() - at) as u32;
-    w.buf[at..at + 4].copy_from_slice(&len.to_ne_bytes());
+/// A netfilter message: netlink header, nfgenmsg (family, version 0, big-endian resource id),
+/// then `body`.
+fn nf_message(ty: u16, family: u8, res_id: u16, body: &[u8]) -> Vec<u8> {
+    let mut fixed = [family, 0, 0, 0];
+    fixed[2..].copy_from_slice(&res_id.to_be_bytes());
+    message(ty, &fixed, |w| w.buf.extend_from_slice(body))
 }
 
 fn nft_type(ty: u8) -> u16 {
     SUBSYS << 8 | ty as u16
 }
 
-/// The errno of an NLMSG_ERROR payload (0 for an ACK).
-fn ack_errno(payload: &[u8]) -> i32 {
-    payload
-        .get(..4)
-        .and_then(|b| b.try_into().ok())
-        .map_or(libc::EPROTO, |b| -i32::from_ne_bytes(b))
-}
-
 impl Nft {
     /// Open a socket in the current network namespace.
     pub fn open() -> Result<Nft> {
-        let mut sock = Socket::new(NETLINK_NETFILTER).ctx("nftables: open netlink socket")?;
-        sock.bind_auto().ctx("nftables: bind netlink socket")?;
-        let _ = sock.set_cap_ack(true);
-        // Best effort, as the buffer sizes below: a failure only loses the bound.
-        let _ = setsockopt(&sock, sockopt::ReceiveTimeout, &TimeVal::new(10, 0));
-        let seq = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_secs() as u32);
         Ok(Nft {
-            sock,
-            seq,
-            buf: Vec::with_capacity(1 << 16),
+            sock: NlSocket::open(NETLINK_NETFILTER, "nftables")
+                .map_err(|e| Error::from(e).ctx("nftables"))?,
             applied: false,
         })
     }
@@ -506,34 +475,10 @@ impl Nft {
     /// Open a socket in the network namespace at `netns` (e.g. `/var/run/netns/NAME`); only the
     /// calling thread switches, and it switches back before returning.
     pub fn open_in(netns: &Path) -> Result<Nft> {
-        use nix::sched::{CloneFlags, setns};
-        let here =
-            std::fs::File::open("/proc/thread-self/ns/net").ctx("open /proc/thread-self/ns/net")?;
-        let there = std::fs::File::open(netns).ctx(format_args!("open {}", netns.display()))?;
-        setns(&there, CloneFlags::CLONE_NEWNET).ctx(format_args!("setns {}", netns.display()))?;
-        let nft = Nft::open();
-        setns(&here, CloneFlags::CLONE_NEWNET).ctx("setns back to the original netns")?;
-        nft
-    }
-
-    fn next_seq(&mut self) -> u32 {
-        self.seq = self.seq.wrapping_add(1);
-        self.seq
-    }
-
-    fn send(&self, buf: &[u8]) -> std::result::Result<(), i32> {
-        self.sock
-            .send_to(buf, &SocketAddr::new(0, 0), 0)
-            .map(drop)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
-    }
-
-    fn recv(&mut self) -> std::result::Result<(), i32> {
-        self.buf.clear();
-        self.sock
-            .recv(&mut self.buf, 0)
-            .map(drop)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
+        let path = netns.to_string_lossy();
+        crate::netns::NetNs::open(&path)
+            .map_err(Error::from)?
+            .enter(Nft::open)?
     }
 
     /// Apply all operations of `batch` atomically. Transient conflicts (EBUSY, EINTR, EAGAIN,
@@ -547,17 +492,21 @@ impl Nft {
         }
         let mut tries = 0;
         loop {
-            let (what, errno) = match self.apply_once(batch) {
+            let (what, errno, ext) = match self.apply_once(batch) {
                 Ok(()) => {
                     self.applied = true;
                     return Ok(());
                 }
-                Err((i, errno)) => (
+                Err((i, e)) => (
                     i.map_or("apply batch", |i| batch.ops[i].what.as_str()),
-                    errno,
+                    if e.errno == 0 { libc::EIO } else { e.errno },
+                    e.ext,
                 ),
             };
-            let msg = format!("nftables: {what}: {}", strerror(errno));
+            let mut msg = format!("nftables: {what}: {}", strerror(errno));
+            if !ext.is_empty() {
+                msg = format!("{msg} ({ext})");
+            }
             tries += 1;
             if !transient(errno) {
                 return Err(Error::internal(msg).with_errno(errno));
@@ -569,67 +518,20 @@ impl Nft {
         }
     }
 
-    /// One attempt: Err((index of the failing op or None for the batch itself, errno)).
-    fn apply_once(&mut self, batch: &Batch) -> std::result::Result<(), (Option<usize>, i32)> {
-        let mut w = Writer::default();
-        let first = self.next_seq();
-        let at = header(&mut w, BATCH_BEGIN, F_REQUEST, first, 0, SUBSYS);
-        finish(&mut w, at);
+    /// One attempt: Err((index of the failing op or None for the batch itself, the error)).
+    fn apply_once(&mut self, batch: &Batch) -> std::result::Result<(), (Option<usize>, NlError)> {
+        let mut msgs = Vec::with_capacity(batch.ops.len() + 2);
+        msgs.push((nf_message(BATCH_BEGIN, 0, SUBSYS, &[]), 0));
         for op in &batch.ops {
-            let seq = self.next_seq();
-            let at = header(
-                &mut w,
-                nft_type(op.ty),
-                F_REQUEST | F_ACK | op.flags,
-                seq,
-                op.family as u8,
-                0,
-            );
-            w.buf.extend_from_slice(&op.body);
-            finish(&mut w, at);
+            let m = nf_message(nft_type(op.ty), op.family as u8, 0, &op.body);
+            msgs.push((m, op.flags));
         }
-        let end = self.next_seq();
-        let at = header(&mut w, BATCH_END, F_REQUEST, end, 0, SUBSYS);
-        finish(&mut w, at);
-        // Room for the whole batch and one ACK per operation (as nft does for big batches).
-        let (snd, rcv) = (w.buf.len() + 4096, batch.ops.len() * 1024);
-        if snd > 1 << 17 {
-            let _ = setsockopt(&self.sock, sockopt::SndBufForce, &snd);
-        }
-        if rcv > 1 << 17 {
-            let _ = setsockopt(&self.sock, sockopt::RcvBufForce, &rcv);
-        }
-        self.send(&w.buf).map_err(|e| (None, e))?;
-
-        let mut pending = batch.ops.len();
-        let mut failed: Option<(Option<usize>, i32)> = None;
-        while pending > 0 {
-            self.recv().map_err(|e| (None, e))?;
-            for m in msg::messages(&self.buf) {
-                if m.ty != NLMSG_ERROR {
-                    continue;
-                }
-                let errno = ack_errno(m.payload);
-                let idx = m.seq.wrapping_sub(first).wrapping_sub(1) as usize;
-                if idx < batch.ops.len() {
-                    pending -= 1;
-                    if errno != 0 && failed.is_none() {
-                        failed = Some((Some(idx), errno));
-                    }
-                } else if m.seq == first || m.seq == end {
-                    // The batch as a whole failed (permissions, generation change, commit).
-                    return Err((
-                        failed.and_then(|f| f.0),
-                        if errno == 0 { libc::EPROTO } else { errno },
-                    ));
-                }
-            }
-        }
-        failed.map_or(Ok(()), Err)
+        msgs.push((nf_message(BATCH_END, 0, SUBSYS, &[]), 0));
+        self.sock.batch(msgs)
     }
 
     /// Send one request and collect the payloads (after the nfgenmsg header) of its replies.
-    /// Dumps end at NLMSG_DONE, other requests at their ACK. Interrupted dumps report EINTR.
+    /// Dumps end at NLMSG_DONE (restarted when interrupted), other requests at their ACK.
     fn request(
         &mut self,
         ty: u8,
@@ -638,50 +540,28 @@ impl Nft {
         body: &[u8],
     ) -> std::result::Result<Vec<Vec<u8>>, i32> {
         self.request_raw(nft_type(ty), family as u8, flags, body)
+            .map_err(|e| if e.errno == 0 { libc::EIO } else { e.errno })
     }
 
     /// One request of any netfilter subsystem (`msg_type` = subsystem << 8 | message): the
-    /// payloads (after the nfgenmsg header) of the replies, or the errno.
+    /// payloads (after the nfgenmsg header) of the replies.
     pub(crate) fn request_raw(
         &mut self,
         msg_type: u16,
         family: u8,
         flags: u16,
         body: &[u8],
-    ) -> std::result::Result<Vec<Vec<u8>>, i32> {
-        let mut w = Writer::default();
-        let seq = self.next_seq();
-        let at = header(&mut w, msg_type, F_REQUEST | F_ACK | flags, seq, family, 0);
-        w.buf.extend_from_slice(body);
-        finish(&mut w, at);
-        self.send(&w.buf)?;
-        let mut out = Vec::new();
-        let mut intr = false;
-        loop {
-            self.recv()?;
-            for m in msg::messages(&self.buf) {
-                if m.seq != seq {
-                    continue;
-                }
-                intr |= m.flags & F_DUMP_INTR != 0;
-                match m.ty {
-                    NLMSG_ERROR | NLMSG_DONE => {
-                        // NLMSG_DONE carries the dump's status like an error message does.
-                        let errno = if m.ty == NLMSG_DONE && m.payload.len() < 4 {
-                            0
-                        } else {
-                            ack_errno(m.payload)
-                        };
-                        return match errno {
-                            0 if intr => Err(libc::EINTR),
-                            0 => Ok(out),
-                            e => Err(e),
-                        };
-                    }
-                    _ => out.push(m.payload.get(4..).unwrap_or_default().to_vec()),
-                }
-            }
-        }
+    ) -> std::result::Result<Vec<Vec<u8>>, NlError> {
+        let req = nf_message(msg_type, family, 0, body);
+        let replies = if flags & F_DUMP == F_DUMP {
+            self.sock.dump(req, flags)?
+        } else {
+            self.sock.request_ack(req, flags)?.0
+        };
+        Ok(replies
+            .into_iter()
+            .map(|r| r.body.get(4..).unwrap_or_default().to_vec())
+            .collect())
     }
 
     /// [`Nft::request`] with retries; ENOENT yields `None`.

@@ -15,6 +15,7 @@
 mod addr;
 mod link;
 mod route;
+pub mod socket;
 pub mod tc;
 #[cfg(test)]
 mod tests;
@@ -22,8 +23,11 @@ pub mod wire;
 
 use std::fmt;
 
-use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
-use wire::{NLMSG_DONE, NLMSG_ERROR, NLMSG_HDRLEN, Writer};
+use netlink_sys::protocols::NETLINK_ROUTE;
+#[cfg(test)]
+use socket::{NLM_F_ACK_TLVS, NLM_F_CAPPED, ext_ack};
+pub use socket::{NlSocket, Reply};
+use wire::Writer;
 
 pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
 pub use link::{BridgeVlan, Link, PortOpts};
@@ -113,32 +117,16 @@ impl<T> crate::error::Context<T> for Result<T> {
     }
 }
 
-/// Receive buffer size: the kernel caps dump datagrams at 32 KiB.
-const RECV_BUF: usize = 64 * 1024;
-
 /// A NETLINK_ROUTE socket in one network namespace.
 pub struct Handle {
-    sock: Socket,
-    seq: u32,
-    buf: Vec<u8>,
+    sock: NlSocket,
 }
 
 impl Handle {
     /// A socket in the calling thread's namespace.
     pub fn new() -> Result<Handle> {
-        let mut sock =
-            Socket::new(NETLINK_ROUTE).map_err(|e| Error::io("open netlink socket", e))?;
-        sock.bind_auto()
-            .map_err(|e| Error::io("bind netlink socket", e))?;
-        sock.connect(&SocketAddr::new(0, 0))
-            .map_err(|e| Error::io("connect netlink socket", e))?;
-        // Best effort: older kernels lack these and work without them.
-        let _ = sock.set_ext_ack(true);
-        let _ = sock.set_cap_ack(true);
         Ok(Handle {
-            sock,
-            seq: 0,
-            buf: Vec::with_capacity(RECV_BUF),
+            sock: NlSocket::open(NETLINK_ROUTE, "rtnetlink")?,
         })
     }
 
@@ -148,94 +136,17 @@ impl Handle {
             .map_err(|e| Error::new(0, e.to_string()))?
     }
 
-    /// Send `req` (built by [`request`]) with `flags` and a new sequence number.
-    fn send(&mut self, req: &mut [u8], flags: u16) -> Result<u32> {
-        self.seq = self.seq.wrapping_add(1);
-        req[6..8].copy_from_slice(&(flags | NLM_F_REQUEST).to_ne_bytes());
-        req[8..12].copy_from_slice(&self.seq.to_ne_bytes());
-        self.sock
-            .send(req, 0)
-            .map_err(|e| Error::io("send netlink request", e))?;
-        Ok(self.seq)
-    }
-
-    /// Read the replies to request `seq` into `out` until its ACK (or, for a dump, DONE).
-    /// Messages for other sequence numbers (stale replies) are skipped. Returns whether the
-    /// kernel flagged the dump as interrupted.
-    fn recv(&mut self, seq: u32, out: &mut Vec<Reply>) -> Result<bool> {
-        let mut intr = false;
-        loop {
-            self.buf.clear();
-            let n = self
-                .sock
-                .recv(&mut self.buf, libc::MSG_TRUNC)
-                .map_err(|e| Error::io("receive netlink reply", e))?;
-            if n > self.buf.len() {
-                return Err(Error::new(
-                    0,
-                    format!("netlink reply truncated ({n} bytes)"),
-                ));
-            }
-            for m in wire::messages(&self.buf[..n]) {
-                if m.seq != seq {
-                    continue;
-                }
-                intr |= m.flags & NLM_F_DUMP_INTR != 0;
-                let code = wire::get_u32(m.payload, 0).map(|c| c as i32);
-                match m.ty {
-                    NLMSG_ERROR => match code {
-                        Some(0) => return Ok(intr),
-                        Some(c) => {
-                            let mut err = Error::new(c.abs(), "");
-                            err.ext = ext_ack(m.flags, &m.payload[4..]);
-                            return Err(err);
-                        }
-                        None => return Err(Error::new(0, "bad netlink error message")),
-                    },
-                    NLMSG_DONE => match code {
-                        Some(c) if c < 0 => return Err(Error::new(-c, "")),
-                        _ => return Ok(intr),
-                    },
-                    ty if ty >= 16 => out.push(Reply {
-                        ty,
-                        body: m.payload.to_vec(),
-                    }),
-                    _ => {}
-                }
-            }
-        }
-    }
-
-    /// Send one request (NLM_F_ACK added) and wait for the ACK; returns the reply message,
-    /// if the request has one (a GET).
-    pub(crate) fn request_ack(&mut self, mut req: Vec<u8>, flags: u16) -> Result<Option<Reply>> {
-        let seq = self.send(&mut req, flags | NLM_F_ACK)?;
-        let mut out = Vec::new();
-        self.recv(seq, &mut out)?;
+    /// Send one request and wait for the ACK; returns the reply message, if the request has
+    /// one (a GET).
+    pub(crate) fn request_ack(&mut self, req: Vec<u8>, flags: u16) -> Result<Option<Reply>> {
+        let (out, _) = self.sock.request_ack(req, flags)?;
         Ok(out.into_iter().next())
     }
 
-    /// Dump all objects matching `msg`, retrying up to 5 times if the dump was interrupted
-    /// by a concurrent change (NLM_F_DUMP_INTR).
-    pub(crate) fn dump(&mut self, mut req: Vec<u8>) -> Result<Vec<Reply>> {
-        for _ in 0..5 {
-            let seq = self.send(&mut req, NLM_F_DUMP)?;
-            let mut out = Vec::new();
-            if !self.recv(seq, &mut out)? {
-                return Ok(out);
-            }
-        }
-        Err(Error::new(
-            libc::EINTR,
-            "netlink dump kept being interrupted",
-        ))
+    /// Dump all objects matching `req` (restarted when interrupted by a concurrent change).
+    pub(crate) fn dump(&mut self, req: Vec<u8>) -> Result<Vec<Reply>> {
+        self.sock.dump(req, 0)
     }
-}
-
-/// One reply message: its type (RTM_NEW*) and its payload after the netlink header.
-pub(crate) struct Reply {
-    pub ty: u16,
-    pub body: Vec<u8>,
 }
 
 // Message types (linux/rtnetlink.h) and header flags (linux/netlink.h).
@@ -252,48 +163,14 @@ pub(crate) const RTM_GETROUTE: u16 = 26;
 pub(crate) const RTM_NEWQDISC: u16 = 36;
 pub(crate) const RTM_GETQDISC: u16 = 38;
 pub(crate) const RTM_NEWTFILTER: u16 = 44;
-const NLM_F_REQUEST: u16 = 0x1;
-const NLM_F_ACK: u16 = 0x4;
-const NLM_F_DUMP_INTR: u16 = 0x10;
-const NLM_F_DUMP: u16 = 0x300;
 pub(crate) const NLM_F_REPLACE: u16 = 0x100;
 pub(crate) const NLM_F_EXCL: u16 = 0x200;
 pub(crate) const NLM_F_CREATE: u16 = 0x400;
-/// In an NLMSG_ERROR: the echoed request was cut to its header / TLVs follow it.
-const NLM_F_CAPPED: u16 = 0x100;
-const NLM_F_ACK_TLVS: u16 = 0x200;
 
-/// A request of type `ty`: netlink header (length set here; flags and sequence number set when
-/// sent), the family's fixed header `fixed`, then the attributes `attrs` writes.
+/// A request of type `ty`: netlink header, the family's fixed header `fixed`, then the
+/// attributes `attrs` writes (flags and sequence number are set when sent).
 pub(crate) fn request(ty: u16, fixed: &[u8], attrs: impl FnOnce(&mut Writer)) -> Vec<u8> {
-    let mut w = Writer::default();
-    w.buf.resize(NLMSG_HDRLEN, 0);
-    w.buf[4..6].copy_from_slice(&ty.to_ne_bytes());
-    w.buf.extend_from_slice(fixed);
-    w.buf.resize((w.buf.len() + 3) & !3, 0);
-    attrs(&mut w);
-    let len = w.buf.len() as u32;
-    w.buf[..4].copy_from_slice(&len.to_ne_bytes());
-    w.buf
-}
-
-/// The kernel's extended-ack text (NLMSGERR_ATTR_MSG) from an NLMSG_ERROR body (the echoed
-/// request header, capped or not, followed by attributes).
-fn ext_ack(flags: u16, body: &[u8]) -> String {
-    if flags & NLM_F_ACK_TLVS == 0 {
-        return String::new();
-    }
-    let off = if flags & NLM_F_CAPPED != 0 {
-        16
-    } else {
-        body.get(..4)
-            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
-    };
-    let tlvs = body.get((off + 3) & !3..).unwrap_or_default();
-    wire::attrs(tlvs)
-        .find(|(ty, _)| *ty == 1)
-        .map(|(_, v)| wire::get_str(v).trim_end_matches('\n').to_string())
-        .unwrap_or_default()
+    socket::message(ty, fixed, attrs)
 }
 
 /// `aa:bb:cc:dd:ee:ff`, as CNI results spell MAC addresses.

@@ -1,0 +1,275 @@
+//! The one netlink request/response core, for every protocol cnibox speaks: rtnetlink (links,
+//! addresses, routes, tc) and netfilter (nf_tables batches, conntrack).
+//!
+//! A [`NlSocket`] is bound to the network namespace it was opened in. It numbers requests,
+//! sends them, and reads the replies of exactly that request: messages for other sequence
+//! numbers (stale replies of an earlier, abandoned request) are skipped, a datagram larger than
+//! the buffer is an error rather than silently cut, and a kernel error keeps its errno and the
+//! kernel's extended-ack text ([`Error`]).
+//!
+//! - [`NlSocket::request_ack`]: one request, its replies up to the ACK (or the end of a dump);
+//! - [`NlSocket::dump`]: a dump, restarted while the kernel flags it as interrupted;
+//! - [`NlSocket::batch`]: several messages in one datagram, one ACK each (nf_tables batches).
+
+use super::Error;
+use super::wire::{self, NLMSG_DONE, NLMSG_ERROR, Writer};
+use netlink_sys::{Socket, SocketAddr};
+use nix::sys::socket::{setsockopt, sockopt};
+use nix::sys::time::TimeVal;
+use std::os::fd::{AsFd, BorrowedFd};
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+pub const NLM_F_REQUEST: u16 = 0x1;
+pub const NLM_F_ACK: u16 = 0x4;
+pub const NLM_F_DUMP_INTR: u16 = 0x10;
+pub const NLM_F_DUMP: u16 = 0x300;
+/// In an NLMSG_ERROR: the echoed request was cut to its header / TLVs follow it.
+pub(super) const NLM_F_CAPPED: u16 = 0x100;
+pub(super) const NLM_F_ACK_TLVS: u16 = 0x200;
+/// NLMSGERR_ATTR_MSG: the extended-ack text.
+const NLMSGERR_ATTR_MSG: u16 = 1;
+
+/// Receive buffer: the kernel caps dump datagrams at 32 KiB; batch ACKs come many per datagram.
+const RECV_BUF: usize = 64 * 1024;
+
+/// A netlink socket of one protocol in one network namespace.
+pub struct NlSocket {
+    sock: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+/// One reply message: its type, header flags and its payload after the netlink header.
+pub struct Reply {
+    pub ty: u16,
+    pub flags: u16,
+    pub body: Vec<u8>,
+}
+
+/// A message of type `ty`: netlink header (length set here; flags and sequence number set when
+/// sent), the protocol's fixed header `fixed`, then what `body` writes.
+pub fn message(ty: u16, fixed: &[u8], body: impl FnOnce(&mut Writer)) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.buf.resize(wire::NLMSG_HDRLEN, 0);
+    w.buf[4..6].copy_from_slice(&ty.to_ne_bytes());
+    w.buf.extend_from_slice(fixed);
+    w.buf.resize((w.buf.len() + 3) & !3, 0);
+    body(&mut w);
+    let len = w.buf.len() as u32;
+    w.buf[..4].copy_from_slice(&len.to_ne_bytes());
+    w.buf
+}
+
+/// Set the flags and sequence number of a message built by [`message`].
+fn stamp(msg: &mut [u8], flags: u16, seq: u32) {
+    msg[6..8].copy_from_slice(&flags.to_ne_bytes());
+    msg[8..12].copy_from_slice(&seq.to_ne_bytes());
+}
+
+impl NlSocket {
+    /// A socket of `protocol` (`NETLINK_ROUTE`, `NETLINK_NETFILTER`) in the calling thread's
+    /// network namespace.
+    pub fn open(protocol: isize, what: &str) -> Result<NlSocket> {
+        let ctx = |step: &str, e| Error::io(&format!("{step} {what} netlink socket"), e);
+        let mut sock = Socket::new(protocol).map_err(|e| ctx("open", e))?;
+        sock.bind_auto().map_err(|e| ctx("bind", e))?;
+        sock.connect(&SocketAddr::new(0, 0))
+            .map_err(|e| ctx("connect", e))?;
+        // Best effort: older kernels lack these and work without them; a failed timeout only
+        // loses the bound on a kernel that never answers.
+        let _ = sock.set_ext_ack(true);
+        let _ = sock.set_cap_ack(true);
+        let _ = setsockopt(&sock, sockopt::ReceiveTimeout, &TimeVal::new(10, 0));
+        // Start the sequence somewhere unlikely to match a stale reply of an earlier process
+        // that used the same port id.
+        let seq = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs() as u32);
+        Ok(NlSocket {
+            sock,
+            seq,
+            buf: Vec::with_capacity(RECV_BUF),
+        })
+    }
+
+    pub fn next_seq(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        self.seq
+    }
+
+    /// Raise the kernel buffers for a large batch (best effort, as `nft` does).
+    pub fn grow_buffers(&self, send: usize, recv: usize) {
+        if send > 1 << 17 {
+            let _ = setsockopt(&self.sock, sockopt::SndBufForce, &send);
+        }
+        if recv > 1 << 17 {
+            let _ = setsockopt(&self.sock, sockopt::RcvBufForce, &recv);
+        }
+    }
+
+    fn send(&mut self, buf: &[u8]) -> Result<()> {
+        self.sock
+            .send(buf, 0)
+            .map(drop)
+            .map_err(|e| Error::io("send netlink request", e))
+    }
+
+    /// Receive one datagram into `self.buf`; a datagram larger than the buffer is an error.
+    fn recv(&mut self) -> Result<usize> {
+        self.buf.clear();
+        let n = self
+            .sock
+            .recv(&mut self.buf, libc::MSG_TRUNC)
+            .map_err(|e| Error::io("receive netlink reply", e))?;
+        if n > self.buf.len() {
+            return Err(Error::new(
+                0,
+                format!("netlink reply truncated ({n} bytes)"),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Send `req` (built by [`message`]) with `flags` (NLM_F_REQUEST and NLM_F_ACK added) and
+    /// collect its replies until the ACK, or the end of a dump. Returns them and whether the
+    /// kernel flagged the dump as interrupted.
+    pub fn request_ack(&mut self, mut req: Vec<u8>, flags: u16) -> Result<(Vec<Reply>, bool)> {
+        let seq = self.next_seq();
+        stamp(&mut req, flags | NLM_F_REQUEST | NLM_F_ACK, seq);
+        self.send(&req)?;
+        let mut out = Vec::new();
+        let mut intr = false;
+        loop {
+            let n = self.recv()?;
+            for m in wire::messages(&self.buf[..n]) {
+                if m.seq != seq {
+                    continue;
+                }
+                intr |= m.flags & NLM_F_DUMP_INTR != 0;
+                match m.ty {
+                    NLMSG_ERROR => {
+                        return match status(m.flags, m.payload) {
+                            Ok(()) => Ok((out, intr)),
+                            Err(e) => Err(e),
+                        };
+                    }
+                    // DONE carries the dump's status like an error message does (it may be
+                    // shorter than one on old kernels: then it is a success).
+                    NLMSG_DONE => {
+                        return match wire::get_u32(m.payload, 0).map(|c| c as i32) {
+                            Some(c) if c < 0 => Err(Error::new(-c, "")),
+                            _ => Ok((out, intr)),
+                        };
+                    }
+                    ty if ty >= 16 => out.push(Reply {
+                        ty,
+                        flags: m.flags,
+                        body: m.payload.to_vec(),
+                    }),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Dump all objects matching `req`, restarted up to 5 times while the kernel flags the
+    /// dump as interrupted by a concurrent change (NLM_F_DUMP_INTR).
+    pub fn dump(&mut self, req: Vec<u8>, flags: u16) -> Result<Vec<Reply>> {
+        for _ in 0..5 {
+            let (out, intr) = self.request_ack(req.clone(), flags | NLM_F_DUMP)?;
+            if !intr {
+                return Ok(out);
+            }
+        }
+        Err(Error::new(
+            libc::EINTR,
+            "netlink dump kept being interrupted",
+        ))
+    }
+
+    /// Send `msgs` (each built by [`message`], flags included: NLM_F_REQUEST is added, and
+    /// NLM_F_ACK to all but the first and last, the batch delimiters) in one datagram and wait
+    /// for the ACK of each message between the delimiters. Returns the first failure with the
+    /// index of the message it belongs to (`None`: the batch as a whole).
+    pub fn batch(
+        &mut self,
+        mut msgs: Vec<(Vec<u8>, u16)>,
+    ) -> std::result::Result<(), (Option<usize>, Error)> {
+        let count = msgs.len().saturating_sub(2);
+        let first = self.seq.wrapping_add(1);
+        let mut buf = Vec::new();
+        let last = msgs.len().saturating_sub(1);
+        for (i, (m, flags)) in msgs.iter_mut().enumerate() {
+            let ack = if i == 0 || i == last { 0 } else { NLM_F_ACK };
+            let seq = self.next_seq();
+            stamp(m, *flags | NLM_F_REQUEST | ack, seq);
+            buf.extend_from_slice(m);
+        }
+        let end = self.seq;
+        self.grow_buffers(buf.len() + 4096, count * 1024);
+        self.send(&buf).map_err(|e| (None, e))?;
+        let mut pending = count;
+        let mut failed = None;
+        while pending > 0 {
+            let n = self.recv().map_err(|e| (None, e))?;
+            for m in wire::messages(&self.buf[..n]) {
+                if m.ty != NLMSG_ERROR {
+                    continue;
+                }
+                let st = status(m.flags, m.payload);
+                let idx = m.seq.wrapping_sub(first).wrapping_sub(1) as usize;
+                if idx < count {
+                    pending -= 1;
+                    if let (Err(e), None) = (st, &failed) {
+                        failed = Some((Some(idx), e));
+                    }
+                } else if m.seq == first || m.seq == end {
+                    // The batch as a whole failed (permissions, generation change, commit).
+                    let e = st.err().unwrap_or_else(|| Error::new(libc::EPROTO, ""));
+                    return Err((failed.and_then(|f| f.0), e));
+                }
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}
+
+impl AsFd for NlSocket {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.sock.as_fd()
+    }
+}
+
+/// The outcome an NLMSG_ERROR message reports: `Ok` for an ACK, else the errno with the
+/// kernel's extended-ack text.
+fn status(flags: u16, payload: &[u8]) -> Result<()> {
+    match wire::get_u32(payload, 0).map(|c| c as i32) {
+        Some(0) => Ok(()),
+        Some(c) => {
+            let mut e = Error::new(c.abs(), "");
+            e.ext = ext_ack(flags, &payload[4..]);
+            Err(e)
+        }
+        None => Err(Error::new(libc::EPROTO, "bad netlink error message")),
+    }
+}
+
+/// The kernel's extended-ack text (NLMSGERR_ATTR_MSG) from an NLMSG_ERROR body (the echoed
+/// request header, capped or not, followed by attributes).
+pub(super) fn ext_ack(flags: u16, body: &[u8]) -> String {
+    if flags & NLM_F_ACK_TLVS == 0 {
+        return String::new();
+    }
+    let off = if flags & NLM_F_CAPPED != 0 {
+        wire::NLMSG_HDRLEN
+    } else {
+        body.get(..4)
+            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    };
+    let tlvs = body.get((off + 3) & !3..).unwrap_or_default();
+    wire::attrs(tlvs)
+        .find(|(ty, _)| *ty == NLMSGERR_ATTR_MSG)
+        .map(|(_, v)| wire::get_str(v).trim_end_matches('\n').to_string())
+        .unwrap_or_default()
+}
