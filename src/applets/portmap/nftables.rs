@@ -1,0 +1,177 @@
+//! portmap on nf_tables: tables `ip`/`ip6 cni_hostport`, every per-container rule commented with
+//! the container ID, one netlink batch per family.
+
+use super::*;
+
+/// The comment of a container's nftables rules: its ID, as upstream writes it; an ID longer
+/// than nft's comment limit (where upstream fails) is cut and ends in `/` and 16 hex of its
+/// hash (`/` is never in a container ID, so no short ID can match it).
+pub(super) fn nft_comment(cid: &str) -> String {
+    if cid.len() <= NFT_COMMENT_MAX {
+        return cid.to_string();
+    }
+    let mut end = NFT_COMMENT_MAX - 17;
+    while !cid.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}/{}", &cid[..end], sha512_hex(cid.as_bytes(), 16))
+}
+
+pub(super) fn nft_table(v6: bool) -> Table {
+    Table::new(if v6 { Family::Ip6 } else { Family::Ip }, NFT_TABLE)
+}
+
+/// (chain, handle) of the rules in the per-container chains whose comment (the container ID)
+/// `owned` accepts.
+pub(super) fn nft_owned(snap: &Snapshot, owned: impl Fn(&str) -> bool) -> Vec<(&'static str, u64)> {
+    OWNED_CHAINS
+        .iter()
+        .flat_map(|chain| {
+            snap.comments_in(chain)
+                .filter(|(_, c)| owned(c))
+                .map(move |(h, _)| (*chain, h))
+        })
+        .collect()
+}
+
+pub(super) fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
+    let v6 = cip.addr().is_ipv6();
+    let t = nft_table(v6);
+    let (cond, key) = if v6 {
+        (&pm.cond6, "conditionsV6")
+    } else {
+        (&pm.cond4, "conditionsV4")
+    };
+    let bases = nft_conditions(cond, v6, key)?;
+    let mut nft = Nft::open()?;
+    let snap = nft.snapshot(&t)?;
+    let mut b = Batch::new();
+    b.ensure_table(&snap, &t, Some("CNI portmap plugin"))
+        .ensure_chain(&snap, &t, "hostports", None)
+        .ensure_chain(&snap, &t, "hostip_hostports", None)
+        .ensure_fixed_chain(
+            &snap,
+            &t,
+            "hostports_all",
+            None,
+            &[
+                Rule::new().jump("hostip_hostports"),
+                Rule::new().jump("hostports"),
+            ],
+        );
+    for (chain, hook) in [("prerouting", Hook::Prerouting), ("output", Hook::Output)] {
+        b.ensure_fixed_chain(
+            &snap,
+            &t,
+            chain,
+            Some(BaseChain::new(ChainType::Nat, hook, -100)),
+            &[Rule::new().fib_daddr_local().jump("hostports_all")],
+        );
+    }
+    if pm.snat {
+        b.ensure_chain(
+            &snap,
+            &t,
+            "masquerading",
+            Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
+        );
+    }
+    // A repeated ADD replaces the container's rules.
+    for chain in OWNED_CHAINS {
+        for (h, c) in snap.comments_in(chain) {
+            if c == nft_comment(&pm.cid) {
+                b.del_rule(&t, chain, h);
+            }
+        }
+    }
+    for m in &pm.maps {
+        let Some(dst) = m.for_family(v6) else {
+            continue;
+        };
+        for base in &bases {
+            let mut r = base.clone();
+            if let Some(d) = dst {
+                r = r.daddr(d);
+            }
+            r = r
+                .l4proto(m.proto_num())
+                .dport(m.host_port)
+                .dnat(cip.addr(), Some(m.container_port))
+                .comment(nft_comment(&pm.cid));
+            b.add_rule(&t, "hostports", &r);
+        }
+    }
+    if pm.snat {
+        let src: IpNet = if pm.masq_all {
+            if v6 {
+                "::/0".parse().expect("literal")
+            } else {
+                "0.0.0.0/0".parse().expect("literal")
+            }
+        } else {
+            cip.addr().into()
+        };
+        b.add_rule(
+            &t,
+            "masquerading",
+            &Rule::new()
+                .saddr(src)
+                .daddr(cip.addr())
+                .masquerade()
+                .comment(nft_comment(&pm.cid)),
+        );
+        if !v6 && !pm.masq_all {
+            b.add_rule(
+                &t,
+                "masquerading",
+                &Rule::new()
+                    .saddr("127.0.0.1".parse::<IpAddr>().expect("literal"))
+                    .daddr(cip.addr())
+                    .masquerade()
+                    .comment(nft_comment(&pm.cid)),
+            );
+        }
+    }
+    nft.apply(&b)
+        .ctx("unable to set up nftables rules for port mappings")
+}
+
+pub(super) fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
+    let v6 = cip.addr().is_ipv6();
+    let t = nft_table(v6);
+    let want_ports = pm
+        .maps
+        .iter()
+        .filter(|m| m.for_family(v6).is_some())
+        .count();
+    let want_masq = match (pm.snat, !v6 && !pm.masq_all) {
+        (false, _) => 0,
+        (true, true) => 2,
+        (true, false) => 1,
+    };
+    let snap = Nft::open()?.snapshot(&t)?;
+    let mine = nft_comment(&pm.cid);
+    let owned = nft_owned(&snap, |c| c == mine);
+    for (chain, want) in [("hostports", want_ports), ("masquerading", want_masq)] {
+        let have = owned.iter().filter(|(c, _)| *c == chain).count();
+        if have < want {
+            return Err(Error::internal(format!(
+                "missing hostport rules in {chain:?} chain of {t}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Delete the container's rules from both nftables families; no table is fine.
+pub(super) fn nft_remove(cids: &HashSet<&str>) -> Result<()> {
+    let comments: HashSet<String> = cids.iter().map(|c| nft_comment(c)).collect();
+    for v6 in [false, true] {
+        delete_commented(&nft_table(v6), &OWNED_CHAINS, |c| comments.contains(c))
+            .ctx("error deleting nftables rules")?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// host side effects
