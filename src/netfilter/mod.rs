@@ -18,7 +18,6 @@ mod msg;
 pub mod nft;
 pub mod owners;
 pub mod rule;
-pub mod spoofcheck;
 #[cfg(test)]
 mod tests;
 pub mod validate;

@@ -13,8 +13,10 @@
 //!     drop                                                        comment …
 //! ```
 
-use super::{BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table};
 use crate::error::Result;
+use crate::netfilter::{
+    BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nft, Rule, Table,
+};
 
 const BASE: &str = "PREROUTING";
 
@@ -25,8 +27,8 @@ const BASE: &str = "PREROUTING";
 fn names(cid: &str, ifname: &str) -> (String, String, String) {
     const COMMENT_PREFIX: usize = "macspoofchk-".len();
     let mut id = format!("{cid}-{ifname}");
-    if COMMENT_PREFIX + id.len() > super::NFT_COMMENT_MAX {
-        let mut end = super::NFT_COMMENT_MAX - COMMENT_PREFIX - 17;
+    if COMMENT_PREFIX + id.len() > NFT_COMMENT_MAX {
+        let mut end = NFT_COMMENT_MAX - COMMENT_PREFIX - 17;
         while !id.is_char_boundary(end) {
             end -= 1;
         }
