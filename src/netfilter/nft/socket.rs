@@ -1,0 +1,193 @@
+//! The nf_tables socket: batches applied atomically (with retries of transient conflicts),
+//! single requests and queries, and the socket kept open until exit after a commit.
+
+use super::*;
+
+/// A netfilter netlink socket bound to the network namespace it was opened in.
+pub struct Nft {
+    sock: NlSocket,
+    /// A batch was committed through this socket.
+    applied: bool,
+}
+
+pub(super) static LINGER: AtomicBool = AtomicBool::new(false);
+/// The one socket kept open for exit (-1: none); a newer one replaces (closes) it, so a GC
+/// that commits many batches holds one extra descriptor, not one per batch.
+pub(super) static LINGERING: Mutex<Option<OwnedFd>> = Mutex::new(None);
+
+/// Keep sockets that committed a batch open until the process exits instead of closing them
+/// when dropped. Closing a netfilter socket waits until the kernel has destroyed what earlier
+/// commits deleted (`nft_rcv_nl_event` flushes the destroy work, an RCU grace period of
+/// 10–30 ms); deferred to exit, that wait overlaps the applet's remaining work (a bridge DEL
+/// deletes its veth meanwhile, which waits for grace periods of its own). For the
+/// short-lived plugin process only: `main` calls it, library users and tests do not.
+pub fn linger_at_exit() {
+    LINGER.store(true, Ordering::Relaxed);
+}
+
+impl Drop for Nft {
+    fn drop(&mut self) {
+        if self.applied && LINGER.load(Ordering::Relaxed) {
+            // A duplicate keeps the socket alive; the kernel closes it at exit. Replacing an
+            // older one closes that (at most one lingers).
+            if let Ok(copy) = self.sock.as_fd().try_clone_to_owned()
+                && let Ok(mut slot) = LINGERING.lock()
+            {
+                *slot = Some(copy);
+            }
+        }
+    }
+}
+
+pub(super) fn strerror(errno: i32) -> &'static str {
+    Errno::from_raw(errno).desc()
+}
+
+pub(super) fn transient(errno: i32) -> bool {
+    [libc::EINTR, libc::EAGAIN, libc::EBUSY, libc::ERESTART].contains(&errno)
+}
+
+/// A netfilter message: netlink header, nfgenmsg (family, version 0, big-endian resource id),
+/// then `body`.
+pub(super) fn nf_message(ty: u16, family: u8, res_id: u16, body: &[u8]) -> Vec<u8> {
+    let mut fixed = [family, 0, 0, 0];
+    fixed[2..].copy_from_slice(&res_id.to_be_bytes());
+    message(ty, &fixed, |w| w.buf.extend_from_slice(body))
+}
+
+pub(super) fn nft_type(ty: u8) -> u16 {
+    SUBSYS << 8 | ty as u16
+}
+
+impl Nft {
+    /// Open a socket in the current network namespace.
+    pub fn open() -> Result<Nft> {
+        Ok(Nft {
+            sock: NlSocket::open(NETLINK_NETFILTER, "nftables")
+                .map_err(|e| Error::from(e).ctx("nftables"))?,
+            applied: false,
+        })
+    }
+
+    /// Open a socket in the network namespace at `netns` (e.g. `/var/run/netns/NAME`); only the
+    /// calling thread switches, and it switches back before returning.
+    pub fn open_in(netns: &Path) -> Result<Nft> {
+        let path = netns.to_string_lossy();
+        crate::netns::NetNs::open(&path)
+            .map_err(Error::from)?
+            .enter(Nft::open)?
+    }
+
+    /// Apply all operations of `batch` atomically. Transient conflicts (EBUSY, EINTR, EAGAIN,
+    /// ERESTART) are retried a few times before failing with a try-again error.
+    pub fn apply(&mut self, batch: &Batch) -> Result<()> {
+        if let Some(e) = &batch.err {
+            return Err(e.clone());
+        }
+        if batch.ops.is_empty() {
+            return Ok(());
+        }
+        let mut tries = 0;
+        loop {
+            let (what, errno, ext) = match self.apply_once(batch) {
+                Ok(()) => {
+                    self.applied = true;
+                    return Ok(());
+                }
+                Err((i, e)) => (
+                    i.map_or("apply batch", |i| batch.ops[i].what.as_str()),
+                    if e.errno == 0 { libc::EIO } else { e.errno },
+                    e.ext,
+                ),
+            };
+            let mut msg = format!("nftables: {what}: {}", strerror(errno));
+            if !ext.is_empty() {
+                msg = format!("{msg} ({ext})");
+            }
+            tries += 1;
+            if !transient(errno) {
+                return Err(Error::internal(msg).with_errno(errno));
+            }
+            if tries >= TRIES {
+                return Err(Error::try_again(msg).with_errno(errno));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20 * tries as u64));
+        }
+    }
+
+    /// One attempt: Err((index of the failing op or None for the batch itself, the error)).
+    pub(super) fn apply_once(
+        &mut self,
+        batch: &Batch,
+    ) -> std::result::Result<(), (Option<usize>, NlError)> {
+        let mut msgs = Vec::with_capacity(batch.ops.len() + 2);
+        msgs.push((nf_message(BATCH_BEGIN, 0, SUBSYS, &[]), 0));
+        for op in &batch.ops {
+            let m = nf_message(nft_type(op.ty), op.family as u8, 0, &op.body);
+            msgs.push((m, op.flags));
+        }
+        msgs.push((nf_message(BATCH_END, 0, SUBSYS, &[]), 0));
+        self.sock.batch(msgs)
+    }
+
+    /// Send one request and collect the payloads (after the nfgenmsg header) of its replies.
+    /// Dumps end at NLMSG_DONE (restarted when interrupted), other requests at their ACK.
+    pub(super) fn request(
+        &mut self,
+        ty: u8,
+        family: Family,
+        flags: u16,
+        body: &[u8],
+    ) -> std::result::Result<Vec<Vec<u8>>, i32> {
+        self.request_raw(nft_type(ty), family as u8, flags, body)
+            .map_err(|e| if e.errno == 0 { libc::EIO } else { e.errno })
+    }
+
+    /// One request of any netfilter subsystem (`msg_type` = subsystem << 8 | message): the
+    /// payloads (after the nfgenmsg header) of the replies.
+    pub(crate) fn request_raw(
+        &mut self,
+        msg_type: u16,
+        family: u8,
+        flags: u16,
+        body: &[u8],
+    ) -> std::result::Result<Vec<Vec<u8>>, NlError> {
+        let req = nf_message(msg_type, family, 0, body);
+        let replies = if flags & F_DUMP == F_DUMP {
+            self.sock.dump(req, flags)?
+        } else {
+            self.sock.request_ack(req, flags)?.0
+        };
+        Ok(replies
+            .into_iter()
+            .map(|r| r.body.get(4..).unwrap_or_default().to_vec())
+            .collect())
+    }
+
+    /// [`Nft::request`] with retries; ENOENT yields `None`.
+    pub(super) fn query(
+        &mut self,
+        what: fmt::Arguments,
+        ty: u8,
+        family: Family,
+        flags: u16,
+        body: &[u8],
+    ) -> Result<Option<Vec<Vec<u8>>>> {
+        let mut tries = 0;
+        loop {
+            let errno = match self.request(ty, family, flags, body) {
+                Ok(v) => return Ok(Some(v)),
+                Err(libc::ENOENT) => return Ok(None),
+                Err(e) => e,
+            };
+            tries += 1;
+            let msg = format!("nftables: {what}: {}", strerror(errno));
+            if !transient(errno) {
+                return Err(Error::internal(msg).with_errno(errno));
+            }
+            if tries >= TRIES {
+                return Err(Error::try_again(msg).with_errno(errno));
+            }
+        }
+    }
+}
