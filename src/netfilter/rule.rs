@@ -229,7 +229,7 @@ impl Rule {
     /// Write NFTA_RULE_EXPRESSIONS and NFTA_RULE_USERDATA for a table of `family`.
     pub(crate) fn encode(&self, family: Family, w: &mut Writer) -> Result<()> {
         let mut err = None;
-        w.nest(4, |w| {
+        w.nest(NFTA_RULE_EXPRESSIONS, |w| {
             let mut l3 = match family {
                 Family::Ip => 4,
                 Family::Ip6 => 6,
@@ -249,11 +249,48 @@ impl Rule {
             let u = udata_comment(c).ok_or_else(|| {
                 Error::config("nftables: rule comment longer than 254 bytes or containing NUL")
             })?;
-            w.attr(7, &u);
+            w.attr(NFTA_RULE_USERDATA, &u);
         }
         Ok(())
     }
 }
+
+// Attribute numbers (linux/netfilter/nf_tables.h), per expression.
+const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NFTA_RULE_USERDATA: u16 = 7;
+const NFTA_LIST_ELEM: u16 = 1;
+const NFTA_EXPR_NAME: u16 = 1;
+const NFTA_EXPR_DATA: u16 = 2;
+const NFTA_DATA_VALUE: u16 = 1;
+const NFTA_DATA_VERDICT: u16 = 2;
+const NFTA_VERDICT_CODE: u16 = 1;
+const NFTA_VERDICT_CHAIN: u16 = 2;
+const NFTA_META_DREG: u16 = 1;
+const NFTA_META_KEY: u16 = 2;
+const NFTA_CMP_SREG: u16 = 1;
+const NFTA_CMP_OP: u16 = 2;
+const NFTA_CMP_DATA: u16 = 3;
+const NFTA_PAYLOAD_DREG: u16 = 1;
+const NFTA_PAYLOAD_BASE: u16 = 2;
+const NFTA_PAYLOAD_OFFSET: u16 = 3;
+const NFTA_PAYLOAD_LEN: u16 = 4;
+const NFTA_BITWISE_SREG: u16 = 1;
+const NFTA_BITWISE_DREG: u16 = 2;
+const NFTA_BITWISE_LEN: u16 = 3;
+const NFTA_BITWISE_MASK: u16 = 4;
+const NFTA_BITWISE_XOR: u16 = 5;
+const NFTA_IMMEDIATE_DREG: u16 = 1;
+const NFTA_IMMEDIATE_DATA: u16 = 2;
+const NFTA_CT_DREG: u16 = 1;
+const NFTA_CT_KEY: u16 = 2;
+const NFTA_FIB_DREG: u16 = 1;
+const NFTA_FIB_RESULT: u16 = 2;
+const NFTA_FIB_FLAGS: u16 = 3;
+const NFTA_NAT_TYPE: u16 = 1;
+const NFTA_NAT_FAMILY: u16 = 2;
+const NFTA_NAT_REG_ADDR_MIN: u16 = 3;
+const NFTA_NAT_REG_PROTO_MIN: u16 = 5;
+const NFTA_NAT_FLAGS: u16 = 7;
 
 const CMP_EQ: u32 = 0;
 const CMP_NEQ: u32 = 1;
@@ -270,50 +307,52 @@ const BASE_NETWORK: u32 = 1;
 const BASE_TRANSPORT: u32 = 2;
 
 fn expr(w: &mut Writer, name: &str, f: impl FnOnce(&mut Writer)) {
-    w.nest(1, |w| {
-        w.str(1, name);
-        w.nest(2, f);
+    w.nest(NFTA_LIST_ELEM, |w| {
+        w.str(NFTA_EXPR_NAME, name);
+        w.nest(NFTA_EXPR_DATA, f);
     });
 }
 
 fn meta(w: &mut Writer, key: u32) {
     expr(w, "meta", |w| {
-        w.be32(2, key);
-        w.be32(1, REG1);
+        w.be32(NFTA_META_KEY, key);
+        w.be32(NFTA_META_DREG, REG1);
     });
 }
 
 fn cmp(w: &mut Writer, op: u32, data: &[u8]) {
     expr(w, "cmp", |w| {
-        w.be32(1, REG1);
-        w.be32(2, op);
-        w.nest(3, |w| w.attr(1, data));
+        w.be32(NFTA_CMP_SREG, REG1);
+        w.be32(NFTA_CMP_OP, op);
+        w.nest(NFTA_CMP_DATA, |w| w.attr(NFTA_DATA_VALUE, data));
     });
 }
 
 fn payload(w: &mut Writer, base: u32, offset: u32, len: usize) {
     expr(w, "payload", |w| {
-        w.be32(1, REG1);
-        w.be32(2, base);
-        w.be32(3, offset);
-        w.be32(4, len as u32);
+        w.be32(NFTA_PAYLOAD_DREG, REG1);
+        w.be32(NFTA_PAYLOAD_BASE, base);
+        w.be32(NFTA_PAYLOAD_OFFSET, offset);
+        w.be32(NFTA_PAYLOAD_LEN, len as u32);
     });
 }
 
 fn bitwise(w: &mut Writer, mask: &[u8]) {
     expr(w, "bitwise", |w| {
-        w.be32(1, REG1);
-        w.be32(2, REG1);
-        w.be32(3, mask.len() as u32);
-        w.nest(4, |w| w.attr(1, mask));
-        w.nest(5, |w| w.attr(1, &vec![0; mask.len()]));
+        w.be32(NFTA_BITWISE_SREG, REG1);
+        w.be32(NFTA_BITWISE_DREG, REG1);
+        w.be32(NFTA_BITWISE_LEN, mask.len() as u32);
+        w.nest(NFTA_BITWISE_MASK, |w| w.attr(NFTA_DATA_VALUE, mask));
+        w.nest(NFTA_BITWISE_XOR, |w| {
+            w.attr(NFTA_DATA_VALUE, &vec![0; mask.len()])
+        });
     });
 }
 
 fn immediate(w: &mut Writer, reg: u32, f: impl FnOnce(&mut Writer)) {
     expr(w, "immediate", |w| {
-        w.be32(1, reg);
-        w.nest(2, f);
+        w.be32(NFTA_IMMEDIATE_DREG, reg);
+        w.nest(NFTA_IMMEDIATE_DATA, f);
     });
 }
 
@@ -402,8 +441,8 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
         }
         Stmt::CtState(bits) => {
             expr(w, "ct", |w| {
-                w.be32(2, 0); // NFT_CT_STATE
-                w.be32(1, REG1);
+                w.be32(NFTA_CT_KEY, 0); // NFT_CT_STATE
+                w.be32(NFTA_CT_DREG, REG1);
             });
             bitwise(w, &bits.to_ne_bytes());
             cmp(w, CMP_NEQ, &[0; 4]);
@@ -414,9 +453,9 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
         }
         Stmt::FibDaddrLocal => {
             expr(w, "fib", |w| {
-                w.be32(3, 2); // NFTA_FIB_F_DADDR
-                w.be32(2, 3); // NFT_FIB_RESULT_ADDRTYPE
-                w.be32(1, REG1);
+                w.be32(NFTA_FIB_FLAGS, 2); // NFTA_FIB_F_DADDR
+                w.be32(NFTA_FIB_RESULT, 3); // NFT_FIB_RESULT_ADDRTYPE
+                w.be32(NFTA_FIB_DREG, REG1);
             });
             cmp(w, CMP_EQ, &(libc::RTN_LOCAL as u32).to_ne_bytes());
         }
@@ -429,17 +468,17 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
                     "nftables: cannot NAT to {addr} in a {family} table"
                 )));
             }
-            immediate(w, REG1, |w| w.attr(1, &a));
+            immediate(w, REG1, |w| w.attr(NFTA_DATA_VALUE, &a));
             if let Some(p) = port {
-                immediate(w, REG2, |w| w.attr(1, &p.to_be_bytes()));
+                immediate(w, REG2, |w| w.attr(NFTA_DATA_VALUE, &p.to_be_bytes()));
             }
             expr(w, "nat", |w| {
-                w.be32(1, *dnat as u32);
-                w.be32(2, if v == 4 { 2 } else { 10 });
-                w.be32(3, REG1);
+                w.be32(NFTA_NAT_TYPE, *dnat as u32);
+                w.be32(NFTA_NAT_FAMILY, if v == 4 { 2 } else { 10 });
+                w.be32(NFTA_NAT_REG_ADDR_MIN, REG1);
                 if port.is_some() {
-                    w.be32(5, REG2);
-                    w.be32(7, 2); // NF_NAT_RANGE_PROTO_SPECIFIED
+                    w.be32(NFTA_NAT_REG_PROTO_MIN, REG2);
+                    w.be32(NFTA_NAT_FLAGS, 2); // NF_NAT_RANGE_PROTO_SPECIFIED
                 }
             });
         }
@@ -454,11 +493,12 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
             if let Some(c) = chain {
                 super::validate::nft_name("nftables jump target", c)?;
             }
+            // Register 0 is the verdict register.
             immediate(w, 0, |w| {
-                w.nest(2, |w| {
-                    w.be32(1, code as u32);
+                w.nest(NFTA_DATA_VERDICT, |w| {
+                    w.be32(NFTA_VERDICT_CODE, code as u32);
                     if let Some(c) = chain {
-                        w.str(2, c);
+                        w.str(NFTA_VERDICT_CHAIN, c);
                     }
                 })
             });
