@@ -3,7 +3,7 @@
 //! the same through vishvananda/netlink).
 
 use super::msg::{self, Writer};
-use super::nft::{F_DUMP, Nft};
+use super::nft::{F_DUMP, Nftables};
 use crate::error::{Error, Result};
 
 const SUBSYS_CTNETLINK: u16 = 1;
@@ -61,7 +61,7 @@ pub fn delete_udp_dport(v6: bool, ports: &[u16]) -> Result<()> {
         return Ok(());
     }
     let family = if v6 { libc::AF_INET6 } else { libc::AF_INET } as u8;
-    let mut nl = Nft::open()?;
+    let mut nl = Nftables::open()?;
     let dump = nl
         .request_raw(SUBSYS_CTNETLINK << 8 | MSG_GET, family, F_DUMP, &[])
         .map_err(|e| Error::from(e).ctx("conntrack: dump the table"))?;

@@ -89,7 +89,7 @@ pub fn may_hold(proto: Proto, table: &str, chains: &[&str]) -> bool {
         Proto::V6 => super::Family::Ip6,
     };
     let t = super::Table::new(family, table);
-    let Ok(mut nft) = super::Nft::open() else {
+    let Ok(mut nft) = super::Nftables::open() else {
         // No nf_tables in this kernel: iptables-nft cannot hold anything either.
         return false;
     };
@@ -216,7 +216,7 @@ const NOT_A_CONDITION: &[&str] = &[
 
 /// iptables-syntax `conditionsV4/V6` tokens (`key` names the list): each one argument, without
 /// control characters, and no option that makes it more than a match. iptables-restore judges
-/// the rest; its refusal is reported against `key` as well (see [`Ipt::restore`] callers).
+/// the rest; its refusal is reported against `key` as well (see [`Iptables::restore`] callers).
 pub fn validate_condition_tokens(key: &str, tokens: &[String]) -> Result<()> {
     for (i, t) in tokens.iter().enumerate() {
         let at = format!("{key}[{i}]");
@@ -465,15 +465,15 @@ fn error_line(err: &str) -> Option<usize> {
 }
 
 /// iptables or ip6tables, found in PATH.
-pub struct Ipt {
+pub struct Iptables {
     pub proto: Proto,
     save: PathBuf,
     restore: PathBuf,
 }
 
-impl Ipt {
+impl Iptables {
     /// The tools for `proto`, or an error saying which binary is missing.
-    pub fn new(proto: Proto) -> Result<Ipt> {
+    pub fn new(proto: Proto) -> Result<Iptables> {
         let find = |suffix: &str| {
             let name = format!("{}-{suffix}", proto.prefix());
             find_in_path(&name).ok_or_else(|| {
@@ -486,7 +486,7 @@ impl Ipt {
                 )
             })
         };
-        Ok(Ipt {
+        Ok(Iptables {
             proto,
             save: find("save")?,
             restore: find("restore")?,

@@ -16,9 +16,9 @@
 //! comment derive from network, container ID and ifname, so a DEL with an empty CNI_NETNS still
 //! removes everything (upstream leaks the rules then). It tries both backends, as upstream.
 
-use super::iptables::{self, Ipt, Proto, Saved, Script};
+use super::iptables::{self, Iptables, Proto, Saved, Script};
 use super::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, delete_commented,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, Table, delete_commented,
     instance_tag, network_tag, owner_comment,
 };
 use crate::cni::config::Attachment;
@@ -92,7 +92,7 @@ fn iptables_rules(network: &str, cid: &str, ip: &IpNet) -> (String, [String; 2],
 
 fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
     for proto in families(ips) {
-        let ipt = Ipt::new(proto)?;
+        let ipt = Iptables::new(proto)?;
         ipt.transact("nat", |saved| {
             let mut s = Script::new();
             for ip in ips.iter().filter(|ip| Proto::of(&ip.addr()) == proto) {
@@ -111,7 +111,7 @@ fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
 
 fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Result<()> {
     let t = table();
-    let mut nft = Nft::open()?;
+    let mut nft = Nftables::open()?;
     let snap = nft.snapshot(&t)?;
     let prefix = instance_tag(network, ifname, cid);
     let mut b = Batch::new();
@@ -165,7 +165,9 @@ pub fn teardown(network: &str, cid: &str, ifname: &str) -> Result<()> {
         if !iptables::may_hold(proto, "nat", &[&chain]) {
             continue;
         }
-        let Ok(ipt) = Ipt::new(proto) else { continue };
+        let Ok(ipt) = Iptables::new(proto) else {
+            continue;
+        };
         failures.check(ipt.transact("nat", |saved| {
             let mut s = Script::new();
             s.remove_chain(saved, &chain);
@@ -189,7 +191,9 @@ pub fn gc(network: &str, valid: &[Attachment]) -> Result<()> {
         .collect();
     let mine = iptables::comment_prefix(&format!("name: {network:?} id: "));
     for proto in [Proto::V4, Proto::V6] {
-        let Ok(ipt) = Ipt::new(proto) else { continue };
+        let Ok(ipt) = Iptables::new(proto) else {
+            continue;
+        };
         failures.check(ipt.transact("nat", |saved| {
             let mut s = Script::new();
             for chain in stale_chains(saved, &mine, &keep_chains) {

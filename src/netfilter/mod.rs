@@ -1,7 +1,7 @@
 //! Packet filtering with two backends behind the same callers:
 //!
 //! - [`nft`]: a native nf_tables client speaking netfilter netlink, so the plugins need neither
-//!   the `nft` nor the `iptables` binary. [`nft::Nft`] talks to the kernel (atomic batches,
+//!   the `nft` nor the `iptables` binary. [`nft::Nftables`] talks to the kernel (atomic batches,
 //!   dumps, existence checks), [`nft::Batch`] collects table/chain/rule operations and
 //!   [`rule::Rule`] builds rules encoded exactly as the `nft` tool encodes the equivalent text,
 //!   so `nft list ruleset` prints them identically and comments round-trip between this crate,
@@ -23,8 +23,8 @@ mod tests;
 pub mod validate;
 
 pub use nft::{
-    BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nft, Policy, RuleInfo, Snapshot, Table,
-    delete_commented,
+    BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nftables, Policy, RuleInfo, Snapshot,
+    Table, delete_commented,
 };
 pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
 

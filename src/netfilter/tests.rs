@@ -29,8 +29,8 @@ impl Ns {
     fn path(&self) -> PathBuf {
         PathBuf::from("/var/run/netns").join(&self.0)
     }
-    fn open(&self) -> Nft {
-        Nft::open_in(&self.path()).expect("open nft in netns")
+    fn open(&self) -> Nftables {
+        Nftables::open_in(&self.path()).expect("open nft in netns")
     }
     fn nft(&self, args: &[&str], stdin: Option<&str>) -> String {
         let mut c = Command::new("ip")

@@ -15,7 +15,7 @@
 
 use crate::error::Result;
 use crate::netfilter::{
-    BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nft, Rule, Table,
+    BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nftables, Rule, Table,
 };
 
 const BASE: &str = "PREROUTING";
@@ -79,14 +79,14 @@ pub fn setup(host_iface: &str, cid: &str, ifname: &str, mac: [u8; 6]) -> Result<
                 .jump(&iface_chain)
                 .comment(comment),
         );
-    Nft::open()?.apply(&b)
+    Nftables::open()?.apply(&b)
 }
 
 /// Remove the jump and both chains; nothing there is fine.
 pub fn teardown(cid: &str, ifname: &str) -> Result<()> {
     let (mac_chain, iface_chain, comment) = names(cid, ifname);
     let t = table();
-    let mut nft = Nft::open()?;
+    let mut nft = Nftables::open()?;
     if !nft.table_exists(&t)? {
         return Ok(());
     }

@@ -57,9 +57,9 @@ pub(super) fn isolation_rules(bridge: &str, policy: Policy) -> Vec<(&'static str
     v
 }
 
-pub(super) fn ipt_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
+pub(super) fn ipt_add(fw: &Firewall, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
     for (proto, mine) in by_family(ips) {
-        let ipt = Ipt::new(proto)?;
+        let ipt = Iptables::new(proto)?;
         ipt.transact("filter", |saved| {
             let mut s = Script::new();
             s.ensure_chain(saved, FORWARD_CHAIN)
@@ -94,9 +94,9 @@ pub(super) fn ipt_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<(
     Ok(())
 }
 
-pub(super) fn ipt_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
+pub(super) fn ipt_check(fw: &Firewall, ips: &[IpAddr]) -> Result<()> {
     for (proto, mine) in by_family(ips) {
-        let saved = Ipt::new(proto)?.save("filter")?;
+        let saved = Iptables::new(proto)?.save("filter")?;
         let mut want = vec![
             ("FORWARD", forward_jump()),
             (FORWARD_CHAIN, admin_jump(&fw.admin)),
@@ -123,7 +123,9 @@ pub(super) fn ipt_remove(ips: &[IpAddr]) -> Result<()> {
         if !netfilter::iptables::may_hold(proto, "filter", &[FORWARD_CHAIN]) {
             continue;
         }
-        let Ok(ipt) = Ipt::new(proto) else { continue };
+        let Ok(ipt) = Iptables::new(proto) else {
+            continue;
+        };
         ipt.transact("filter", |saved: &Saved| {
             let mut s = Script::new();
             for ip in &mine {

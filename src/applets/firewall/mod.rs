@@ -36,10 +36,10 @@ use nftables::*;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
 use crate::netfilter;
-use crate::netfilter::iptables::{Ipt, Proto, Saved, Script};
+use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nft, Rule, Table, ct, delete_commented,
-    network_tag, owner_comment, owners, validate,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, Table, ct,
+    delete_commented, network_tag, owner_comment, owners, validate,
 };
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
@@ -97,7 +97,7 @@ impl Policy {
 }
 
 /// What the config asks for; `backend` is `None` for firewalld.
-struct Fw {
+struct Firewall {
     backend: Option<Backend>,
     admin: String,
     policy: Policy,
@@ -106,7 +106,7 @@ struct Fw {
     ifname: String,
 }
 
-fn load(req: &Request) -> Result<Fw> {
+fn load(req: &Request) -> Result<Firewall> {
     let c: Conf = req.decode()?;
     let policy = match c.ingress_policy.as_str() {
         "" | "open" => Policy::Open,
@@ -137,7 +137,7 @@ fn load(req: &Request) -> Result<Fw> {
             )));
         }
     }
-    Ok(Fw {
+    Ok(Firewall {
         backend,
         admin,
         policy,
@@ -147,7 +147,7 @@ fn load(req: &Request) -> Result<Fw> {
     })
 }
 
-fn backend_for(fw: &Fw) -> Result<Backend> {
+fn backend_for(fw: &Firewall) -> Result<Backend> {
     fw.backend.ok_or_else(|| {
         Error::config(
             "the firewalld backend is not supported by cnibox: set \"backend\" to \"iptables\" \
@@ -162,7 +162,7 @@ fn prev(req: &Request) -> Result<CniResult> {
 }
 
 /// The bridge of `ingressPolicy`: the first interface of the previous result.
-fn bridge_of(fw: &Fw, prev: &CniResult) -> Result<Option<String>> {
+fn bridge_of(fw: &Firewall, prev: &CniResult) -> Result<Option<String>> {
     if fw.policy == Policy::Open {
         return Ok(None);
     }

@@ -44,9 +44,9 @@ pub(super) fn nft_isolation_rules(
         .collect()
 }
 
-pub(super) fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
+pub(super) fn nft_add(fw: &Firewall, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
     let t = nft_table();
-    let mut nft = Nft::open()?;
+    let mut nft = Nftables::open()?;
     let snap = nft.snapshot(&t)?;
     let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
     let mut b = Batch::new();
@@ -102,9 +102,9 @@ pub(super) fn nft_add(fw: &Fw, ips: &[IpAddr], bridge: Option<&str>) -> Result<(
         .ctx("unable to set up nftables firewall rules")
 }
 
-pub(super) fn nft_check(fw: &Fw, ips: &[IpAddr]) -> Result<()> {
+pub(super) fn nft_check(fw: &Firewall, ips: &[IpAddr]) -> Result<()> {
     let t = nft_table();
-    let snap = Nft::open()?.snapshot(&t)?;
+    let snap = Nftables::open()?.snapshot(&t)?;
     if !snap.has_chain("forward") {
         return Err(Error::internal(format!("nftables table {t} not found")));
     }

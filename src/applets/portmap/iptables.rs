@@ -30,7 +30,7 @@ pub(super) fn mark_def(mark: u32) -> String {
 // iptables
 
 /// The rules of the container's DNAT chain, in iptables-save's canonical form.
-pub(super) fn dn_rules(pm: &Pm, cip: &IpNet) -> Vec<String> {
+pub(super) fn dn_rules(pm: &Portmap, cip: &IpNet) -> Vec<String> {
     let v6 = cip.addr().is_ipv6();
     let host = Proto::of(&cip.addr()).host_bits();
     let mark_chain = pm.set_mark_chain.as_deref().unwrap_or(SETMARK);
@@ -62,7 +62,7 @@ pub(super) fn dn_rules(pm: &Pm, cip: &IpNet) -> Vec<String> {
 }
 
 /// The jumps from CNI-HOSTPORT-DNAT: per protocol (sorted), ports in chunks of 15.
-pub(super) fn entry_rules(pm: &Pm, v6: bool) -> Vec<String> {
+pub(super) fn entry_rules(pm: &Portmap, v6: bool) -> Vec<String> {
     let comment = netfilter::iptables::comment(&dnat_comment(&pm.network, &pm.cid));
     let mut protos: Vec<&str> = pm.maps.iter().map(|m| m.proto).collect();
     protos.sort_unstable();
@@ -91,8 +91,8 @@ pub(super) fn entry_rules(pm: &Pm, v6: bool) -> Vec<String> {
     out
 }
 
-pub(super) fn ipt_add(pm: &Pm, cip: &IpNet) -> Result<()> {
-    let ipt = Ipt::new(Proto::of(&cip.addr()))?;
+pub(super) fn ipt_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
+    let ipt = Iptables::new(Proto::of(&cip.addr()))?;
     let v6 = cip.addr().is_ipv6();
     let chain = dnat_chain(&pm.network, &pm.cid);
     let rules = dn_rules(pm, cip);
@@ -182,8 +182,8 @@ pub(super) fn ipt_add(pm: &Pm, cip: &IpNet) -> Result<()> {
     })
 }
 
-pub(super) fn ipt_check(pm: &Pm, cip: &IpNet) -> Result<()> {
-    let ipt = Ipt::new(Proto::of(&cip.addr()))?;
+pub(super) fn ipt_check(pm: &Portmap, cip: &IpNet) -> Result<()> {
+    let ipt = Iptables::new(Proto::of(&cip.addr()))?;
     let saved = ipt.save("nat")?;
     let chain = dnat_chain(&pm.network, &pm.cid);
     if !saved.has_chain(&chain) {
@@ -211,7 +211,7 @@ pub(super) fn ipt_check(pm: &Pm, cip: &IpNet) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn ipt_remove(ipt: &Ipt, chains: &[String]) -> Result<()> {
+pub(super) fn ipt_remove(ipt: &Iptables, chains: &[String]) -> Result<()> {
     ipt.transact("nat", |saved| {
         let mut s = Script::new();
         for c in chains {

@@ -36,10 +36,10 @@ use crate::cni::result::CniResult;
 use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netfilter;
-use crate::netfilter::iptables::{Ipt, Proto, Saved, Script};
+use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nft, Rule, SCTP, Snapshot,
-    TCP, Table, UDP, delete_commented, owners, validate,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nftables, Rule, SCTP,
+    Snapshot, TCP, Table, UDP, delete_commented, owners, validate,
 };
 use crate::netlink::Handle;
 use crate::undo::{ErrorList, Undo};
@@ -120,7 +120,7 @@ impl Mapping {
     }
 }
 
-struct Pm {
+struct Portmap {
     backend: Backend,
     snat: bool,
     masq_all: bool,
@@ -144,7 +144,7 @@ fn conditions_backend(c: &[String]) -> Option<Backend> {
     })
 }
 
-fn load(req: &Request) -> Result<Pm> {
+fn load(req: &Request) -> Result<Portmap> {
     let c: Conf = req.decode()?;
     if c.mark_masq_bit.is_some() && c.external_set_mark_chain.is_some() {
         return Err(Error::config(
@@ -257,7 +257,7 @@ fn load(req: &Request) -> Result<Pm> {
             host_ip,
         });
     }
-    Ok(Pm {
+    Ok(Portmap {
         backend,
         snat: c.snat.unwrap_or(true),
         masq_all: c.masq_all,
@@ -365,7 +365,7 @@ fn remove(network: &str, cid: &str) -> Result<()> {
         if !netfilter::iptables::may_hold(proto, "nat", &names) {
             continue;
         }
-        if let Ok(ipt) = Ipt::new(proto) {
+        if let Ok(ipt) = Iptables::new(proto) {
             errors.check(ipt_remove(&ipt, &chains));
         }
     }
@@ -417,7 +417,9 @@ fn gc(req: &Request) -> Result<()> {
     let mine = netfilter::iptables::comment_prefix(&format!("dnat name: {network:?} id: "));
     let mut failures = ErrorList::new();
     for proto in [Proto::V4, Proto::V6] {
-        let Ok(ipt) = Ipt::new(proto) else { continue };
+        let Ok(ipt) = Iptables::new(proto) else {
+            continue;
+        };
         failures.check(ipt.transact("nat", |saved: &Saved| {
             let mut stale: Vec<String> = saved
                 .rules_in(TOP_DNAT)

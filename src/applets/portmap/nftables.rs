@@ -34,7 +34,7 @@ pub(super) fn nft_owned(snap: &Snapshot, owned: impl Fn(&str) -> bool) -> Vec<(&
         .collect()
 }
 
-pub(super) fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
+pub(super) fn nft_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
     let v6 = cip.addr().is_ipv6();
     let t = nft_table(v6);
     let (cond, key) = if v6 {
@@ -43,7 +43,7 @@ pub(super) fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
         (&pm.cond4, "conditionsV4")
     };
     let bases = nft_conditions(cond, v6, key)?;
-    let mut nft = Nft::open()?;
+    let mut nft = Nftables::open()?;
     let snap = nft.snapshot(&t)?;
     let mut b = Batch::new();
     b.ensure_table(&snap, &t, Some("CNI portmap plugin"))
@@ -136,7 +136,7 @@ pub(super) fn nft_add(pm: &Pm, cip: &IpNet) -> Result<()> {
         .ctx("unable to set up nftables rules for port mappings")
 }
 
-pub(super) fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
+pub(super) fn nft_check(pm: &Portmap, cip: &IpNet) -> Result<()> {
     let v6 = cip.addr().is_ipv6();
     let t = nft_table(v6);
     let want_ports = pm
@@ -149,7 +149,7 @@ pub(super) fn nft_check(pm: &Pm, cip: &IpNet) -> Result<()> {
         (true, true) => 2,
         (true, false) => 1,
     };
-    let snap = Nft::open()?.snapshot(&t)?;
+    let snap = Nftables::open()?.snapshot(&t)?;
     let mine = nft_comment(&pm.cid);
     let owned = nft_owned(&snap, |c| c == mine);
     for (chain, want) in [("hostports", want_ports), ("masquerading", want_masq)] {

@@ -1,7 +1,7 @@
 use super::*;
 
-fn pm(maps: Vec<Mapping>) -> Pm {
-    Pm {
+fn pm(maps: Vec<Mapping>) -> Portmap {
+    Portmap {
         backend: Backend::Iptables,
         snat: true,
         masq_all: false,

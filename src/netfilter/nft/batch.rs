@@ -10,7 +10,7 @@ pub(super) struct Op {
     pub(super) body: Vec<u8>,
 }
 
-/// Operations applied atomically by [`Nft::apply`] (all or none).
+/// Operations applied atomically by [`Nftables::apply`] (all or none).
 #[derive(Default)]
 pub struct Batch {
     pub(super) ops: Vec<Op>,

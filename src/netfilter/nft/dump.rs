@@ -25,7 +25,7 @@ pub struct RuleInfo {
     pub exprs: Vec<u8>,
 }
 
-/// What exists of one table: its chains and all their rules (see [`Nft::snapshot`]). ADD
+/// What exists of one table: its chains and all their rules (see [`Nftables::snapshot`]). ADD
 /// paths plan from it so that a batch only creates what is missing: re-adding an existing
 /// chain or flushing and re-adding fixed rules would put objects on the kernel's destroy list,
 /// and closing the socket afterwards waits for an RCU grace period (~10–30 ms) in
@@ -51,7 +51,7 @@ impl Snapshot {
     }
 }
 
-impl Nft {
+impl Nftables {
     /// The table's chains and rules (two dumps; an empty snapshot if the table is missing).
     pub fn snapshot(&mut self, t: &Table) -> Result<Snapshot> {
         let chains = self.chains(t)?;
@@ -200,7 +200,7 @@ impl Nft {
 /// Delete, in one batch, the rules of `chains` in table `t` whose comment `doomed` picks. A
 /// missing table or chain, or a kernel without nf_tables, means nothing to delete.
 pub fn delete_commented(t: &Table, chains: &[&str], doomed: impl Fn(&str) -> bool) -> Result<()> {
-    let Ok(mut nft) = Nft::open() else {
+    let Ok(mut nft) = Nftables::open() else {
         return Ok(());
     };
     let snap = nft.snapshot(t)?;

@@ -7,7 +7,7 @@ mod socket;
 
 pub use batch::Batch;
 pub use dump::{ChainInfo, RuleInfo, Snapshot, delete_commented};
-pub use socket::{Nft, linger_at_exit};
+pub use socket::{Nftables, linger_at_exit};
 
 use super::msg::{self, Writer};
 use super::rule::Rule;

@@ -4,7 +4,7 @@
 use super::*;
 
 /// A netfilter netlink socket bound to the network namespace it was opened in.
-pub struct Nft {
+pub struct Nftables {
     sock: NlSocket,
     /// A batch was committed through this socket.
     applied: bool,
@@ -25,7 +25,7 @@ pub fn linger_at_exit() {
     LINGER.store(true, Ordering::Relaxed);
 }
 
-impl Drop for Nft {
+impl Drop for Nftables {
     fn drop(&mut self) {
         if self.applied && LINGER.load(Ordering::Relaxed) {
             // A duplicate keeps the socket alive; the kernel closes it at exit. Replacing an
@@ -59,10 +59,10 @@ pub(super) fn nft_type(ty: u8) -> u16 {
     SUBSYS << 8 | ty as u16
 }
 
-impl Nft {
+impl Nftables {
     /// Open a socket in the current network namespace.
-    pub fn open() -> Result<Nft> {
-        Ok(Nft {
+    pub fn open() -> Result<Nftables> {
+        Ok(Nftables {
             sock: NlSocket::open(NETLINK_NETFILTER, "nftables")
                 .map_err(|e| Error::from(e).ctx("nftables"))?,
             applied: false,
@@ -71,11 +71,11 @@ impl Nft {
 
     /// Open a socket in the network namespace at `netns` (e.g. `/var/run/netns/NAME`); only the
     /// calling thread switches, and it switches back before returning.
-    pub fn open_in(netns: &Path) -> Result<Nft> {
+    pub fn open_in(netns: &Path) -> Result<Nftables> {
         let path = netns.to_string_lossy();
         crate::netns::NetNs::open(&path)
             .map_err(Error::from)?
-            .enter(Nft::open)?
+            .enter(Nftables::open)?
     }
 
     /// Apply all operations of `batch` atomically. Transient conflicts (EBUSY, EINTR, EAGAIN,
@@ -164,7 +164,7 @@ impl Nft {
             .collect())
     }
 
-    /// [`Nft::request`] with retries; ENOENT yields `None`.
+    /// [`Nftables::request`] with retries; ENOENT yields `None`.
     pub(super) fn query(
         &mut self,
         what: fmt::Arguments,
