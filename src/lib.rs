@@ -4,6 +4,7 @@
 //! `netfilter`, `tc` and `sysctl`; none of those know about applets.
 
 pub mod applets;
+pub mod attachment;
 pub mod cni;
 pub mod error;
 pub mod hash;

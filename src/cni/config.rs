@@ -18,14 +18,7 @@ pub struct IpamRef {
     pub kind: String,
 }
 
-/// An attachment the runtime still considers valid (GC input).
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq, Hash)]
-pub struct Attachment {
-    #[serde(rename = "containerID")]
-    pub container_id: String,
-    #[serde(default)]
-    pub ifname: String,
-}
+pub use crate::attachment::Attachment;
 
 /// Keys common to every plugin's configuration.
 #[derive(Debug, Default, Deserialize)]

@@ -21,7 +21,7 @@ use super::{
     Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, Table, delete_commented,
     instance_tag, network_tag, owner_comment,
 };
-use crate::cni::config::Attachment;
+use crate::attachment::Attachment;
 use crate::error::Result;
 use crate::hash::sha512_hex;
 use crate::undo::ErrorList;

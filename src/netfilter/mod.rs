@@ -16,7 +16,6 @@ pub mod iptables;
 pub mod masq;
 mod msg;
 pub mod nft;
-pub mod owners;
 pub mod rule;
 #[cfg(test)]
 mod tests;

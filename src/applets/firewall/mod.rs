@@ -33,13 +33,14 @@ mod nftables;
 use iptables::*;
 use nftables::*;
 
+use crate::attachment;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
 use crate::netfilter;
 use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
 use crate::netfilter::{
     Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, Table, ct,
-    delete_commented, network_tag, owner_comment, owners, validate,
+    delete_commented, network_tag, owner_comment, validate,
 };
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
@@ -217,10 +218,10 @@ fn add(req: &Request) -> Result<CniResult> {
         Backend::Iptables => {
             // Record first: a DEL after a failed or interrupted ADD then still finds the rules.
             let items: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
-            owners::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
+            attachment::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
             let mut undo = Undo::new("firewall");
             undo.push("owner record", || {
-                owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+                attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
                 Ok(())
             });
             undo.push("iptables rules", || ipt_remove(&ips));
@@ -239,7 +240,7 @@ fn del(req: &Request) -> Result<()> {
         Ok(Some(p)) => addrs(&p),
         _ => Vec::new(),
     };
-    for s in owners::get(OWNERS, &fw.network, &fw.cid, &fw.ifname) {
+    for s in attachment::get(OWNERS, &fw.network, &fw.cid, &fw.ifname) {
         if let Ok(ip) = s.parse::<IpAddr>()
             && !ips.contains(&ip)
         {
@@ -251,7 +252,7 @@ fn del(req: &Request) -> Result<()> {
     errors.check(ipt_remove(&ips));
     errors.check(nft_delete(|c| c == comment));
     errors.into_result()?;
-    owners::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
     Ok(())
 }
 
@@ -283,7 +284,7 @@ fn gc(req: &Request) -> Result<()> {
         .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
         .collect();
     let mut failures = ErrorList::new();
-    let records = owners::list(OWNERS, network);
+    let records = attachment::list(OWNERS, network);
     let live: HashSet<&str> = records
         .iter()
         .filter(|(cid, ifname, _)| keep.contains(&(cid.as_str(), ifname.as_str())))
@@ -299,7 +300,7 @@ fn gc(req: &Request) -> Result<()> {
             .filter_map(|s| s.parse().ok())
             .collect();
         if failures.check(ipt_remove(&ips)).is_some() {
-            owners::forget(OWNERS, network, cid, ifname);
+            attachment::forget(OWNERS, network, cid, ifname);
         }
     }
     let keep_comments: HashSet<String> = valid

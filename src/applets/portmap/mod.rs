@@ -31,6 +31,7 @@ use conditions::*;
 use iptables::*;
 use nftables::*;
 
+use crate::attachment;
 use crate::cni::gojson;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
@@ -39,7 +40,7 @@ use crate::netfilter;
 use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
 use crate::netfilter::{
     Backend, BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nftables, Rule, SCTP,
-    Snapshot, TCP, Table, UDP, delete_commented, owners, validate,
+    Snapshot, TCP, Table, UDP, delete_commented, validate,
 };
 use crate::netlink::Handle;
 use crate::undo::{ErrorList, Undo};
@@ -349,7 +350,7 @@ fn add(req: &Request) -> Result<CniResult> {
             }
         }
         if pm.backend == Backend::Nftables && !ips.is_empty() {
-            owners::record(OWNERS, &pm.network, &pm.cid, &pm.ifname, &[])?;
+            attachment::record(OWNERS, &pm.network, &pm.cid, &pm.ifname, &[])?;
         }
         Ok(())
     })();
@@ -380,7 +381,7 @@ fn del(req: &Request) -> Result<()> {
     }
     // Both backends: a node may have switched backend while the container ran.
     remove(&pm.network, &pm.cid)?;
-    owners::forget(OWNERS, &pm.network, &pm.cid, &pm.ifname);
+    attachment::forget(OWNERS, &pm.network, &pm.cid, &pm.ifname);
     Ok(())
 }
 
@@ -437,14 +438,14 @@ fn gc(req: &Request) -> Result<()> {
         }));
     }
     // One nftables batch per family for every stale container.
-    let stale: Vec<(String, String, Vec<String>)> = owners::list(OWNERS, network)
+    let stale: Vec<(String, String, Vec<String>)> = attachment::list(OWNERS, network)
         .into_iter()
         .filter(|(cid, _, _)| !keep_ids.contains(cid.as_str()))
         .collect();
     let cids: HashSet<&str> = stale.iter().map(|(cid, _, _)| cid.as_str()).collect();
     if !cids.is_empty() && failures.check(nft_remove(&cids)).is_some() {
         for (cid, ifname, _) in &stale {
-            owners::forget(OWNERS, network, cid, ifname);
+            attachment::forget(OWNERS, network, cid, ifname);
         }
     }
     failures.into_result()

@@ -1,4 +1,5 @@
-//! Who owns which rules, for GC where the rules themselves cannot say: portmap's nftables
+//! Attachments (container ID + interface) as GC sees them, and the owner records cnibox keeps
+//! for GC where the rules themselves cannot say: portmap's nftables
 //! rules carry only the container ID (not the network), and firewall's iptables rules carry no
 //! owner at all (both as upstream writes them, which compatibility requires). ADD records
 //! `<state>/<kind>/<network>/<cid>:<ifname>` (one line per item, e.g. an IP), DEL removes it,
@@ -6,7 +7,17 @@
 //! plugins have no record and are left alone by GC.
 
 use crate::error::{Context, Result};
+use serde::Deserialize;
 use std::path::PathBuf;
+
+/// An attachment the runtime still considers valid (GC input: `cni.dev/valid-attachments`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq, Hash)]
+pub struct Attachment {
+    #[serde(rename = "containerID")]
+    pub container_id: String,
+    #[serde(default)]
+    pub ifname: String,
+}
 
 const DEFAULT_DIR: &str = "/var/lib/cni/cnibox";
 
