@@ -1,0 +1,79 @@
+//! The container's port on the bridge: the veth pair, VLANs on the host end, and waiting
+//! for the port to come up.
+
+use super::*;
+
+/// Create the pair from inside the container, the peer landing in the host with a random name.
+pub(super) fn create_veth(
+    cont: &mut Handle,
+    ifname: &str,
+    mtu: Option<u32>,
+    mac: Option<[u8; 6]>,
+    host: &NetNs,
+) -> Result<String> {
+    for _ in 0..10 {
+        let peer = format!("veth{}", random::hex(8));
+        match cont.add_veth(ifname, &peer, mtu, mac, Some(host)) {
+            Ok(()) => return Ok(peer),
+            // Either name may clash; only the random one is worth retrying.
+            Err(e) if e.is_exists() => continue,
+            Err(e) => {
+                return Err(Error::from(e).ctx(format_args!("failed to create veth {ifname:?}")));
+            }
+        }
+    }
+    Err(Error::internal(format!(
+        "failed to find a free host veth name for {ifname:?}"
+    )))
+}
+
+pub(super) fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlink::Result<()> {
+    if b.c.vlan == 0 && b.trunk.is_empty() {
+        return Ok(());
+    }
+    if !b.preserve_default() {
+        h.bridge_vlan_del(index, 1, false)?;
+    }
+    if b.c.vlan != 0 {
+        h.bridge_vlan_add(index, b.c.vlan as u16, true, true, false)?;
+    }
+    for vid in &b.trunk {
+        h.bridge_vlan_add(index, *vid, false, false, false)?;
+    }
+    Ok(())
+}
+
+/// Wait for the host veth to become operationally up (upstream: 0/50/500/1000/1000 ms).
+/// Wait (≈2.5 s, upstream's schedule) for the host veth to be operationally up; a port that
+/// never comes up fails the ADD with upstream's "bridge port in error state".
+pub(super) fn wait_oper_up(h: &mut Handle, index: u32, name: &str) -> Result<()> {
+    const IF_OPER_UP: u8 = 6;
+    let mut state = None;
+    for ms in [0u64, 50, 500, 1000, 1000] {
+        std::thread::sleep(Duration::from_millis(ms));
+        state = h.link_by_index(index)?.map(|l| l.operstate);
+        if state == Some(IF_OPER_UP) {
+            return Ok(());
+        }
+    }
+    let state = match state {
+        None => "gone".to_string(),
+        Some(s) => oper_state_name(s).to_string(),
+    };
+    Err(Error::internal(format!(
+        "bridge port in error state: {state} (host veth {name:?})"
+    )))
+}
+
+/// RFC 2863 operational states as the kernel numbers them (`IF_OPER_*`), named as `ip` does.
+pub(super) fn oper_state_name(s: u8) -> &'static str {
+    match s {
+        1 => "notpresent",
+        2 => "down",
+        3 => "lowerlayerdown",
+        4 => "testing",
+        5 => "dormant",
+        6 => "up",
+        _ => "unknown",
+    }
+}
