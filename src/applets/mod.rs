@@ -10,6 +10,7 @@ mod host_local;
 mod loopback;
 mod portmap;
 mod static_ipam;
+mod tuning;
 mod vlan;
 
 pub static TABLE: &[&Applet] = &[
@@ -20,6 +21,7 @@ pub static TABLE: &[&Applet] = &[
     &loopback::APPLET,
     &portmap::APPLET,
     &static_ipam::APPLET,
+    &tuning::APPLET,
     &vlan::APPLET,
 ];
 

@@ -311,8 +311,13 @@ impl CniResult {
 
 /// Go's `json.MarshalIndent(v, "", "    ")`.
 pub fn pretty<T: serde::Serialize>(v: &T) -> String {
+    pretty_with_indent(v, b"    ")
+}
+
+/// Go's `json.MarshalIndent(v, "", indent)`.
+pub fn pretty_with_indent<T: serde::Serialize>(v: &T, indent: &[u8]) -> String {
     let mut out = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(indent);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
     // Serializing a Value into a Vec cannot fail.
     let _ = serde::Serialize::serialize(v, &mut ser);

@@ -21,6 +21,8 @@ pub struct Link {
     /// Administratively up (IFF_UP).
     pub up: bool,
     pub promisc: bool,
+    /// IFF_ALLMULTI.
+    pub allmulti: bool,
     /// RFC 2863 operational state (IF_OPER_*: 6 = up, 2 = down).
     pub operstate: u8,
     /// IFLA_LINK: the peer of a veth, the parent of a vlan (index in `link_netnsid`'s namespace).
@@ -85,6 +87,7 @@ const BRIDGE_VLAN_INFO_PVID: u16 = 1 << 1;
 const BRIDGE_VLAN_INFO_UNTAGGED: u16 = 1 << 2;
 const IFF_UP: u32 = 0x1;
 const IFF_PROMISC: u32 = 0x100;
+const IFF_ALLMULTI: u32 = 0x200;
 /// struct ifinfomsg: family, pad, type, index, flags, change.
 const IFINFOMSG_LEN: usize = 16;
 
@@ -100,6 +103,7 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
         index: index_of(body)?,
         up: flags & IFF_UP != 0,
         promisc: flags & IFF_PROMISC != 0,
+        allmulti: flags & IFF_ALLMULTI != 0,
         ..Link::default()
     };
     let bool_of = |v: &[u8]| wire::get_u8(v).map(|b| b != 0);
@@ -446,6 +450,16 @@ impl Handle {
             IFF_PROMISC,
             on,
             format_args!("set promisc {}", if on { "on" } else { "off" }),
+        )
+    }
+
+    /// Turn all-multicast mode on or off.
+    pub fn set_allmulti(&mut self, index: u32, on: bool) -> Result<()> {
+        self.set_flag(
+            index,
+            IFF_ALLMULTI,
+            on,
+            format_args!("set allmulticast {}", if on { "on" } else { "off" }),
         )
     }
 

@@ -173,6 +173,36 @@ pub(crate) fn request(ty: u16, fixed: &[u8], attrs: impl FnOnce(&mut Writer)) ->
     socket::message(ty, fixed, attrs)
 }
 
+/// A 6-byte MAC address as Go's `net.ParseMAC` reads one: `aa:bb:cc:dd:ee:ff`,
+/// `aa-bb-cc-dd-ee-ff` or `aabb.ccdd.eeff` (any letter case). Code 7 when it is not one.
+pub fn parse_mac(s: &str) -> crate::error::Result<[u8; 6]> {
+    let bad = || crate::error::Error::config(format!("invalid MAC address {s:?}"));
+    let hex = |p: &str, n: usize| {
+        (p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())
+    };
+    let digits: String = if s.len() == 17 && (s.contains(':') ^ s.contains('-')) {
+        let sep = if s.contains(':') { ':' } else { '-' };
+        let parts: Vec<&str> = s.split(sep).collect();
+        if parts.len() != 6 || parts.iter().any(|p| hex(p, 2).is_none()) {
+            return Err(bad());
+        }
+        parts.concat()
+    } else if s.len() == 14 && s.matches('.').count() == 2 {
+        let parts: Vec<&str> = s.split('.').collect();
+        if parts.iter().any(|p| hex(p, 4).is_none()) {
+            return Err(bad());
+        }
+        parts.concat()
+    } else {
+        return Err(bad());
+    };
+    let mut mac = [0u8; 6];
+    for (i, b) in mac.iter_mut().enumerate() {
+        *b = u8::from_str_radix(&digits[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    }
+    Ok(mac)
+}
+
 /// `aa:bb:cc:dd:ee:ff`, as CNI results spell MAC addresses.
 pub fn fmt_mac(mac: &[u8; 6]) -> String {
     let [a, b, c, d, e, f] = mac;

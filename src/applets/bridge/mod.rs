@@ -22,7 +22,7 @@ use crate::cni::result::{CniResult, Dns, Interface, Route};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::ipam::iface;
 use crate::netfilter::masq;
-use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac};
+use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
 use crate::{random, sysctl};
@@ -158,19 +158,6 @@ fn requested_mac(req: &Request) -> Result<Option<[u8; 6]>> {
     text.filter(|s| !s.is_empty())
         .map(|s| parse_mac(&s))
         .transpose()
-}
-
-pub fn parse_mac(s: &str) -> Result<[u8; 6]> {
-    let mut mac = [0u8; 6];
-    let parts: Vec<&str> = s.split(':').collect();
-    if parts.len() != 6 {
-        return Err(Error::config(format!("invalid MAC address {s:?}")));
-    }
-    for (b, p) in mac.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16)
-            .map_err(|_| Error::config(format!("invalid MAC address {s:?}")))?;
-    }
-    Ok(mac)
 }
 
 fn iface_of(l: &Link, sandbox: &str) -> Interface {

@@ -1,0 +1,644 @@
+//! `tuning` (chained, upstream `plugins/meta/tuning`): sysctls in the container's network
+//! namespace and attributes of the container's interface, with the original attributes saved
+//! and restored on DEL.
+//!
+//! Keys: `sysctl` (map; dots become slashes, the first `IFNAME` is the container interface,
+//! and the path must stay under `/proc/sys/net/`), `mac`, `mtu`, `promisc` (only turns it on,
+//! as upstream), `allmulti`, `txQLen`, `dataDir` (default `/run/cni/tuning`). Inputs in
+//! upstream's order, later wins: CNI_ARGS `MAC`, `runtimeConfig.mac`, then `args.cni`'s `mac`,
+//! `mtu`, `promisc`, `allmulti`, `txQLen` and `sysctl` (merged over the config's). When
+//! `/etc/cni/tuning/allowlist.conf` exists, every sysctl key must match one of its patterns;
+//! a key given twice in `sysctl` is refused.
+//!
+//! ADD writes the sysctls, saves the attributes it is about to change to
+//! `<dataDir>/<containerID>_<ifname>.json` (upstream's file and format, so either
+//! implementation's DEL restores the other's ADD), changes them, and returns the prevResult with
+//! the new MAC on the interface. DEL restores and removes the file and never fails on a missing
+//! namespace or link. CHECK compares sysctls and attributes.
+//!
+//! Beyond upstream: every key is checked before anything changes (upstream reports a bad MAC or
+//! sysctl path after writing the sysctls before it), a failed ADD restores the sysctls it wrote
+//! and the attributes it changed, and DEL removes the backup when the interface is gone
+//! (upstream leaves it in `/run/cni/tuning` forever).
+
+mod allowlist;
+
+use crate::cni::gojson;
+use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
+use crate::netlink::{Handle, Link, fmt_mac, parse_mac};
+use crate::netns::NetNs;
+use crate::undo::{ErrorList, Undo};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub static APPLET: Applet = Applet {
+    name: "tuning",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: None,
+    gc: None,
+};
+
+const DEFAULT_DATA_DIR: &str = "/run/cni/tuning";
+
+#[derive(Deserialize, Default)]
+struct Conf {
+    #[serde(rename = "dataDir", default)]
+    data_dir: String,
+    #[serde(default)]
+    sysctl: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    mac: String,
+    #[serde(default)]
+    promisc: bool,
+    #[serde(default)]
+    mtu: i64,
+    #[serde(rename = "txQLen", default)]
+    tx_qlen: Option<i64>,
+    #[serde(default)]
+    allmulti: Option<bool>,
+}
+
+/// `args.cni`: each key present overrides the config's.
+#[derive(Deserialize, Default)]
+struct ArgsCni {
+    #[serde(default)]
+    sysctl: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    mac: Option<String>,
+    #[serde(default)]
+    promisc: Option<bool>,
+    #[serde(default)]
+    mtu: Option<i64>,
+    #[serde(default)]
+    allmulti: Option<bool>,
+    #[serde(rename = "txQLen", default)]
+    tx_qlen: Option<i64>,
+}
+
+/// What ADD saves before changing the interface (upstream's `configToRestore`, same JSON:
+/// `mac`, `promisc`, `mtu`, `allmulti`, `txQLen`, each only when it was changed).
+#[derive(Serialize, Deserialize, Default, Debug, PartialEq)]
+struct Saved {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    mac: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    promisc: Option<bool>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    mtu: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    allmulti: Option<bool>,
+    #[serde(rename = "txQLen", default, skip_serializing_if = "Option::is_none")]
+    tx_qlen: Option<i64>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+/// The checked configuration.
+struct Tuning {
+    data_dir: PathBuf,
+    /// (key as given, `/proc/sys/...` path, value)
+    sysctls: Vec<(String, PathBuf, String)>,
+    mac: Option<[u8; 6]>,
+    promisc: bool,
+    mtu: Option<u32>,
+    allmulti: Option<bool>,
+    tx_qlen: Option<u32>,
+}
+
+impl Tuning {
+    fn changes_link(&self) -> bool {
+        self.mac.is_some()
+            || self.promisc
+            || self.mtu.is_some()
+            || self.allmulti.is_some()
+            || self.tx_qlen.is_some()
+    }
+
+    fn backup(&self, req: &Request) -> PathBuf {
+        backup_path(&self.data_dir, req)
+    }
+}
+
+fn backup_path(data_dir: &Path, req: &Request) -> PathBuf {
+    data_dir.join(format!("{}_{}.json", req.env.container_id, req.env.ifname))
+}
+
+fn load(req: &Request, verify_sysctls: bool) -> Result<Tuning> {
+    if verify_sysctls {
+        refuse_duplicate_sysctls(&req.stdin)?;
+    }
+    let c: Conf = req.decode()?;
+    let a: ArgsCni = match gojson::member(&req.raw, "args").and_then(|a| gojson::member(a, "cni")) {
+        Some(v) => gojson::from_value(v).map_err(|e| Error::decode(format!("args.cni: {e}")))?,
+        None => ArgsCni::default(),
+    };
+    let data_dir = if c.data_dir.is_empty() {
+        DEFAULT_DATA_DIR.to_string()
+    } else {
+        c.data_dir.clone()
+    };
+    if !data_dir.starts_with('/') || data_dir.contains('\0') {
+        return Err(Error::config(format!(
+            "dataDir {data_dir:?} must be an absolute path"
+        )));
+    }
+
+    // CNI_ARGS MAC < runtimeConfig.mac < args.cni.mac, as upstream.
+    let mut mac = c.mac.clone();
+    if let Some(m) = req
+        .env
+        .cni_args(&["MAC"])?
+        .get("MAC")
+        .filter(|m| !m.is_empty())
+    {
+        mac = m.to_string();
+    }
+    if let Some(m) = req
+        .runtime_config("mac")
+        .and_then(|v| v.as_str())
+        .filter(|m| !m.is_empty())
+    {
+        mac = m.to_string();
+    }
+    if let Some(m) = a.mac {
+        mac = m;
+    }
+    let mac = match mac.as_str() {
+        "" => None,
+        m => Some(
+            parse_mac(m).map_err(|_| Error::config(format!("mac: invalid MAC address {m:?}")))?,
+        ),
+    };
+    let mtu = a.mtu.unwrap_or(c.mtu);
+    let mtu = match mtu {
+        0 => None,
+        1..=0xffff_ffff => Some(mtu as u32),
+        _ => return Err(Error::config(format!("mtu: {mtu} is not a valid MTU"))),
+    };
+    let tx_qlen = match a.tx_qlen.or(c.tx_qlen) {
+        None => None,
+        Some(q @ 0..=0xffff_ffff) => Some(q as u32),
+        Some(q) => return Err(Error::config(format!("txQLen: {q} is out of range"))),
+    };
+
+    let mut sysctl = c.sysctl.unwrap_or_default();
+    sysctl.extend(a.sysctl.unwrap_or_default());
+    let allow = if verify_sysctls {
+        allowlist::load(allowlist::PATH)?
+    } else {
+        None
+    };
+    let mut sysctls = Vec::with_capacity(sysctl.len());
+    for (key, value) in sysctl {
+        let path = sysctl_path(&key, &req.env.ifname)?;
+        if value.contains('\0') {
+            return Err(Error::config(format!("sysctl {key:?}: value contains NUL")));
+        }
+        if let Some(list) = &allow
+            && !list.iter().any(|(_, r)| r.is_match(&key))
+        {
+            let patterns: Vec<&str> = list.iter().map(|(p, _)| p.as_str()).collect();
+            return Err(Error::config(format!(
+                "sysctl {key} is not allowed. Only the following sysctls are allowed: {patterns:?}"
+            )));
+        }
+        sysctls.push((key, path, value));
+    }
+    Ok(Tuning {
+        data_dir: PathBuf::from(data_dir),
+        sysctls,
+        mac,
+        promisc: a.promisc.unwrap_or(c.promisc),
+        mtu,
+        allmulti: a.allmulti.or(c.allmulti),
+        tx_qlen,
+    })
+}
+
+/// Upstream's mapping of a key to its file: dots become slashes, the first `IFNAME` becomes
+/// the container interface, the path is cleaned (`..` resolved) and must stay under
+/// `/proc/sys/net/`.
+fn sysctl_path(key: &str, ifname: &str) -> Result<PathBuf> {
+    if key.chars().any(char::is_control) {
+        return Err(Error::config(format!(
+            "sysctl {key:?}: invalid net sysctl key"
+        )));
+    }
+    let key_path = key.replace('.', "/").replacen("IFNAME", ifname, 1);
+    let full = format!("proc/sys/{key_path}");
+    let mut parts: Vec<&str> = Vec::new();
+    for part in full.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    if parts.len() < 4 || parts[..3] != ["proc", "sys", "net"] {
+        return Err(Error::config(format!(
+            "sysctl {key:?}: invalid net sysctl key (must name a file under /proc/sys/net/)"
+        )));
+    }
+    Ok(PathBuf::from(format!("/{}", parts.join("/"))))
+}
+
+/// Upstream refuses a `sysctl` object that names a key twice (a JSON object may; serde keeps
+/// the last). Keys of every top-level member Go would decode into `sysctl` count.
+fn refuse_duplicate_sysctls(stdin: &[u8]) -> Result<()> {
+    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+    use std::collections::HashSet;
+    use std::fmt;
+
+    struct Top<'a>(&'a mut HashSet<String>);
+    struct Keys<'a>(&'a mut HashSet<String>);
+
+    impl<'de> Visitor<'de> for Top<'_> {
+        type Value = bool;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> std::result::Result<bool, M::Error> {
+            let mut dup = false;
+            while let Some(k) = m.next_key::<String>()? {
+                if k == "sysctl" || gojson::fold_eq(&k, "sysctl") {
+                    dup |= m.next_value_seed(Keys(&mut *self.0))?;
+                } else {
+                    m.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(dup)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Keys<'_> {
+        type Value = bool;
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Keys<'_> {
+        type Value = bool;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a sysctl object")
+        }
+        fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> std::result::Result<bool, M::Error> {
+            let mut dup = false;
+            while let Some(k) = m.next_key::<String>()? {
+                dup |= !self.0.insert(k);
+                m.next_value::<IgnoredAny>()?;
+            }
+            Ok(dup)
+        }
+        // Anything else (null, a wrong type) is left to the decoder's own error.
+        fn visit_unit<E>(self) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_str<E>(self, _: &str) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_i64<E>(self, _: i64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_u64<E>(self, _: u64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_f64<E>(self, _: f64) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_bool<E>(self, _: bool) -> std::result::Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_seq<S: serde::de::SeqAccess<'de>>(
+            self,
+            mut s: S,
+        ) -> std::result::Result<bool, S::Error> {
+            while s.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(false)
+        }
+    }
+
+    let mut seen = HashSet::new();
+    let mut de = serde_json::Deserializer::from_slice(stdin);
+    match de.deserialize_map(Top(&mut seen)) {
+        Ok(true) => Err(Error::config(
+            "sysctl: duplicated sysctl keys are not allowed",
+        )),
+        // Malformed input was already reported by the driver's decode.
+        _ => Ok(()),
+    }
+}
+
+fn prev(req: &Request) -> Result<CniResult> {
+    req.prev_result()?
+        .ok_or_else(|| Error::config("Required prevResult missing"))
+}
+
+fn container(req: &Request) -> Result<(NetNs, Handle, Link)> {
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let mut h = Handle::in_netns(&ns)?;
+    let link = h.link_by_name(&req.env.ifname)?.ok_or_else(|| {
+        Error::internal(format!("failed to get {:?}: no such link", req.env.ifname))
+    })?;
+    Ok((ns, h, link))
+}
+
+fn add(req: &Request) -> Result<CniResult> {
+    let t = load(req, true)?;
+    let mut result = prev(req)?;
+    let (ns, mut h, link) = container(req)?;
+    let ifname = &req.env.ifname;
+    let mut undo = Undo::new("tuning");
+    let r = (|| -> Result<()> {
+        for (key, path, value) in &t.sysctls {
+            let old = ns
+                .enter(|| std::fs::read_to_string(path))?
+                .map_err(|e| Error::io(format_args!("sysctl {key}: read {}", path.display()), e))?;
+            ns.enter(|| std::fs::write(path, value))?.map_err(|e| {
+                Error::io(format_args!("sysctl {key}: write {}", path.display()), e)
+            })?;
+            let (ns, path) = (&ns, path.clone());
+            undo.push(format!("sysctl {key}"), move || {
+                ns.enter(|| std::fs::write(&path, old.trim_end_matches('\n')))?
+                    .ctx(format_args!("restore {}", path.display()))
+            });
+        }
+        if !t.changes_link() {
+            return Ok(());
+        }
+        let saved = Saved {
+            mac: t
+                .mac
+                .map(|_| link.mac.map(|m| fmt_mac(&m)).unwrap_or_default())
+                .unwrap_or_default(),
+            promisc: t.promisc.then_some(link.promisc),
+            mtu: if t.mtu.is_some() {
+                i64::from(link.mtu)
+            } else {
+                0
+            },
+            allmulti: t.allmulti.map(|_| link.allmulti),
+            tx_qlen: t.tx_qlen.map(|_| i64::from(link.txqlen)),
+        };
+        let backup = t.backup(req);
+        write_backup(&t.data_dir, &backup, &saved)?;
+        {
+            let (ns, ifname, backup) = (&ns, ifname.clone(), backup.clone());
+            undo.push("interface attributes", move || {
+                let mut h = Handle::in_netns(ns)?;
+                restore(&mut h, &ifname, &backup)
+            });
+        }
+        let i = link.index;
+        if let Some(mac) = t.mac {
+            h.set_mac(i, mac)
+                .ctx(format_args!("failed to set MAC of {ifname:?}"))?;
+            for iface in result.interfaces.iter_mut().filter(|f| &f.name == ifname) {
+                iface.mac = fmt_mac(&mac);
+            }
+        }
+        if t.promisc {
+            h.set_promisc(i, true)
+                .ctx(format_args!("failed to set {ifname:?} promiscuous"))?;
+        }
+        if let Some(mtu) = t.mtu {
+            h.set_mtu(i, mtu)
+                .ctx(format_args!("failed to set MTU of {ifname:?} to {mtu}"))?;
+        }
+        if let Some(on) = t.allmulti {
+            h.set_allmulti(i, on)
+                .ctx(format_args!("failed to set all-multicast of {ifname:?}"))?;
+        }
+        if let Some(q) = t.tx_qlen {
+            h.set_txqlen(i, q).ctx(format_args!(
+                "failed to set txqueuelen of {ifname:?} to {q}"
+            ))?;
+        }
+        Ok(())
+    })();
+    undo.finish(r)?;
+    Ok(result)
+}
+
+fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    // Upstream creates the directory 0600 (root needs no search bit); same here.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o600)
+        .create(dir)
+        .ctx(format_args!(
+            "failed to create backup directory {}",
+            dir.display()
+        ))?;
+    let text = crate::cni::result::pretty_with_indent(saved, b" ");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
+        .ctx(format_args!("failed to save {}", path.display()))
+}
+
+/// Put back what `backup` recorded, then remove it. Every attribute is tried; a missing link
+/// means the interface is gone, and its backup with it.
+fn restore(h: &mut Handle, ifname: &str, backup: &Path) -> Result<()> {
+    let text = match std::fs::read(backup) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(format_args!("read {}", backup.display()), e)),
+    };
+    let remove =
+        || std::fs::remove_file(backup).ctx(format_args!("failed to remove {}", backup.display()));
+    // An unreadable backup restores nothing, as upstream.
+    let Ok(saved) = serde_json::from_slice::<serde_json::Value>(&text)
+        .map_err(drop)
+        .and_then(|v| gojson::from_value::<Saved>(&v).map_err(drop))
+    else {
+        return remove();
+    };
+    let Some(link) = h.link_by_name(ifname)? else {
+        return remove();
+    };
+    let i = link.index;
+    let mut errors = ErrorList::new();
+    if saved.mtu > 0 {
+        errors.check(h.set_mtu(i, saved.mtu as u32).ctx("failed to restore MTU"));
+    }
+    if !saved.mac.is_empty() {
+        errors.check(
+            parse_mac(&saved.mac)
+                .and_then(|m| h.set_mac(i, m).map_err(Error::from))
+                .ctx("failed to restore MAC address"),
+        );
+    }
+    if let Some(on) = saved.promisc {
+        errors.check(
+            h.set_promisc(i, on)
+                .ctx("failed to restore promiscuous mode"),
+        );
+    }
+    if let Some(on) = saved.allmulti {
+        errors.check(
+            h.set_allmulti(i, on)
+                .ctx("failed to restore all-multicast mode"),
+        );
+    }
+    if let Some(q) = saved.tx_qlen.and_then(|q| u32::try_from(q).ok()) {
+        errors.check(
+            h.set_txqlen(i, q)
+                .ctx("failed to restore transmit queue length"),
+        );
+    }
+    errors.into_result()?;
+    remove()
+}
+
+fn del(req: &Request) -> Result<()> {
+    let Ok(t) = load(req, false) else {
+        // Upstream fails DEL only on a config it cannot parse at all; the driver decoded it.
+        return Ok(());
+    };
+    let backup = t.backup(req);
+    let Ok(Some(ns)) = NetNs::open_existing(&req.env.netns) else {
+        // The namespace is gone, and the interface with it.
+        let _ = std::fs::remove_file(&backup);
+        return Ok(());
+    };
+    // Errors are reported on stderr only: DEL of tuning never fails, as upstream.
+    if let Err(e) = Handle::in_netns(&ns)
+        .map_err(Error::from)
+        .and_then(|mut h| restore(&mut h, &req.env.ifname, &backup))
+    {
+        eprintln!("tuning: DEL: {e}");
+    }
+    Ok(())
+}
+
+fn check(req: &Request) -> Result<()> {
+    let t = load(req, true)?;
+    prev(req)?;
+    let (ns, _h, link) = container(req)?;
+    let ifname = &req.env.ifname;
+    for (_, path, want) in &t.sysctls {
+        let have = ns
+            .enter(|| std::fs::read_to_string(path))?
+            .map_err(|e| Error::io(format_args!("read {}", path.display()), e))?;
+        let have = have.strip_suffix('\n').unwrap_or(&have);
+        if have != want {
+            return Err(Error::internal(format!(
+                "Error: Tuning configured value of {} is {want}, current value is {have}",
+                path.display()
+            )));
+        }
+    }
+    let fail = |what: &str, want: String, have: String| {
+        Err(Error::internal(format!(
+            "Error: Tuning configured {what} of {ifname} is {want}, current value is {have}"
+        )))
+    };
+    let have_mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+    if let Some(m) = t.mac
+        && fmt_mac(&m) != have_mac
+    {
+        return fail("Ethernet", fmt_mac(&m), have_mac);
+    }
+    if t.promisc != link.promisc {
+        return fail("promisc", t.promisc.to_string(), link.promisc.to_string());
+    }
+    if let Some(mtu) = t.mtu
+        && mtu != link.mtu
+    {
+        return fail("MTU", mtu.to_string(), link.mtu.to_string());
+    }
+    if let Some(on) = t.allmulti
+        && on != link.allmulti
+    {
+        return fail(
+            "all-multicast mode",
+            on.to_string(),
+            link.allmulti.to_string(),
+        );
+    }
+    if let Some(q) = t.tx_qlen
+        && q != link.txqlen
+    {
+        return fail(
+            "Transmit Queue Length",
+            q.to_string(),
+            link.txqlen.to_string(),
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysctl_paths_stay_under_proc_sys_net() {
+        let p = |k: &str| sysctl_path(k, "eth0").map(|p| p.display().to_string());
+        assert_eq!(
+            p("net.ipv4.conf.IFNAME.arp_filter").unwrap(),
+            "/proc/sys/net/ipv4/conf/eth0/arp_filter"
+        );
+        assert_eq!(
+            p("net/ipv6/conf/all/forwarding").unwrap(),
+            "/proc/sys/net/ipv6/conf/all/forwarding"
+        );
+        // Only the first IFNAME is replaced, as upstream.
+        assert_eq!(p("net.IFNAME.IFNAME").unwrap(), "/proc/sys/net/eth0/IFNAME");
+        for bad in ["kernel.panic", "net", "net.", "net\n.x", "vm.x"] {
+            let e = sysctl_path(bad, "eth0").unwrap_err();
+            assert_eq!(e.code, 7, "{bad}");
+            assert!(e.msg.contains("sysctl"), "{}", e.msg);
+        }
+        // Dots become slashes before anything else, so `..` cannot be spelt in a key; an
+        // interface name could carry it (the environment refuses such names), and the cleaned
+        // path still has to stay under /proc/sys/net.
+        assert_eq!(
+            p("net/../kernel/panic").unwrap(),
+            "/proc/sys/net/kernel/panic"
+        );
+        assert!(sysctl_path("net.IFNAME.panic", "..").is_err());
+    }
+
+    #[test]
+    fn backup_format_is_upstreams() {
+        let s = Saved {
+            mac: "aa:bb:cc:dd:ee:ff".into(),
+            promisc: Some(false),
+            mtu: 1500,
+            allmulti: None,
+            tx_qlen: Some(1000),
+        };
+        assert_eq!(
+            crate::cni::result::pretty_with_indent(&s, b" "),
+            "{\n \"mac\": \"aa:bb:cc:dd:ee:ff\",\n \"promisc\": false,\n \"mtu\": 1500,\n \"txQLen\": 1000\n}"
+        );
+        assert_eq!(
+            crate::cni::result::pretty_with_indent(&Saved::default(), b" "),
+            "{}"
+        );
+    }
+
+    #[test]
+    fn duplicate_sysctl_keys() {
+        let dup = br#"{"name":"n","sysctl":{"net.a":"1","net.a":"2"}}"#;
+        assert_eq!(refuse_duplicate_sysctls(dup).unwrap_err().code, 7);
+        let fold = br#"{"name":"n","sysctl":{"net.a":"1"},"SysCtl":{"net.a":"2"}}"#;
+        assert!(refuse_duplicate_sysctls(fold).is_err());
+        let ok = br#"{"name":"n","sysctl":{"net.a":"1","net.b":"1"},"other":{"x":1,"x":2}}"#;
+        assert!(refuse_duplicate_sysctls(ok).is_ok());
+        assert!(refuse_duplicate_sysctls(br#"{"sysctl":null}"#).is_ok());
+    }
+}
