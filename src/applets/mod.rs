@@ -9,8 +9,10 @@ mod firewall;
 mod host_local;
 mod loopback;
 mod portmap;
+mod ptp;
 mod static_ipam;
 mod tuning;
+mod veth;
 mod vlan;
 
 pub static TABLE: &[&Applet] = &[
@@ -20,6 +22,7 @@ pub static TABLE: &[&Applet] = &[
     &host_local::APPLET,
     &loopback::APPLET,
     &portmap::APPLET,
+    &ptp::APPLET,
     &static_ipam::APPLET,
     &tuning::APPLET,
     &vlan::APPLET,

@@ -16,6 +16,7 @@ use check::*;
 use gateway::*;
 use port::*;
 
+use super::veth::create_veth;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Dns, Interface, Route};

@@ -1,0 +1,308 @@
+//! `ptp` (upstream `plugins/main/ptp`): a veth pair whose container end gets the IPAM
+//! addresses and whose host end routes to them — no bridge.
+//!
+//! As upstream, the container reaches everything through the gateway: its address keeps the
+//! IPAM prefix, but the kernel's subnet route is replaced by `gw/32 dev eth0 scope link` and
+//! `subnet via gw`, so even neighbours in the subnet are reached through the host. The host end
+//! (`veth<8 hex>`) carries each gateway as a /32 (/128) and a host route to each container
+//! address. Keys: `mtu`, `ipMasq`, `ipMasqBackend`, `ipam` (required), `dns` (overrides the
+//! IPAM's when set). Forwarding is turned on for the families in use.
+//!
+//! Beyond upstream: a failed ADD removes the veth and masquerading it made (upstream only
+//! releases the addresses); DEL removes the masquerading even without CNI_NETNS (upstream
+//! needs the link's addresses to find it, so a DEL after the container is gone leaks it); GC
+//! collects masquerading of attachments the runtime no longer lists, and the IPAM's.
+
+use super::veth::create_veth;
+use crate::cni::result::{Dns, Interface};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
+use crate::ipam::iface;
+use crate::netfilter::masq;
+use crate::netlink::{Handle, IFA_F_NODAD, Route, SCOPE_HOST, SCOPE_LINK, fmt_mac};
+use crate::netns::NetNs;
+use crate::sysctl;
+use crate::undo::{ErrorList, Undo};
+use ipnet::IpNet;
+use serde::Deserialize;
+
+pub static APPLET: Applet = Applet {
+    name: "ptp",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: Some(status),
+    gc: Some(gc),
+};
+
+#[derive(Deserialize, Default)]
+struct Conf {
+    #[serde(rename = "ipMasq", default)]
+    ip_masq: bool,
+    #[serde(rename = "ipMasqBackend", default)]
+    ip_masq_backend: Option<String>,
+    #[serde(default)]
+    mtu: i64,
+}
+
+struct Ptp<'a> {
+    c: Conf,
+    ipam: &'a str,
+    mtu: Option<u32>,
+}
+
+fn load(req: &Request) -> Result<Ptp<'_>> {
+    let c: Conf = req.decode()?;
+    if c.ip_masq {
+        crate::netfilter::Backend::parse("ipMasqBackend", c.ip_masq_backend.as_deref())?;
+    }
+    let mtu = match c.mtu {
+        0 => None,
+        m @ 68..=65535 => Some(m as u32),
+        m => return Err(Error::config(format!("mtu {m} is out of range (68-65535)"))),
+    };
+    let ipam = req
+        .ipam_type()
+        .ok_or_else(|| Error::config("ptp: an \"ipam\" section with a \"type\" is required"))?;
+    Ok(Ptp { c, ipam, mtu })
+}
+
+fn host_prefix(ip: &IpNet) -> u8 {
+    if ip.addr().is_ipv4() { 32 } else { 128 }
+}
+
+fn add(req: &Request) -> Result<CniResult> {
+    let p = load(req)?;
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let host_ns = NetNs::current()?;
+    let mut undo = Undo::new("ptp");
+    let r = add_steps(req, &p, &ns, &host_ns, &mut undo);
+    undo.finish(r)
+}
+
+fn add_steps<'a>(
+    req: &'a Request,
+    p: &'a Ptp<'a>,
+    ns: &'a NetNs,
+    host_ns: &NetNs,
+    undo: &mut Undo<'a>,
+) -> Result<CniResult> {
+    let ifname = &req.env.ifname;
+    let mut result = delegate::add(p.ipam, req)?;
+    undo.push(format!("IPAM {}", p.ipam), move || {
+        delegate::del(p.ipam, req)
+    });
+    if result.ips.is_empty() {
+        return Err(Error::internal(format!(
+            "IPAM plugin {:?} returned missing IP config",
+            p.ipam
+        )));
+    }
+    let gateways: Vec<_> = result
+        .ips
+        .iter()
+        .map(|ip| {
+            ip.gateway.ok_or_else(|| {
+                Error::internal(format!(
+                    "IPAM plugin {:?} returned {} without a gateway (ptp routes through it)",
+                    p.ipam, ip.address
+                ))
+            })
+        })
+        .collect::<Result<_>>()?;
+    if result.ips.iter().any(|ip| ip.address.addr().is_ipv4()) {
+        sysctl::set("net/ipv4/ip_forward", "1").ctx("could not enable IP forwarding")?;
+    }
+    if result.ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
+        sysctl::set("net/ipv6/conf/all/forwarding", "1").ctx("could not enable IP forwarding")?;
+    }
+
+    let mut cont = Handle::in_netns(ns)?;
+    if cont.link_by_name(ifname)?.is_some() {
+        return Err(Error::config(format!(
+            "container veth name {ifname:?} already exists"
+        )));
+    }
+    let host_name = create_veth(&mut cont, ifname, p.mtu, None, host_ns)?;
+    undo.push(format!("veth {ifname}"), move || {
+        let mut h = Handle::in_netns(ns)?;
+        match h.link_by_name(ifname)? {
+            Some(l) => Ok(h.del_link(l.index)?),
+            None => Ok(()),
+        }
+    });
+    let cv = cont.link(ifname)?;
+    for ip in &mut result.ips {
+        ip.interface = Some(1);
+    }
+    iface::configure(ns, &mut cont, ifname, cv.index, &result, 1)?;
+    // Point-to-point through the gateway: drop the kernel's subnet route, reach the gateway
+    // on the link, the subnet through the gateway.
+    for (ip, gw) in result.ips.iter().zip(&gateways) {
+        let subnet = ip.address.trunc();
+        cont.route_del(&Route {
+            dst: subnet,
+            oif: Some(cv.index),
+            ..Default::default()
+        })
+        .ctx(format_args!("failed to delete route {subnet} dev {ifname}"))?;
+        let gw_net = IpNet::new(*gw, host_prefix(&ip.address)).expect("host prefix");
+        for r in [
+            Route {
+                dst: gw_net,
+                oif: Some(cv.index),
+                scope: SCOPE_LINK,
+                src: Some(ip.address.addr()),
+                ..Default::default()
+            },
+            Route {
+                dst: subnet,
+                gw: Some(*gw),
+                oif: Some(cv.index),
+                src: Some(ip.address.addr()),
+                ..Default::default()
+            },
+        ] {
+            cont.route_add(&r).ctx(format_args!(
+                "failed to add route {} in the container",
+                r.dst
+            ))?;
+        }
+    }
+
+    // The host end: each gateway as a host address, a host route to each container address.
+    let mut host = Handle::new()?;
+    let hv = host.link(&host_name)?;
+    // Bridges must not autoconfigure from router advertisements of their ports; neither
+    // should this routed end.
+    let _ = sysctl::set(
+        &sysctl::iface("net/ipv6/conf", &host_name, "accept_ra"),
+        "0",
+    );
+    host.set_up(hv.index, true)
+        .ctx(format_args!("failed to set {host_name:?} up"))?;
+    for (ip, gw) in result.ips.iter().zip(&gateways) {
+        let bits = host_prefix(&ip.address);
+        let gw_net = IpNet::new(*gw, bits).expect("host prefix");
+        host.add_addr(hv.index, gw_net, IFA_F_NODAD)
+            .ctx(format_args!("failed to add {gw_net} to {host_name:?}"))?;
+        let dst = IpNet::new(ip.address.addr(), bits).expect("host prefix");
+        match host.route_add(&Route {
+            dst,
+            oif: Some(hv.index),
+            scope: SCOPE_HOST,
+            ..Default::default()
+        }) {
+            Err(e) if !e.is_exists() => {
+                return Err(Error::from(e).ctx(format_args!("failed to add route {dst} on host")));
+            }
+            _ => {}
+        }
+    }
+    if p.c.ip_masq {
+        let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
+        let (network, cid) = (&req.conf.name, &req.env.container_id);
+        undo.push("ipMasq", move || masq::teardown(network, cid, ifname));
+        masq::setup(p.c.ip_masq_backend.as_deref(), network, cid, ifname, &nets)
+            .ctx("failed to set up IP masquerading")?;
+    }
+    let cv = cont.link(ifname)?;
+    let hv = host.link(&host_name)?;
+    result.interfaces = vec![
+        Interface {
+            name: hv.name.clone(),
+            mac: hv.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
+            ..Default::default()
+        },
+        Interface {
+            name: ifname.clone(),
+            mac: cv.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
+            sandbox: req.env.netns.clone(),
+            ..Default::default()
+        },
+    ];
+    if let Some(dns) = req.conf.dns.as_ref().filter(|d| !d.is_empty()) {
+        result.dns = Dns::clone(dns);
+    }
+    Ok(result)
+}
+
+fn del(req: &Request) -> Result<()> {
+    let p = load(req)?;
+    // As upstream, the addresses go first and an IPAM failure fails the DEL.
+    delegate::del(p.ipam, req)?;
+    let mut errors = ErrorList::new();
+    if p.c.ip_masq {
+        // Found by name: no link or namespace needed.
+        errors.check(masq::teardown(
+            &req.conf.name,
+            &req.env.container_id,
+            &req.env.ifname,
+        ));
+    }
+    if let Some(ns) = NetNs::open_existing(&req.env.netns)? {
+        let mut h = Handle::in_netns(&ns)?;
+        if let Some(l) = h.link_by_name(&req.env.ifname)?
+            && let Err(e) = h.del_link(l.index)
+            && !e.is_not_found()
+        {
+            errors.push(Error::from(e).ctx(format_args!("failed to delete {:?}", req.env.ifname)));
+        }
+    }
+    errors.into_result()
+}
+
+fn check(req: &Request) -> Result<()> {
+    let p = load(req)?;
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    delegate::delegate(Command::Check, p.ipam, req)?;
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("ptp: Required prevResult missing"))?;
+    let ifname = &req.env.ifname;
+    let pos = prev
+        .interfaces
+        .iter()
+        .position(|i| &i.name == ifname && i.sandbox == req.env.netns)
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "Sandbox in prevResult doesn't match configured netns: {}",
+                req.env.netns
+            ))
+        })?;
+    let want = &prev.interfaces[pos];
+    let mut cont = Handle::in_netns(&ns)?;
+    let cv = cont.link_by_name(ifname)?.ok_or_else(|| {
+        Error::internal(format!(
+            "ptp: Container Interface name in prevResult: {ifname} not found"
+        ))
+    })?;
+    if cv.kind.as_deref() != Some("veth") {
+        return Err(Error::internal(format!(
+            "Error: Container interface {ifname} not of type veth/p2p"
+        )));
+    }
+    let mac = cv.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+    if !want.mac.is_empty() && !want.mac.eq_ignore_ascii_case(&mac) {
+        return Err(Error::internal(format!(
+            "ptp: Interface {ifname} Mac {} doesn't match container Mac: {mac}",
+            want.mac
+        )));
+    }
+    iface::check(&mut cont, &cv, &prev, pos)
+}
+
+fn status(req: &Request) -> Result<()> {
+    let p = load(req)?;
+    delegate::delegate(Command::Status, p.ipam, req).map(drop)
+}
+
+fn gc(req: &Request) -> Result<()> {
+    let p = load(req)?;
+    let mut errors = ErrorList::new();
+    errors.check(delegate::delegate(Command::Gc, p.ipam, req));
+    if let (true, Some(valid)) = (p.c.ip_masq, req.valid_attachments()) {
+        errors.check(masq::gc(&req.conf.name, valid));
+    }
+    errors.into_result()
+}
