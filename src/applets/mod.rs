@@ -8,6 +8,7 @@ mod bridge;
 mod firewall;
 mod host_local;
 mod loopback;
+mod macvlan;
 mod portmap;
 mod ptp;
 mod static_ipam;
@@ -21,6 +22,7 @@ pub static TABLE: &[&Applet] = &[
     &firewall::APPLET,
     &host_local::APPLET,
     &loopback::APPLET,
+    &macvlan::APPLET,
     &portmap::APPLET,
     &ptp::APPLET,
     &static_ipam::APPLET,

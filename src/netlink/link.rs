@@ -30,6 +30,8 @@ pub struct Link {
     /// Namespace id of the namespace `link` lives in, when that is another namespace.
     pub link_netnsid: Option<i32>,
     pub vlan_id: Option<u16>,
+    /// IFLA_MACVLAN_MODE of a macvlan link.
+    pub macvlan_mode: Option<u32>,
     pub alias: Option<String>,
     pub txqlen: u32,
     /// Bridge port settings, when the link is a bridge port.
@@ -53,10 +55,10 @@ pub struct BridgeVlan {
 }
 
 // Link attributes (linux/if_link.h, linux/veth.h, linux/rtnetlink.h).
-const IFLA_ADDRESS: u16 = 1;
+pub(super) const IFLA_ADDRESS: u16 = 1;
 const IFLA_IFNAME: u16 = 3;
 const IFLA_MTU: u16 = 4;
-const IFLA_LINK: u16 = 5;
+pub(super) const IFLA_LINK: u16 = 5;
 const IFLA_MASTER: u16 = 10;
 const IFLA_TXQLEN: u16 = 13;
 const IFLA_OPERSTATE: u16 = 16;
@@ -64,7 +66,7 @@ const IFLA_LINKINFO: u16 = 18;
 const IFLA_IFALIAS: u16 = 20;
 const IFLA_AF_SPEC: u16 = 26;
 const IFLA_LINK_NETNSID: u16 = 37;
-const IFLA_NET_NS_FD: u16 = 28;
+pub(super) const IFLA_NET_NS_FD: u16 = 28;
 const IFLA_EXT_MASK: u16 = 29;
 const IFLA_BR_VLAN_FILTERING: u16 = 7;
 const VETH_INFO_PEER: u16 = 1;
@@ -134,6 +136,11 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
                         .find(|(ty, _)| *ty == IFLA_VLAN_ID)
                         .and_then(|(_, v)| wire::get_u16(v, 0));
                 }
+                if let (Some("macvlan"), Some(d)) = (l.kind.as_deref(), data) {
+                    l.macvlan_mode = wire::attrs(d)
+                        .find(|(ty, _)| *ty == super::macvlan::IFLA_MACVLAN_MODE)
+                        .and_then(|(_, v)| wire::get_u32(v, 0));
+                }
                 if let (Some("bridge"), Some(d)) = (slave_kind.as_deref(), slave_data) {
                     let mut o = PortOpts::default();
                     for (ty, v) in wire::attrs(d) {
@@ -186,11 +193,11 @@ fn ifinfomsg(family: u8, index: u32, flags: u32, change: u32) -> [u8; IFINFOMSG_
 }
 
 /// A link request for `index` (0: by name or new) with attributes `f`.
-fn link_msg(ty: u16, index: u32, f: impl FnOnce(&mut Writer)) -> Vec<u8> {
+pub(super) fn link_msg(ty: u16, index: u32, f: impl FnOnce(&mut Writer)) -> Vec<u8> {
     request(ty, &ifinfomsg(AF_UNSPEC, index, 0, 0), f)
 }
 
-fn name_mtu(w: &mut Writer, name: &str, mtu: Option<u32>) {
+pub(super) fn name_mtu(w: &mut Writer, name: &str, mtu: Option<u32>) {
     w.str(IFLA_IFNAME, name);
     if let Some(m) = mtu.filter(|&m| m > 0) {
         w.u32(IFLA_MTU, m);
@@ -198,7 +205,7 @@ fn name_mtu(w: &mut Writer, name: &str, mtu: Option<u32>) {
 }
 
 /// IFLA_LINKINFO with IFLA_INFO_KIND `kind` and, when `data` writes any, IFLA_INFO_DATA.
-fn link_info(w: &mut Writer, kind: &str, data: Option<&dyn Fn(&mut Writer)>) {
+pub(super) fn link_info(w: &mut Writer, kind: &str, data: Option<&dyn Fn(&mut Writer)>) {
     w.nest(IFLA_LINKINFO, |w| {
         w.str(IFLA_INFO_KIND, kind);
         if let Some(d) = data {
@@ -343,7 +350,7 @@ impl Handle {
             .collect())
     }
 
-    fn new_link(&mut self, req: Vec<u8>, what: &str, name: &str) -> Result<()> {
+    pub(super) fn new_link(&mut self, req: Vec<u8>, what: &str, name: &str) -> Result<()> {
         self.request_ack(req, NLM_F_CREATE | NLM_F_EXCL)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("add {what} {name}")))

@@ -14,6 +14,7 @@
 
 mod addr;
 mod link;
+pub mod macvlan;
 mod route;
 pub mod socket;
 pub mod tc;
