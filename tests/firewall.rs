@@ -247,6 +247,25 @@ fn forward_drop(imp: Impl, backend: Option<&'static str>) {
     lab.plugin()
         .del("firewall", &env, &lab.fw_conf("a", None, None))
         .ok();
+    // The silences above were the DROP policy's doing, not a broken path or tool: with the
+    // policy open, both directions answer.
+    lab.node.sh(&["iptables", "-P", "FORWARD", "ACCEPT"]);
+    assert_answers(
+        &lab.client,
+        "tcp",
+        &ip,
+        80,
+        "inside",
+        "client -> container, FORWARD open",
+    );
+    assert_answers(
+        &c1,
+        "tcp",
+        &client_ip,
+        80,
+        "outside",
+        "container -> client, FORWARD open",
+    );
 }
 
 #[test]
@@ -327,6 +346,7 @@ fn same_bridge(imp: Impl, backend: Option<&'static str>) {
     );
     assert_answers(&t.a1, "tcp", &ip_a2, 80, "a2", "a1 -> a2 before firewall");
     assert_answers(&t.a1, "tcp", &ip_b1, 80, "b1", "a1 -> b1 before firewall");
+    assert_answers(&t.b1, "tcp", &ip_a2, 80, "a2", "b1 -> a2 before firewall");
     for (i, o) in add_three(&lab, &t, "same-bridge").iter().enumerate() {
         assert!(o.status_ok, "firewall ADD same-bridge #{i}: {o:?}");
     }
@@ -408,6 +428,7 @@ fn isolated(imp: Impl, backend: Option<&'static str>) {
     let t = three(&lab);
     let (ip_a2, ip_b1) = (cont_ip(&t.ra2, false), cont_ip(&t.rb1, false));
     assert_answers(&t.a1, "tcp", &ip_a2, 80, "a2", "a1 -> a2 before firewall");
+    assert_answers(&t.a1, "tcp", &ip_b1, 80, "b1", "a1 -> b1 before firewall");
     let outs = add_three(&lab, &t, "isolated");
     if imp == Impl::Reference {
         // v1.1.1 knows only open and same-bridge; it fails after installing its per-IP rules.
@@ -433,7 +454,10 @@ fn isolated(imp: Impl, backend: Option<&'static str>) {
             "a1 -> a2 on the same bridge, isolated",
         );
     } else {
-        eprintln!("note: no br_netfilter in the node, same-bridge traffic not tested");
+        skip_note(
+            "firewall isolated same-bridge traffic",
+            "no br_netfilter in the node (modprobe br_netfilter)",
+        );
     }
     assert_silent(
         &t.a1,

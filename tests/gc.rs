@@ -139,6 +139,18 @@ fn gc(backend: &'static str, n: u8) {
         t.contains(&format!("{ip}/32")) || t.contains(&format!("{ip} "))
     };
     assert!(!lab.rules_of(&idb).is_empty() && filter_has(&ip_b));
+    // Both host ports work before GC, so B's silence after it is GC's doing.
+    let node_ip = format!("192.168.{n}.1");
+    let _sa = serve(&a, "tcp", false, 80, "a");
+    let _sb = serve(&b, "tcp", false, 80, "b");
+    assert_answers(
+        &lab.outside,
+        "tcp",
+        &node_ip,
+        8082,
+        "b",
+        "B's hostPort before GC",
+    );
 
     // GC naming both, or another network, removes nothing.
     for plugin in ["bridge", "portmap", "firewall"] {
@@ -179,9 +191,6 @@ fn gc(backend: &'static str, n: u8) {
     p.check("firewall", &env_for(&a, &ida), &fw(&ra)).ok();
     assert!(!p.check("firewall", &env_for(&b, &idb), &fw(&rb)).status_ok);
     // A's port mapping still works, B's is gone.
-    let node_ip = format!("192.168.{n}.1");
-    let _sa = serve(&a, "tcp", false, 80, "a");
-    let _sb = serve(&b, "tcp", false, 80, "b");
     assert_answers(
         &lab.outside,
         "tcp",

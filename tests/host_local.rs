@@ -25,19 +25,20 @@ fn id(cid: &str) -> Env {
 }
 
 /// File name → content of the network directory (what upstream keeps on disk).
+/// The store's files and contents. The directory must exist: a check on a store that was
+/// never written would otherwise pass on an empty map.
+#[track_caller]
 fn store(dir: &Path) -> BTreeMap<String, String> {
     std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| {
-                    (
-                        e.file_name().into_string().unwrap(),
-                        std::fs::read_to_string(e.path()).unwrap_or_default(),
-                    )
-                })
-                .collect()
+        .unwrap_or_else(|e| panic!("store {}: {e}", dir.display()))
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read_to_string(e.path()).unwrap_or_default(),
+            )
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 fn addr(r: &Value, i: usize) -> String {
@@ -376,10 +377,14 @@ fn compatible_with_reference_store() {
         let p = sb.plugin(imp);
         let mut texts = Vec::new();
         for cid in ["a", "b", "c"] {
-            texts.push(p.add("host-local", &id(cid), &c).stdout.clone());
+            let out = p.add("host-local", &id(cid), &c);
+            out.ok();
+            texts.push(out.stdout.clone());
         }
         p.del("host-local", &id("b"), &c).ok();
-        texts.push(p.add("host-local", &id("d"), &c).stdout.clone());
+        let out = p.add("host-local", &id("d"), &c);
+        out.ok();
+        texts.push(out.stdout.clone());
         outs.push((texts, store(&sb.path(&format!("{dir}/hlnet")))));
     }
     assert_eq!(outs[0].0, outs[1].0, "result text, ours vs reference");
@@ -438,7 +443,11 @@ fn ranges_outside_the_subnet_are_refused() {
         let c = conf(&sb, "1.0.0", json!({"ranges": [[range]]}));
         let msg = sb.ours().add("host-local", &id("bad"), &c).err(7);
         assert!(msg.contains("range set 0") && msg.contains(needle), "{msg}");
-        assert!(store(&sb.path("data/hlnet")).is_empty());
+        // Refused at load: the store is not even created.
+        assert!(
+            !sb.path("data/hlnet").exists(),
+            "a refused config created the store"
+        );
     }
     // rangeEnd at the broadcast address is accepted (as upstream), but never handed out.
     let c = conf(

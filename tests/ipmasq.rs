@@ -339,6 +339,12 @@ fn traffic(v: Variant, n: u8) {
 
     // Same bridge and subnet without ipMasq: packets get out, answers cannot come back.
     lab.attach(&plain, &lab.id("plain"), false);
+    // The container's own wiring works (its gateway answers), so the silence below is the
+    // missing masquerading's doing; the server is proven by the ipMasq container further down.
+    assert!(
+        pings(&plain, &format!("10.{n}.0.1"), 5),
+        "container without ipMasq cannot reach its gateway"
+    );
     assert_silent(&plain, "tcp", &outside, 80, "without ipMasq");
     assert!(!pings(&plain, &outside, 1), "ping without ipMasq answered");
 

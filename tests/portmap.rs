@@ -206,9 +206,20 @@ fn pm_check(p: &Plugin<'_>, env: &Env, conf: &Value) {
         Impl::Ours => {
             out.ok();
         }
+        // Go v1.1.1's CHECK of the IPv6 DNAT chain is broken (fixed upstream in v1.2.0): it
+        // looks for the chain when the container has no IPv6 ("chain … not found in iptables
+        // table nat") and for the IPv4 rules in it when it has ("rule [… 10.x …] in chain …
+        // not found in table nat"). Those exact failures are accepted; any other outcome than
+        // success fails the test.
         Impl::Reference => {
             if !out.status_ok {
-                eprintln!("note: reference portmap CHECK failed (known v1.1.1 bug): {out:?}");
+                let msg = out.err(999);
+                assert!(
+                    msg.starts_with("could not check ipv6 dnat: ")
+                        && (msg.ends_with("not found in iptables table nat")
+                            || msg.ends_with("not found in table nat")),
+                    "reference portmap CHECK failed otherwise than its known v1.1.1 bug: {out:?}"
+                );
             }
         }
     }
@@ -925,8 +936,16 @@ fn concurrent_adds(imp: Impl, backend: Option<&'static str>) {
         if imp == Impl::Reference && !o.status_ok {
             // The Go plugin creates the shared chains check-then-create (utils.EnsureChain),
             // which races between parallel ADDs (seen once under full-suite load with
-            // iptables-nft). Retry it serially so the rest of the scenario still runs.
-            eprintln!("note: reference parallel portmap ADD {i} failed, retrying: {o:?}");
+            // iptables-nft): iptables then says the chain already exists. Only that known race
+            // is retried serially (so the rest of the scenario still runs); any other failure
+            // fails the test.
+            assert!(
+                o.stdout.contains("Chain already exists"),
+                "reference parallel portmap ADD {i} failed otherwise than its check-then-create race: {o:?}"
+            );
+            eprintln!(
+                "note: reference parallel portmap ADD {i} lost the EnsureChain race, retrying"
+            );
             lab.plugin()
                 .add("portmap", &env_for(&conts[i], &ids[i]), &confs[i])
                 .ok();

@@ -1,7 +1,7 @@
 //! Real traffic for the netfilter tests: socat servers inside namespaces and one-shot clients,
 //! with retrying assertions; and small helpers on results.
 
-use super::{Env, Impl, NetNs, exec, reference_available, require_root};
+use super::{Env, Impl, NetNs, Output, exec, reference_available, require_root};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -71,6 +71,13 @@ pub fn serve(ns: &NetNs, proto: &str, v6: bool, port: u16, reply: &str) -> Serve
 /// One client exchange from `from` to `host:port`: sends "ping\n" and returns what came back
 /// (trimmed), or None when nothing did within ~2 s.
 pub fn talk(from: &NetNs, proto: &str, host: &str, port: u16) -> Option<String> {
+    let s = talk_raw(from, proto, host, port).stdout.trim().to_string();
+    if s.is_empty() { None } else { Some(s) }
+}
+
+/// The socat client run of [`talk`], for callers that must tell "no answer" from "the probe
+/// could not run".
+fn talk_raw(from: &NetNs, proto: &str, host: &str, port: u16) -> Output {
     let v6 = host.contains(':');
     let (fam, h) = if v6 {
         ("6", format!("[{host}]"))
@@ -82,16 +89,14 @@ pub fn talk(from: &NetNs, proto: &str, host: &str, port: u16) -> Option<String> 
         "udp" => format!("UDP{fam}:{h}:{port}"),
         _ => panic!("unknown protocol {proto}"),
     };
-    let out = exec(
+    exec(
         Path::new("ip"),
         &[
             "netns", "exec", &from.name, "timeout", "6", "socat", "-T2", "-t2", "-", &addr,
         ],
         &[],
         "ping\n",
-    );
-    let s = out.stdout.trim().to_string();
-    if s.is_empty() { None } else { Some(s) }
+    )
 }
 
 /// Whether `from` gets `expect` back from `host:port`, retrying (address DAD, ARP, a server
@@ -110,13 +115,23 @@ pub fn answers(from: &NetNs, proto: &str, host: &str, port: u16, expect: &str) -
     }
 }
 
-/// Asserts that `host:port` gives no answer (one attempt, ~2 s).
+/// Asserts that `host:port` gives no answer (one attempt, ~2 s). The probe itself must have run:
+/// socat ending with a network failure (status 1) or the timeout (124) counts as silence; a
+/// missing tool or namespace (126, 127, 255 …) fails the test instead of passing it. Callers
+/// also prove the same path answers when nothing blocks it (before the rule, or after), so a
+/// silence cannot come from broken routing.
 #[track_caller]
 pub fn assert_silent(from: &NetNs, proto: &str, host: &str, port: u16, what: &str) {
-    let got = talk(from, proto, host, port);
+    let out = talk_raw(from, proto, host, port);
+    let got = out.stdout.trim();
     assert!(
-        got.is_none(),
+        got.is_empty(),
         "{what}: {proto} {host}:{port} from {} should not answer, got {got:?}",
+        from.name
+    );
+    assert!(
+        matches!(out.code, Some(0 | 1 | 124)),
+        "{what}: the probe from {} did not run (socat or the namespace missing?): {out:?}",
         from.name
     );
 }
