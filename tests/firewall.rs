@@ -550,8 +550,14 @@ fn nftables_add_check_del_ours() {
         "the other container's rules survive the DEL"
     );
     // CHECK after DEL fails; DEL twice is fine.
-    let out = lab.plugin().check("firewall", &env_for(&c1, id1), &cf1);
-    assert!(!out.status_ok, "CHECK after DEL should fail: {out:?}");
+    let msg = lab
+        .plugin()
+        .check("firewall", &env_for(&c1, id1), &cf1)
+        .err(999);
+    assert!(
+        msg.contains(&format!("expected firewall rules for {id1}")) && msg.contains("not found"),
+        "CHECK after DEL: {msg}"
+    );
     lab.plugin().del("firewall", &env_for(&c1, id1), &cf1).ok();
     lab.plugin().del("firewall", &env_for(&c2, id2), &cf2).ok();
     assert!(

@@ -187,17 +187,36 @@ fn check_against_prev_result() {
         wrong_gw["ips"][1]["gateway"] = json!("10.21.0.254");
         let mut no_gw = prev.clone();
         no_gw["ips"][0].as_object_mut().map(|o| o.remove("gateway"));
-        let cases = [
-            ("matching", with_prev(&c, &prev), true),
-            ("wrong CNI_ARGS gateway", with_prev(&c, &wrong_gw), false),
-            ("missing config gateway", with_prev(&c, &no_gw), false),
-            ("no prevResult", c.clone(), false),
+        // (case, input, None to pass or Some((code, fragments of the message)))
+        let cases: [(&str, Value, Option<(u64, &[&str])>); 4] = [
+            ("matching", with_prev(&c, &prev), None),
+            (
+                "wrong CNI_ARGS gateway",
+                with_prev(&c, &wrong_gw),
+                Some((999, &["10.21.0.254", "10.21.0.1"])),
+            ),
+            (
+                "missing config gateway",
+                with_prev(&c, &no_gw),
+                Some((999, &["10.20.0.5", "gateway none", "expected 10.20.0.1"])),
+            ),
+            (
+                "no prevResult",
+                c.clone(),
+                Some((7, &["required prevResult missing"])),
+            ),
         ];
-        for (what, input, pass) in cases {
+        for (what, input, fails) in cases {
             let ours = sb.ours().check("static", &env, &input);
-            assert_eq!(ours.status_ok, pass, "{ver} {what}: {ours:?}");
-            if !pass {
-                assert!(ours.err_code().is_some(), "{ver} {what}: {ours:?}");
+            let pass = fails.is_none();
+            match fails {
+                None => assert!(ours.status_ok, "{ver} {what}: {ours:?}"),
+                Some((code, fragments)) => {
+                    let msg = ours.err(code);
+                    for f in fragments {
+                        assert!(msg.contains(f), "{ver} {what}: {f:?} not in {msg:?}");
+                    }
+                }
             }
             if ver != "1.1.0" && reference_available("static") {
                 let theirs = sb.reference().check("static", &env, &input);
