@@ -181,12 +181,17 @@ impl Lab {
                 .map(|r| r.to_string())
                 .collect()
         } else {
+            // The lines naming the container (its CNI-HOSTPORT-DNAT jumps carry its ID in the
+            // comment) and every line of its own CNI-DN chain (upstream's name: "CNI-DN-" and
+            // 21 hex of sha512(network + container ID)), declaration included, so a chain left
+            // behind after its jump is gone still counts. Other containers' chains do not.
+            let chain = dn_chain(&self.net, id);
             let mut v: Vec<String> = Vec::new();
             for six in [false, true] {
                 v.extend(
                     self.nat_rules(six)
                         .lines()
-                        .filter(|l| l.contains(id) || l.contains("CNI-DN-"))
+                        .filter(|l| l.contains(id) || l.contains(&chain))
                         .map(str::to_string),
                 );
             }
@@ -223,6 +228,18 @@ fn pm_check(p: &Plugin<'_>, env: &Env, conf: &Value) {
             }
         }
     }
+}
+
+/// Upstream's per-container DNAT chain: `CNI-DN-` + 21 hex of sha512(network + container ID).
+fn dn_chain(network: &str, id: &str) -> String {
+    let out = exec(
+        std::path::Path::new("sha512sum"),
+        &[],
+        &[],
+        &format!("{network}{id}"),
+    );
+    assert!(out.status_ok, "sha512sum: {out:?}");
+    format!("CNI-DN-{}", &out.stdout[..21])
 }
 
 /// The standard mappings: TCP 8080→80 and UDP 8053→53.
@@ -280,6 +297,15 @@ fn tcp_udp_hostport(imp: Impl, backend: Option<&'static str>) {
         "{}: rules for {id} after ADD",
         tag(imp, backend)
     );
+    if backend != Some("nftables") {
+        // rules_of() finds the container's chain by upstream's name: check that name.
+        let chain = dn_chain(&lab.net, &id);
+        assert!(
+            lab.nat_rules(false).contains(&format!(":{chain} ")),
+            "no chain {chain}:\n{}",
+            lab.nat_rules(false)
+        );
+    }
     assert_answers(&lab.client, "tcp", &node_addr, 8080, "hello", "client TCP");
     assert_answers(&lab.client, "udp", &node_addr, 8053, "pong", "client UDP");
     // Only the mapped ports are forwarded.
