@@ -148,7 +148,7 @@ fn make_install_force_moves_go_plugins_aside_and_uninstall_restores_them() {
     for n in &names {
         fake_go_plugin(&dir.join(n), n);
     }
-    fake_go_plugin(&dir.join("macvlan"), "macvlan"); // not an applet: never touched
+    fake_go_plugin(&dir.join("vendor-plugin"), "vendor-plugin"); // not an applet: never touched
     let before = snapshot(&dir);
     // CARGO=false: install must use the binary that exists, not rebuild (root may lack cargo).
     let make = |target: &str, force: bool| {
@@ -187,7 +187,7 @@ fn make_install_force_moves_go_plugins_aside_and_uninstall_restores_them() {
         assert!(saved.contains(&format!("CNI {n} plugin")), "{n}: {saved}");
     }
     assert!(
-        fs::read_to_string(dir.join("macvlan"))
+        fs::read_to_string(dir.join("vendor-plugin"))
             .unwrap()
             .contains("(Go)")
     );
@@ -241,11 +241,11 @@ fn hardlink_install_upgrades() {
         assert_eq!(fs::read_link(dir.join(&a)).unwrap(), Path::new("cnibox"));
     }
     // --remove takes only cnibox's links.
-    fake_go_plugin(&dir.join("macvlan"), "macvlan");
+    fake_go_plugin(&dir.join("vendor-plugin"), "vendor-plugin");
     let out = symlinks(&["--remove", dir.to_str().unwrap()], None);
     assert!(out.ok, "{out:?}");
     let left: Vec<_> = snapshot(&dir).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(left, ["cnibox", "macvlan"]);
+    assert_eq!(left, ["cnibox", "vendor-plugin"]);
 }
 
 #[test]
