@@ -14,4 +14,6 @@ pub mod netlink;
 pub mod netns;
 pub mod random;
 pub mod sysctl;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod undo;

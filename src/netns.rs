@@ -242,7 +242,7 @@ mod tests {
     use super::*;
 
     fn root() -> bool {
-        nix::unistd::geteuid().is_root()
+        crate::testing::require_root("netns")
     }
 
     #[test]

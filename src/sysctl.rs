@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn set_in_netns() {
-        if !nix::unistd::geteuid().is_root() {
+        if !crate::testing::require_root("sysctl::set_in_netns") {
             return;
         }
         let ns = crate::netns::testing::TempNetNs::new("cnibox-sysctl").unwrap();

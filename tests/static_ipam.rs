@@ -176,6 +176,9 @@ fn del_is_a_no_op() {
     }
 }
 
+/// How a case must fail: the CNI code and fragments of the message (None: it passes).
+type Failure = Option<(u64, &'static [&'static str])>;
+
 #[test]
 fn check_against_prev_result() {
     let sb = Sandbox::new("check");
@@ -188,7 +191,7 @@ fn check_against_prev_result() {
         let mut no_gw = prev.clone();
         no_gw["ips"][0].as_object_mut().map(|o| o.remove("gateway"));
         // (case, input, None to pass or Some((code, fragments of the message)))
-        let cases: [(&str, Value, Option<(u64, &[&str])>); 4] = [
+        let cases: [(&str, Value, Failure); 4] = [
             ("matching", with_prev(&c, &prev), None),
             (
                 "wrong CNI_ARGS gateway",

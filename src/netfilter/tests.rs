@@ -117,6 +117,9 @@ fn udata_roundtrip() {
 
 #[test]
 fn masquerade_like_upstream() {
+    if !crate::testing::require_root("netfilter::masquerade_like_upstream") {
+        return;
+    }
     let t = Table::new(Family::Inet, "cni_plugins_masquerade");
     let mut b = Batch::new();
     b.add_table(
@@ -189,6 +192,9 @@ fn masquerade_like_upstream() {
 
 #[test]
 fn portmap_like_upstream() {
+    if !crate::testing::require_root("netfilter::portmap_like_upstream") {
+        return;
+    }
     let t4 = Table::new(Family::Ip, "cni_hostport");
     let t6 = Table::new(Family::Ip6, "cni_hostport");
     let mut b = Batch::new();
@@ -369,6 +375,9 @@ add rule ip6 cni_hostport masquerading ip6 saddr fd00::/64 ip6 daddr fd00::5 mas
 
 #[test]
 fn firewall_rules() {
+    if !crate::testing::require_root("netfilter::firewall_rules") {
+        return;
+    }
     let t = Table::new(Family::Inet, "cni_firewall");
     let mut b = Batch::new();
     b.add_table(&t, None)
@@ -455,6 +464,9 @@ fn firewall_rules() {
 
 #[test]
 fn nft_added_rules_found_and_deleted() {
+    if !crate::testing::require_root("netfilter::nft_added_rules_found_and_deleted") {
+        return;
+    }
     let ns = Ns::new();
     ns.nft(
         &["-f", "-"],
@@ -509,6 +521,9 @@ table ip t {
 
 #[test]
 fn objects_errors_and_atomicity() {
+    if !crate::testing::require_root("netfilter::objects_errors_and_atomicity") {
+        return;
+    }
     let ns = Ns::new();
     let mut nft = ns.open();
     let t = Table::new(Family::Inet, "x");
@@ -582,6 +597,9 @@ fn objects_errors_and_atomicity() {
 
 #[test]
 fn bridge_family_dependencies() {
+    if !crate::testing::require_root("netfilter::bridge_family_dependencies") {
+        return;
+    }
     let t = Table::new(Family::Bridge, "br");
     let mut b = Batch::new();
     b.add_table(&t, None)
@@ -611,6 +629,9 @@ fn bridge_family_dependencies() {
 
 #[test]
 fn dnat_real_traffic() {
+    if !crate::testing::require_root("netfilter::dnat_real_traffic") {
+        return;
+    }
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     let ns = Ns::new();
@@ -669,6 +690,9 @@ fn dnat_real_traffic() {
 
 #[test]
 fn big_batch() {
+    if !crate::testing::require_root("netfilter::big_batch") {
+        return;
+    }
     let ns = Ns::new();
     let t = Table::new(Family::Ip, "big");
     let mut b = Batch::new();
@@ -744,6 +768,9 @@ fn restore_script_refuses_line_breaks_and_nul() {
 
 #[test]
 fn condition_statements_like_nft() {
+    if !crate::testing::require_root("netfilter::condition_statements_like_nft") {
+        return;
+    }
     let t = Table::new(Family::Ip, "t");
     let mut b = Batch::new();
     b.add_table(&t, None).add_chain(&t, "c", None).add_rule(
@@ -766,6 +793,9 @@ fn condition_statements_like_nft() {
 
 #[test]
 fn hostile_names_refused_before_sending() {
+    if !crate::testing::require_root("netfilter::hostile_names_refused_before_sending") {
+        return;
+    }
     let t = Table::new(Family::Ip, "t");
     for (b, what) in [
         {

@@ -281,20 +281,48 @@ pub fn ingress_user(h: &mut Handle, ifindex: u32) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::netlink::Error;
 
+    /// Expected values worked out by hand from upstream's formulas (rate = bits/8; burst
+    /// time = burst / rate; buffer = time in psched ticks, 15.625 per µs as every kernel
+    /// since 2.6.31 reports in /proc/net/psched; limit = rate × 25 ms + burst), not with the
+    /// function under test.
     #[test]
     fn tbf_parameters_match_upstream_arithmetic() {
-        // 8 Mbit/s, 80 kbit burst: 1,000,000 B/s, 10,000 B burst = 10 ms = 10,000 us.
+        assert_eq!(tick_in_usec(), 15.625, "unexpected /proc/net/psched");
+        // 8 Mbit/s with an 80 kbit burst: 1,000,000 B/s, 10,000 B = 10 ms = 156,250 ticks.
         let t = Tbf::from_bits(8_000_000, 80_000);
-        assert_eq!(t.rate, 1_000_000);
-        assert_eq!(t.limit, 25_000 + 10_000);
-        assert_eq!(t.buffer, (10_000.0 * tick_in_usec()) as u32);
+        assert_eq!((t.rate, t.limit, t.buffer), (1_000_000, 35_000, 156_250));
+        // 1 Mbit/s with a 160 kbit burst: 125,000 B/s, 20,000 B = 160 ms = 2,500,000 ticks;
+        // limit 3,125 + 20,000.
+        let t = Tbf::from_bits(1_000_000, 160_000);
+        assert_eq!((t.rate, t.limit, t.buffer), (125_000, 23_125, 2_500_000));
+        // What Kubernetes' bandwidth annotation gives for 10M: 10,000,000 bit/s with go-cni's
+        // burst of MaxUint32 bits: 1,250,000 B/s, 536,870,911 B (integer division) =
+        // 429,496,728 µs → 6,710,886,375 ticks, which saturates the u32 kernel field.
+        let t = Tbf::from_bits(10_000_000, u64::from(u32::MAX));
+        assert_eq!(t.rate, 1_250_000);
+        assert_eq!(t.limit, 31_250 + 536_870_911);
+        assert_eq!(t.buffer, u32::MAX);
     }
 
+    /// struct tcmsg: family (and padding) in the first 4 bytes, then ifindex, handle, parent
+    /// and info, host-endian.
     #[test]
-    fn error_type_is_netlink() {
-        let e: Error = Error::new(libc::EEXIST, "x");
-        assert!(e.is_exists());
+    fn tcmsg_layout() {
+        let h = tcmsg(7, 0x0001_0000, 0xffff_fff1, 0x0300_0000);
+        assert_eq!(&h[..4], &[0, 0, 0, 0]);
+        assert_eq!(u32::from_ne_bytes(h[4..8].try_into().unwrap()), 7);
+        assert_eq!(
+            u32::from_ne_bytes(h[8..12].try_into().unwrap()),
+            0x0001_0000
+        );
+        assert_eq!(
+            u32::from_ne_bytes(h[12..16].try_into().unwrap()),
+            0xffff_fff1
+        );
+        assert_eq!(
+            u32::from_ne_bytes(h[16..20].try_into().unwrap()),
+            0x0300_0000
+        );
     }
 }
