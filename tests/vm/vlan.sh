@@ -68,8 +68,12 @@ in_ns() {
     shift
     if [ "$_n" = - ]; then "$@"; else netns_exec "$_n" "$@"; fi
 }
-# no_temp_links NS: no leftover veth<8hex> temporary names.
-no_temp_links() { ! in_ns "$1" ip -o link show | grep -q ': veth[0-9a-f]\{8\}[@:]'; }
+# no_temp_links NS: no leftover veth<8hex> temporary names (the listing itself must work).
+no_temp_links() {
+    _links=$(in_ns "$1" ip -o link show) || return 1
+    [ -n "$_links" ] || return 1
+    ! printf '%s\n' "$_links" | grep -q ': veth[0-9a-f]\{8\}[@:]'
+}
 # mac_of NS IF, mtu_of NS IF
 mac_of() { in_ns "$1" ip link show "$2" | sed -n 's/.*link\/ether \([0-9a-f:]*\).*/\1/p'; }
 mtu_of() { in_ns "$1" ip link show "$2" | sed -n 's/.* mtu \([0-9]*\).*/\1/p'; }
@@ -83,13 +87,16 @@ is_up() { in_ns "$1" ip link show "$2" | grep -q '[<,]UP[,>]'; }
 is_down() { in_ns "$1" ip link show "$2" >/dev/null && not is_up "$@"; }
 exists() { in_ns "$1" ip link show "$2" >/dev/null 2>&1; }
 gone() { not exists "$@"; }
-# untagged_unreachable: an untagged address on wb cannot be reached from a's VLAN link.
+# untagged_unreachable: an untagged address on wb cannot be reached from a's VLAN link, while
+# the tagged peer can (so the silence is the tagging's doing, not a broken ping or namespace):
+# ping must end with status 1 (no reply), not 2 (an error).
 untagged_unreachable() {
+    netns_exec a ping -c 1 -W 5 "$IPB" >/dev/null || return 1
     ip addr add 10.100.0.250/24 dev wb || return 1
-    not netns_exec a ping -c 1 -W 1 10.100.0.250 >/dev/null
+    netns_exec a ping -c 1 -W 1 10.100.0.250 >/dev/null 2>&1
     _rc=$?
     ip addr del 10.100.0.250/24 dev wb
-    return $_rc
+    [ "$_rc" -eq 1 ]
 }
 
 # ping6 until IPv6 DAD has finished (the address is tentative for a moment).
