@@ -269,7 +269,15 @@ fn shaped_throughput() {
             .stdout(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(500));
+        // Ready when it listens, however long that takes on a loaded machine.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while !p.node.sh(&["ss", "-ltnH", "sport", "= :5301"]).contains("5301") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "iperf3 server did not start listening"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         let mut args = vec![
             "iperf3",
             "-c",

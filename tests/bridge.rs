@@ -97,20 +97,21 @@ fn add_check_del_with_real_traffic() {
     // IPv6 DAD on the bridge's own gateway address can take a moment.
     assert!(ping(&c1, "10.77.0.1"), "container -> gateway");
     assert!(ping(&c1, &ip2), "container -> container");
-    assert!(
-        (0..30).any(|_| ping(&c1, &ip2v6) || {
+    // Until DAD is over: a generous deadline, not a fixed number of tries.
+    let until = |host: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if ping(&c1, host) {
+                return true;
+            }
+            if std::time::Instant::now() > deadline {
+                return false;
+            }
             std::thread::sleep(std::time::Duration::from_millis(100));
-            false
-        }),
-        "v6 container -> container"
-    );
-    assert!(
-        (0..30).any(|_| ping(&c1, "fd77::1") || {
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            false
-        }),
-        "v6 container -> gateway"
-    );
+        }
+    };
+    assert!(until(&ip2v6), "v6 container -> container");
+    assert!(until("fd77::1"), "v6 container -> gateway");
     assert_eq!(
         node.sh(&["sysctl", "-n", "net.ipv4.ip_forward"]).trim(),
         "1"

@@ -1080,7 +1080,7 @@ fn udp_conntrack(imp: Impl, backend: Option<&'static str>) {
     let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
     lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
     // Every retry refreshes a stale entry, so this only passes if ADD removed it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(6);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut got = None;
     while got.is_none() && std::time::Instant::now() < deadline {
         got = udp_from_fixed_port(&lab.client, &node_addr);
