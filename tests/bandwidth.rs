@@ -271,7 +271,11 @@ fn shaped_throughput() {
             .unwrap();
         // Ready when it listens, however long that takes on a loaded machine.
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !p.node.sh(&["ss", "-ltnH", "sport", "= :5301"]).contains("5301") {
+        while !p
+            .node
+            .sh(&["ss", "-ltnH", "sport", "= :5301"])
+            .contains("5301")
+        {
             assert!(
                 std::time::Instant::now() < deadline,
                 "iperf3 server did not start listening"

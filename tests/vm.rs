@@ -50,7 +50,10 @@ fn reference_args() -> Vec<String> {
         .filter(|p| present(p))
         .collect();
     if plugins.is_empty() || !REFERENCE_LIBS.iter().all(|l| present(l)) {
-        eprintln!("note: reference plugins or their libc missing, no comparison in the VM");
+        skip(
+            "VM reference comparison",
+            "reference plugins (containernetworking-plugins) or their libc missing",
+        );
         return Vec::new();
     }
     let mut args = Vec::new();
