@@ -296,6 +296,9 @@ struct Run {
 }
 
 /// Run in `cwd` (relative paths in mutated configs land in the sandbox, not the source tree).
+/// A mutation that drops `dataDir` sends host-local to its default, /var/lib/cni/networks:
+/// `ip netns exec` gives the run a mount namespace of its own, and a tmpfs over /var/lib/cni
+/// there keeps those files off the machine.
 fn run(
     node: &NetNs,
     cwd: &std::path::Path,
@@ -305,6 +308,11 @@ fn run(
 ) -> Run {
     let mut child = Command::new("ip")
         .args(["netns", "exec", &node.name])
+        .args([
+            "/bin/sh",
+            "-c",
+            "/bin/mount -t tmpfs cnibox-fuzz /var/lib/cni || exit 97; exec \"$0\"",
+        ])
         .arg(prog)
         .current_dir(cwd)
         .env_clear()
@@ -357,6 +365,8 @@ fn mutation_fuzzer() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x00c0_ffee_cafe_f00d);
     let sb = Sandbox::new("fuzz");
+    // The mount point of the per-run tmpfs (see `run`).
+    std::fs::create_dir_all("/var/lib/cni").unwrap();
     let node = NetNs::create();
     let cont = NetNs::create();
     node.sh(&["ip", "link", "set", "lo", "up"]);
