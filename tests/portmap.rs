@@ -10,6 +10,7 @@
 //! 192.168.N.0/24, fdNN::/64), so everything runs in parallel.
 
 mod common;
+use common::lab::{self, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
 use common::traffic::*;
 use common::*;
 use serde_json::{Value, json};
@@ -18,24 +19,26 @@ use serde_json::{Value, json};
 // The lab: node namespace with a bridge network and a client namespace on a veth
 
 struct Lab {
-    imp: Impl,
-    backend: Option<&'static str>,
-    n: u8,
+    base: lab::Lab,
     v6: bool,
     br: String,
     net: String,
-    node: NetNs,
-    client: NetNs,
-    sb: Sandbox,
+}
+
+impl std::ops::Deref for Lab {
+    type Target = lab::Lab;
+    fn deref(&self) -> &lab::Lab {
+        &self.base
+    }
 }
 
 impl Lab {
     /// A node namespace (lo up), a client namespace joined to it by a veth (node 192.168.N.1,
     /// client 192.168.N.2, with `v6` also fdNN:1::1 / ::2), bridge network 10.N.0.0/24 (and
     /// fdNN::/64) named `pmnetN` on bridge `cnipmN`.
-    fn new(tag: &str, imp: Impl, backend: Option<&'static str>, n: u8, v6: bool) -> Lab {
-        let sb = Sandbox::new(tag);
-        let (node, client) = node_and_client(n);
+    fn new(tag: &str, v: Variant, v6: bool) -> Lab {
+        let base = lab::Lab::new(tag, v);
+        let (n, node, client) = (base.n, &base.node, &base.client);
         client.sh(&[
             "ip",
             "route",
@@ -76,20 +79,11 @@ impl Lab {
             ]);
         }
         Lab {
-            imp,
-            backend,
-            n,
             v6,
             br: format!("cnipm{n}"),
             net: format!("pmnet{n}"),
-            node,
-            client,
-            sb,
+            base,
         }
-    }
-
-    fn plugin(&self) -> Plugin<'_> {
-        self.sb.plugin_in(self.imp, &self.node)
     }
 
     fn bridge_conf(&self, version: &str) -> Value {
@@ -144,9 +138,6 @@ impl Lab {
 
     fn gateway(&self) -> String {
         format!("10.{}.0.1", self.n)
-    }
-    fn node_addr(&self) -> String {
-        format!("192.168.{}.1", self.n)
     }
 
     /// `iptables-save -t nat` (or ip6tables-save) in the node.
@@ -250,32 +241,18 @@ fn std_mappings() -> Value {
     ])
 }
 
-/// Skip when not root, or for the reference when its plugins are missing.
-fn skip(test: &str, imp: Impl) -> bool {
-    skip_scenario(test, imp, &["portmap", "bridge", "host-local"])
-}
-
-fn tag(imp: Impl, backend: Option<&str>) -> String {
-    match imp {
-        Impl::Reference => "ref".into(),
-        Impl::Ours => format!("ours-{}", backend.unwrap_or("default")),
-    }
-}
+/// The reference plugins a scenario needs.
+const NEEDS: &[&str] = &["portmap", "bridge", "host-local"];
 
 // ---------------------------------------------------------------------------------------------
 // 1. TCP and UDP from a second host
 
-fn tcp_udp_hostport(imp: Impl, backend: Option<&'static str>) {
-    if skip("tcp_udp_hostport", imp) {
+fn tcp_udp_hostport(v: Variant) {
+    let backend = v.backend;
+    if skip("tcp_udp_hostport", v, NEEDS) {
         return;
     }
-    let lab = Lab::new(
-        "pm-hostport",
-        imp,
-        backend,
-        variant_num(21, imp, backend),
-        false,
-    );
+    let lab = Lab::new("pm-hostport", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-hp-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -295,7 +272,7 @@ fn tcp_udp_hostport(imp: Impl, backend: Option<&'static str>) {
     assert!(
         !lab.rules_of(&id).is_empty(),
         "{}: rules for {id} after ADD",
-        tag(imp, backend)
+        v.tag()
     );
     if backend != Some("nftables") {
         // rules_of() finds the container's chain by upstream's name: check that name.
@@ -313,33 +290,20 @@ fn tcp_udp_hostport(imp: Impl, backend: Option<&'static str>) {
     lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
 }
 
-#[test]
-fn tcp_udp_hostport_reference() {
-    tcp_udp_hostport(Impl::Reference, None);
-}
-#[test]
-fn tcp_udp_hostport_ours_iptables() {
-    tcp_udp_hostport(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn tcp_udp_hostport_ours_nftables() {
-    tcp_udp_hostport(Impl::Ours, Some("nftables"));
-}
+variants!(tcp_udp_hostport:
+    tcp_udp_hostport_reference => REFERENCE,
+    tcp_udp_hostport_ours_iptables => OURS_IPTABLES,
+    tcp_udp_hostport_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 2. From the node itself: 127.0.0.1 (snat + route_localnet) and the node's own address
 
-fn from_node_localhost(imp: Impl, backend: Option<&'static str>) {
-    if skip("from_node_localhost", imp) {
+fn from_node_localhost(v: Variant) {
+    if skip("from_node_localhost", v, NEEDS) {
         return;
     }
-    let lab = Lab::new(
-        "pm-local",
-        imp,
-        backend,
-        variant_num(24, imp, backend),
-        false,
-    );
+    let lab = Lab::new("pm-local", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-lo-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -394,33 +358,20 @@ fn from_node_localhost(imp: Impl, backend: Option<&'static str>) {
     lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
 }
 
-#[test]
-fn from_node_localhost_reference() {
-    from_node_localhost(Impl::Reference, None);
-}
-#[test]
-fn from_node_localhost_ours_iptables() {
-    from_node_localhost(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn from_node_localhost_ours_nftables() {
-    from_node_localhost(Impl::Ours, Some("nftables"));
-}
+variants!(from_node_localhost:
+    from_node_localhost_reference => REFERENCE,
+    from_node_localhost_ours_iptables => OURS_IPTABLES,
+    from_node_localhost_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 3. Hairpin: the container itself and a sibling reach it through the gateway IP
 
-fn hairpin(imp: Impl, backend: Option<&'static str>) {
-    if skip("hairpin", imp) {
+fn hairpin(v: Variant) {
+    if skip("hairpin", v, NEEDS) {
         return;
     }
-    let lab = Lab::new(
-        "pm-hairpin",
-        imp,
-        backend,
-        variant_num(27, imp, backend),
-        false,
-    );
+    let lab = Lab::new("pm-hairpin", v, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let id = format!("pm-hp1-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -465,27 +416,20 @@ fn hairpin(imp: Impl, backend: Option<&'static str>) {
     lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
 }
 
-#[test]
-fn hairpin_reference() {
-    hairpin(Impl::Reference, None);
-}
-#[test]
-fn hairpin_ours_iptables() {
-    hairpin(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn hairpin_ours_nftables() {
-    hairpin(Impl::Ours, Some("nftables"));
-}
+variants!(hairpin:
+    hairpin_reference => REFERENCE,
+    hairpin_ours_iptables => OURS_IPTABLES,
+    hairpin_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 4. CHECK after ADD, DEL removes the forwarding and every rule of the container (spec 0.4.0)
 
-fn check_and_del(imp: Impl, backend: Option<&'static str>) {
-    if skip("check_and_del", imp) {
+fn check_and_del(v: Variant) {
+    if skip("check_and_del", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-del", imp, backend, variant_num(30, imp, backend), false);
+    let lab = Lab::new("pm-del", v, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let id = format!("pm-del1-{}", lab.n);
     let id2 = format!("pm-del2-{}", lab.n);
@@ -593,33 +537,20 @@ fn check_and_del(imp: Impl, backend: Option<&'static str>) {
     }
 }
 
-#[test]
-fn check_and_del_reference() {
-    check_and_del(Impl::Reference, None);
-}
-#[test]
-fn check_and_del_ours_iptables() {
-    check_and_del(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn check_and_del_ours_nftables() {
-    check_and_del(Impl::Ours, Some("nftables"));
-}
+variants!(check_and_del:
+    check_and_del_reference => REFERENCE,
+    check_and_del_ours_iptables => OURS_IPTABLES,
+    check_and_del_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 5. hostIP restricts the mapping to that address
 
-fn host_ip(imp: Impl, backend: Option<&'static str>) {
-    if skip("host_ip", imp) {
+fn host_ip(v: Variant) {
+    if skip("host_ip", v, NEEDS) {
         return;
     }
-    let lab = Lab::new(
-        "pm-hostip",
-        imp,
-        backend,
-        variant_num(33, imp, backend),
-        false,
-    );
+    let lab = Lab::new("pm-hostip", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-hip-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -666,27 +597,20 @@ fn host_ip(imp: Impl, backend: Option<&'static str>) {
     assert!(lab.rules_of(&id).is_empty(), "rules of {id} after DEL");
 }
 
-#[test]
-fn host_ip_reference() {
-    host_ip(Impl::Reference, None);
-}
-#[test]
-fn host_ip_ours_iptables() {
-    host_ip(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn host_ip_ours_nftables() {
-    host_ip(Impl::Ours, Some("nftables"));
-}
+variants!(host_ip:
+    host_ip_reference => REFERENCE,
+    host_ip_ours_iptables => OURS_IPTABLES,
+    host_ip_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 6. IPv6
 
-fn ipv6(imp: Impl, backend: Option<&'static str>) {
-    if skip("ipv6", imp) {
+fn ipv6(v: Variant) {
+    if skip("ipv6", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-v6", imp, backend, variant_num(36, imp, backend), true);
+    let lab = Lab::new("pm-v6", v, true);
     let c1 = NetNs::create();
     let id = format!("pm-v6-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -754,28 +678,17 @@ fn ipv6(imp: Impl, backend: Option<&'static str>) {
     );
 }
 
-#[test]
-fn ipv6_reference() {
-    ipv6(Impl::Reference, None);
-}
-#[test]
-fn ipv6_ours_iptables() {
-    ipv6(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn ipv6_ours_nftables() {
-    ipv6(Impl::Ours, Some("nftables"));
-}
+variants!(ipv6:
+    ipv6_reference => REFERENCE,
+    ipv6_ours_iptables => OURS_IPTABLES,
+    ipv6_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 7. Compatibility with the reference (iptables): each one's CHECK and DEL on the other's ADD
 
-fn compat(first: Impl, base: u8) {
-    if !require_root("portmap compat")
-        || !reference_available("portmap")
-        || !reference_available("bridge")
-        || !reference_available("host-local")
-    {
+fn compat(first: Impl) {
+    if skip("portmap compat", REFERENCE, NEEDS) {
         return;
     }
     let second = if first == Impl::Ours {
@@ -791,9 +704,16 @@ fn compat(first: Impl, base: u8) {
         }
         c
     };
-    let lab = Lab::new("pm-compat", first, None, base, false);
+    let lab = Lab::new(
+        "pm-compat",
+        Variant {
+            imp: first,
+            backend: None,
+        },
+        false,
+    );
     let c1 = NetNs::create();
-    let id = format!("pm-cmp-{base}");
+    let id = format!("pm-cmp-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
     let _tcp = serve(&c1, "tcp", false, 80, "hello");
     let env = env_for(&c1, &id);
@@ -832,29 +752,20 @@ fn compat(first: Impl, base: u8) {
     );
 }
 
-#[test]
-fn compat_reference_add_ours_check_del() {
-    compat(Impl::Reference, 39);
-}
-#[test]
-fn compat_ours_add_reference_check_del() {
-    compat(Impl::Ours, 40);
-}
+variants!(compat:
+    compat_reference_add_ours_check_del => Impl::Reference,
+    compat_ours_add_reference_check_del => Impl::Ours,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 8. Errors
 
-fn errors(imp: Impl, backend: Option<&'static str>) {
-    if skip("errors", imp) {
+fn errors(v: Variant) {
+    let imp = v.imp;
+    if skip("errors", v, NEEDS) {
         return;
     }
-    let lab = Lab::new(
-        "pm-errors",
-        imp,
-        backend,
-        variant_num(42, imp, backend),
-        false,
-    );
+    let lab = Lab::new("pm-errors", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-err-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -896,33 +807,21 @@ fn errors(imp: Impl, backend: Option<&'static str>) {
     assert_eq!(res["ips"], r["ips"], "pass-through without mappings");
 }
 
-#[test]
-fn errors_reference() {
-    errors(Impl::Reference, None);
-}
-#[test]
-fn errors_ours_iptables() {
-    errors(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn errors_ours_nftables() {
-    errors(Impl::Ours, Some("nftables"));
-}
+variants!(errors:
+    errors_reference => REFERENCE,
+    errors_ours_iptables => OURS_IPTABLES,
+    errors_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 9. Eight containers, portmap ADDs in parallel
 
-fn concurrent_adds(imp: Impl, backend: Option<&'static str>) {
-    if skip("concurrent_adds", imp) {
+fn concurrent_adds(v: Variant) {
+    let imp = v.imp;
+    if skip("concurrent_adds", v, NEEDS) {
         return;
     }
-    let lab = Lab::new(
-        "pm-concurrent",
-        imp,
-        backend,
-        variant_num(45, imp, backend),
-        false,
-    );
+    let lab = Lab::new("pm-concurrent", v, false);
     let conts: Vec<NetNs> = (0..8).map(|_| NetNs::create()).collect();
     let ids: Vec<String> = (0..8).map(|i| format!("pm-cc{i}-{}", lab.n)).collect();
     let results: Vec<Value> = conts
@@ -1009,18 +908,11 @@ fn concurrent_adds(imp: Impl, backend: Option<&'static str>) {
     }
 }
 
-#[test]
-fn concurrent_adds_reference() {
-    concurrent_adds(Impl::Reference, None);
-}
-#[test]
-fn concurrent_adds_ours_iptables() {
-    concurrent_adds(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn concurrent_adds_ours_nftables() {
-    concurrent_adds(Impl::Ours, Some("nftables"));
-}
+variants!(concurrent_adds:
+    concurrent_adds_reference => REFERENCE,
+    concurrent_adds_ours_iptables => OURS_IPTABLES,
+    concurrent_adds_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 10. A stale UDP conntrack entry for a mapped port is removed on ADD
@@ -1049,11 +941,11 @@ fn udp_from_fixed_port(from: &NetNs, host: &str) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-fn udp_conntrack(imp: Impl, backend: Option<&'static str>) {
-    if skip("udp_conntrack", imp) {
+fn udp_conntrack(v: Variant) {
+    if skip("udp_conntrack", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-ct", imp, backend, variant_num(48, imp, backend), false);
+    let lab = Lab::new("pm-ct", v, false);
     // Conntrack on in the node before any NAT rule exists (as on a real node).
     lab.node.sh(&["nft", "add table ip cnitest"]);
     lab.node.sh(&[
@@ -1089,23 +981,16 @@ fn udp_conntrack(imp: Impl, backend: Option<&'static str>) {
         got.as_deref(),
         Some("pong"),
         "{}: the same UDP flow after ADD",
-        tag(imp, backend)
+        v.tag()
     );
     lab.plugin().del("portmap", &env_for(&c1, &id), &cf).ok();
 }
 
-#[test]
-fn udp_conntrack_reference() {
-    udp_conntrack(Impl::Reference, None);
-}
-#[test]
-fn udp_conntrack_ours_iptables() {
-    udp_conntrack(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn udp_conntrack_ours_nftables() {
-    udp_conntrack(Impl::Ours, Some("nftables"));
-}
+variants!(udp_conntrack:
+    udp_conntrack_reference => REFERENCE,
+    udp_conntrack_ours_iptables => OURS_IPTABLES,
+    udp_conntrack_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 11. nftables conditions apply to their own container only (upstream applies the last ADD's
@@ -1113,10 +998,10 @@ fn udp_conntrack_ours_nftables() {
 
 #[test]
 fn conditions_per_container_ours_nftables() {
-    if skip("conditions_per_container", Impl::Ours) {
+    if skip("conditions_per_container", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-cond", Impl::Ours, Some("nftables"), 51, false);
+    let lab = Lab::new("pm-cond", OURS_NFTABLES, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = ("pm-cond-1", "pm-cond-2");
     let r1 = lab.attach(&c1, id1, "1.0.0");
@@ -1126,7 +1011,8 @@ fn conditions_per_container_ours_nftables() {
     let map = |port: u16| json!([{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]);
     // Container 1 refuses the client's subnet; container 2, added after it, has no conditions.
     let mut cf1 = lab.pm_conf("1.0.0", map(8080), Some(&r1));
-    cf1["conditionsV4"] = json!(["ip", "saddr", "!=", "192.168.51.0/24"]);
+    let client_net = format!("192.168.{}.0/24", lab.n);
+    cf1["conditionsV4"] = json!(["ip", "saddr", "!=", client_net]);
     let cf2 = lab.pm_conf("1.0.0", map(8081), Some(&r2));
     lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
     lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
@@ -1150,7 +1036,7 @@ fn conditions_per_container_ours_nftables() {
         .rules_of(id1)
         .into_iter()
         .chain(lab.rules_of(id2))
-        .filter(|r| r.contains("192.168.51.0"))
+        .filter(|r| r.contains(&format!("192.168.{}.0", lab.n)))
         .collect();
     assert!(
         with_cond.len() == 1 && with_cond[0].contains(&format!("\"{id1}\"")),
@@ -1288,10 +1174,10 @@ fn hostile_conditions_nftables() {
 /// `tcp dport`, `th dport`, against real traffic from the client.
 #[test]
 fn nft_conditions_with_sets_ours_nftables() {
-    if skip("nft_conditions_with_sets", Impl::Ours) {
+    if skip("nft_conditions_with_sets", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-sets", Impl::Ours, Some("nftables"), 52, false);
+    let lab = Lab::new("pm-sets", OURS_NFTABLES, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = ("pm-sets-1", "pm-sets-2");
     let r1 = lab.attach(&c1, id1, "1.0.0");
@@ -1301,8 +1187,9 @@ fn nft_conditions_with_sets_ours_nftables() {
     let map = |port: u16| json!([{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]);
     // Container 1 admits the client's subnet (a set element); container 2 refuses it.
     let mut cf1 = lab.pm_conf("1.0.0", map(8080), Some(&r1));
+    let client_net = format!("192.168.{}.0/24", lab.n);
     cf1["conditionsV4"] = json!([
-        "ip saddr { 10.9.9.9, 192.168.52.0/24 }",
+        format!("ip saddr {{ 10.9.9.9, {client_net} }}"),
         "meta mark != 0x1234",
         "tcp dport { 8080, 9999 }",
         "iifname != \"lo\""
@@ -1314,7 +1201,7 @@ fn nft_conditions_with_sets_ours_nftables() {
         "!=",
         "{",
         "10.9.9.9,",
-        "192.168.52.0/24",
+        client_net,
         "}",
         "th dport 8081"
     ]);

@@ -1,0 +1,130 @@
+//! The lab the packet-filtering tests share: a sandbox, a throwaway "node" namespace where the
+//! plugins run, and a "client" namespace playing a second host on a veth (node 192.168.N.1,
+//! client 192.168.N.2). `N` is allocated here, unique within the test binary, so network names,
+//! subnets, bridge names and the owner records cnibox keeps on the host never collide between
+//! tests running in parallel; nobody picks numbers by hand.
+//!
+//! A scenario is one function of a [`Variant`] (the reference plugin, or cnibox on a given
+//! netfilter backend); [`variants!`](crate::variants) writes its `#[test]` wrappers.
+
+use super::traffic::node_and_client;
+use super::{Impl, NetNs, Plugin, Sandbox, reference_available, require_root};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Which implementation runs a scenario, and for cnibox which netfilter backend (`None`:
+/// the key is left unset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Variant {
+    pub imp: Impl,
+    pub backend: Option<&'static str>,
+}
+
+pub const REFERENCE: Variant = Variant {
+    imp: Impl::Reference,
+    backend: None,
+};
+pub const OURS_IPTABLES: Variant = Variant {
+    imp: Impl::Ours,
+    backend: Some("iptables"),
+};
+pub const OURS_NFTABLES: Variant = Variant {
+    imp: Impl::Ours,
+    backend: Some("nftables"),
+};
+pub const OURS_UNSET: Variant = Variant {
+    imp: Impl::Ours,
+    backend: None,
+};
+
+impl Variant {
+    /// `ref`, `ours-iptables`, `ours-nftables`, `ours-default`: for messages.
+    pub fn tag(self) -> String {
+        match self.imp {
+            Impl::Reference => "ref".into(),
+            Impl::Ours => format!("ours-{}", self.backend.unwrap_or("default")),
+        }
+    }
+}
+
+/// A number no other lab of this test binary has (20 … 250).
+pub fn unique_n() -> u8 {
+    static NEXT: AtomicU8 = AtomicU8::new(20);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    assert!((20..=250).contains(&n), "out of lab numbers");
+    n
+}
+
+/// Skip a scenario when not root, or when it runs the reference and one of the reference
+/// plugins it `needs` is missing (each a failure under `CNIBOX_REQUIRE_ALL=1`).
+#[track_caller]
+pub fn skip(test: &str, v: Variant, needs: &[&str]) -> bool {
+    if !require_root(test) {
+        return true;
+    }
+    v.imp == Impl::Reference && !needs.iter().all(|n| reference_available(n))
+}
+
+/// See the module documentation.
+pub struct Lab {
+    pub imp: Impl,
+    pub backend: Option<&'static str>,
+    pub n: u8,
+    pub node: NetNs,
+    pub client: NetNs,
+    pub sb: Sandbox,
+}
+
+impl Lab {
+    pub fn new(tag: &str, v: Variant) -> Lab {
+        let n = unique_n();
+        let sb = Sandbox::new(tag);
+        let (node, client) = node_and_client(n);
+        Lab {
+            imp: v.imp,
+            backend: v.backend,
+            n,
+            node,
+            client,
+            sb,
+        }
+    }
+
+    pub fn variant(&self) -> Variant {
+        Variant {
+            imp: self.imp,
+            backend: self.backend,
+        }
+    }
+
+    /// The lab's implementation, run inside the node.
+    pub fn plugin(&self) -> Plugin<'_> {
+        self.sb.plugin_in(self.imp, &self.node)
+    }
+
+    /// Another implementation (or the same), inside the node.
+    pub fn plugin_as(&self, imp: Impl) -> Plugin<'_> {
+        self.sb.plugin_in(imp, &self.node)
+    }
+
+    pub fn node_addr(&self) -> String {
+        format!("192.168.{}.1", self.n)
+    }
+
+    pub fn client_addr(&self) -> String {
+        format!("192.168.{}.2", self.n)
+    }
+}
+
+/// `variants!(scenario: name => VARIANT, …)`: one `#[test] fn name()` per variant, each calling
+/// `scenario(VARIANT)`.
+#[macro_export]
+macro_rules! variants {
+    ($scenario:ident: $($name:ident => $v:expr),+ $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $scenario($v)
+            }
+        )+
+    };
+}
