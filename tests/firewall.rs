@@ -15,6 +15,7 @@
 //! asserted to stay blocked.
 
 mod common;
+use common::lab::{self, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
 use common::traffic::*;
 use common::*;
 use serde_json::{Value, json};
@@ -26,19 +27,21 @@ use serde_json::{Value, json};
 /// routing both container subnets via the node) and two bridge networks: "a" on bridge cnifwN
 /// (10.N.0.0/24) and "b" on cnifwNb (10.N.1.0/24).
 struct Lab {
-    imp: Impl,
-    backend: Option<&'static str>,
-    n: u8,
-    node: NetNs,
-    client: NetNs,
-    sb: Sandbox,
+    base: lab::Lab,
+}
+
+impl std::ops::Deref for Lab {
+    type Target = lab::Lab;
+    fn deref(&self) -> &lab::Lab {
+        &self.base
+    }
 }
 
 impl Lab {
-    fn new(tag: &str, imp: Impl, backend: Option<&'static str>, n: u8) -> Lab {
-        let sb = Sandbox::new(tag);
-        let (node, client) = node_and_client(n);
-        client.sh(&[
+    fn new(tag: &str, v: Variant) -> Lab {
+        let base = lab::Lab::new(tag, v);
+        let n = base.n;
+        base.client.sh(&[
             "ip",
             "route",
             "add",
@@ -46,18 +49,7 @@ impl Lab {
             "via",
             &format!("192.168.{n}.1"),
         ]);
-        Lab {
-            imp,
-            backend,
-            n,
-            node,
-            client,
-            sb,
-        }
-    }
-
-    fn plugin(&self) -> Plugin<'_> {
-        self.sb.plugin_in(self.imp, &self.node)
+        Lab { base }
     }
 
     /// Network "a" or "b": (network name, bridge name, third octet).
@@ -152,10 +144,8 @@ fn fw_conf_for(
     c
 }
 
-/// Skip when not root, or for the reference when its plugins are missing.
-fn skip(test: &str, imp: Impl) -> bool {
-    skip_scenario(test, imp, &["firewall", "bridge", "host-local"])
-}
+/// The reference plugins a scenario needs.
+const NEEDS: &[&str] = &["firewall", "bridge", "host-local"];
 
 /// The two per-IP rules of the iptables backend for `ip` (as iptables-save prints them).
 fn per_ip_rules(filter: &str, ip: &str) -> Vec<String> {
@@ -177,11 +167,11 @@ fn br_netfilter(node: &NetNs) -> bool {
 // ---------------------------------------------------------------------------------------------
 // 1. FORWARD DROP: the container's traffic passes only with the plugin's rules
 
-fn forward_drop(imp: Impl, backend: Option<&'static str>) {
-    if skip("forward_drop", imp) {
+fn forward_drop(v: Variant) {
+    if skip("forward_drop", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-drop", imp, backend, variant_num(61, imp, backend));
+    let lab = Lab::new("fw-drop", v);
     lab.node.sh(&["iptables", "-P", "FORWARD", "DROP"]);
     lab.node.sh(&["ip6tables", "-P", "FORWARD", "DROP"]);
     let c1 = NetNs::create();
@@ -268,14 +258,10 @@ fn forward_drop(imp: Impl, backend: Option<&'static str>) {
     );
 }
 
-#[test]
-fn forward_drop_reference() {
-    forward_drop(Impl::Reference, None);
-}
-#[test]
-fn forward_drop_ours_iptables() {
-    forward_drop(Impl::Ours, Some("iptables"));
-}
+variants!(forward_drop:
+    forward_drop_reference => REFERENCE,
+    forward_drop_ours_iptables => OURS_IPTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 2. ingressPolicy same-bridge (all) and isolated (ours): real traffic between two bridges
@@ -333,11 +319,12 @@ fn add_three(lab: &Lab, t: &Three, policy: &str) -> Vec<Output> {
     .collect()
 }
 
-fn same_bridge(imp: Impl, backend: Option<&'static str>) {
-    if skip("same_bridge", imp) {
+fn same_bridge(v: Variant) {
+    let backend = v.backend;
+    if skip("same_bridge", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-samebr", imp, backend, variant_num(64, imp, backend));
+    let lab = Lab::new("fw-samebr", v);
     let t = three(&lab);
     let (ip_a2, ip_b1, ip_a1) = (
         cont_ip(&t.ra2, false),
@@ -403,28 +390,22 @@ fn same_bridge(imp: Impl, backend: Option<&'static str>) {
         .ok();
 }
 
-#[test]
-fn same_bridge_reference() {
-    same_bridge(Impl::Reference, None);
-}
-#[test]
-fn same_bridge_ours_iptables() {
-    same_bridge(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn same_bridge_ours_nftables() {
-    same_bridge(Impl::Ours, Some("nftables"));
-}
+variants!(same_bridge:
+    same_bridge_reference => REFERENCE,
+    same_bridge_ours_iptables => OURS_IPTABLES,
+    same_bridge_ours_nftables => OURS_NFTABLES,
+);
 
 /// `isolated` (newer upstream policy, not in the reference v1.1.1): even containers on the same
 /// bridge cannot reach each other. Bridged traffic is only seen by the IP FORWARD hooks with
 /// br_netfilter (bridge-nf-call-iptables=1, on by default in new namespaces when the module is
 /// loaded); without it only the rules are asserted.
-fn isolated(imp: Impl, backend: Option<&'static str>) {
-    if skip("isolated", imp) {
+fn isolated(v: Variant) {
+    let (imp, backend) = (v.imp, v.backend);
+    if skip("isolated", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-isolated", imp, backend, variant_num(67, imp, backend));
+    let lab = Lab::new("fw-isolated", v);
     let t = three(&lab);
     let (ip_a2, ip_b1) = (cont_ip(&t.ra2, false), cont_ip(&t.rb1, false));
     assert_answers(&t.a1, "tcp", &ip_a2, 80, "a2", "a1 -> a2 before firewall");
@@ -484,30 +465,24 @@ fn isolated(imp: Impl, backend: Option<&'static str>) {
     }
 }
 
-#[test]
-fn isolated_reference_rejects() {
-    isolated(Impl::Reference, None);
-}
-#[test]
-fn isolated_ours_iptables() {
-    isolated(Impl::Ours, Some("iptables"));
-}
-#[test]
-fn isolated_ours_nftables() {
-    isolated(Impl::Ours, Some("nftables"));
-}
+variants!(isolated:
+    isolated_reference_rejects => REFERENCE,
+    isolated_ours_iptables => OURS_IPTABLES,
+    isolated_ours_nftables => OURS_NFTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 3. nftables backend (ours)
 
 #[test]
 fn nftables_add_check_del_ours() {
-    if skip("nftables_add_check_del_ours", Impl::Ours) {
+    if skip("nftables_add_check_del_ours", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-nft", Impl::Ours, Some("nftables"), 70);
+    let lab = Lab::new("fw-nft", OURS_NFTABLES);
     let (c1, c2) = (NetNs::create(), NetNs::create());
-    let (id1, id2) = ("fw-nft1-70", "fw-nft2-70");
+    let (id1, id2) = (format!("fw-nft1-{}", lab.n), format!("fw-nft2-{}", lab.n));
+    let (id1, id2) = (id1.as_str(), id2.as_str());
     let r1 = lab.attach("a", &c1, id1);
     let r2 = lab.attach("a", &c2, id2);
     let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
@@ -569,12 +544,8 @@ fn nftables_add_check_del_ours() {
 // ---------------------------------------------------------------------------------------------
 // 4. Compatibility with the reference (iptables)
 
-fn compat(first: Impl, base: u8) {
-    if !require_root("firewall compat")
-        || !reference_available("firewall")
-        || !reference_available("bridge")
-        || !reference_available("host-local")
-    {
+fn compat(first: Impl) {
+    if skip("firewall compat", REFERENCE, NEEDS) {
         return;
     }
     let second = if first == Impl::Ours {
@@ -583,9 +554,15 @@ fn compat(first: Impl, base: u8) {
         Impl::Ours
     };
     let backend = |imp: Impl| (imp == Impl::Ours).then_some("iptables");
-    let lab = Lab::new("fw-compat", first, None, base);
+    let lab = Lab::new(
+        "fw-compat",
+        Variant {
+            imp: first,
+            backend: None,
+        },
+    );
     let c1 = NetNs::create();
-    let id = format!("fw-cmp-{base}");
+    let id = format!("fw-cmp-{}", lab.n);
     let r = lab.attach("a", &c1, &id);
     let ip = cont_ip(&r, false);
     let env = env_for(&c1, &id);
@@ -620,23 +597,19 @@ fn compat(first: Impl, base: u8) {
     );
 }
 
-#[test]
-fn compat_reference_add_ours_check_del() {
-    compat(Impl::Reference, 71);
-}
-#[test]
-fn compat_ours_add_reference_check_del() {
-    compat(Impl::Ours, 72);
-}
+variants!(compat:
+    compat_reference_add_ours_check_del => Impl::Reference,
+    compat_ours_add_reference_check_del => Impl::Ours,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 5. Spec versions below 0.4.0 are refused
 
-fn old_version(imp: Impl, backend: Option<&'static str>) {
-    if skip("old_version", imp) {
+fn old_version(v: Variant) {
+    if skip("old_version", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-version", imp, backend, variant_num(73, imp, backend));
+    let lab = Lab::new("fw-version", v);
     let c1 = NetNs::create();
     let id = format!("fw-ver-{}", lab.n);
     let r = lab.attach("a", &c1, &id);
@@ -673,14 +646,10 @@ fn old_version(imp: Impl, backend: Option<&'static str>) {
     );
 }
 
-#[test]
-fn old_version_reference() {
-    old_version(Impl::Reference, None);
-}
-#[test]
-fn old_version_ours() {
-    old_version(Impl::Ours, Some("iptables"));
-}
+variants!(old_version:
+    old_version_reference => REFERENCE,
+    old_version_ours => OURS_IPTABLES,
+);
 
 // ---------------------------------------------------------------------------------------------
 // Hostile input (issue 11, items 1 and 12): a name or token that would change the rules

@@ -5,37 +5,28 @@
 //! traffic and its compatibility with the reference: tests/ipmasq.rs.)
 
 mod common;
+use common::lab::{self, OURS_IPTABLES, OURS_NFTABLES, Variant, skip};
 use common::traffic::*;
 use common::*;
 use serde_json::{Value, json};
 
 struct Lab {
-    imp: Impl,
-    backend: Option<&'static str>,
-    n: u8,
-    node: NetNs,
-    outside: NetNs,
-    sb: Sandbox,
+    base: lab::Lab,
+}
+
+impl std::ops::Deref for Lab {
+    type Target = lab::Lab;
+    fn deref(&self) -> &lab::Lab {
+        &self.base
+    }
 }
 
 impl Lab {
-    /// A node namespace and an "outside" namespace on a veth (node 192.168.N.1, outside
-    /// 192.168.N.2, no route back to 10.N.0.0/24).
-    fn new(tag: &str, imp: Impl, backend: Option<&'static str>, n: u8) -> Lab {
-        let sb = Sandbox::new(tag);
-        let (node, outside) = node_and_client(n);
+    /// The lab's node and client (the "outside" host: no route back to 10.N.0.0/24).
+    fn new(tag: &str, v: Variant) -> Lab {
         Lab {
-            imp,
-            backend,
-            n,
-            node,
-            outside,
-            sb,
+            base: lab::Lab::new(tag, v),
         }
-    }
-
-    fn plugin(&self) -> Plugin<'_> {
-        self.sb.plugin_in(self.imp, &self.node)
     }
 
     fn net(&self) -> String {
@@ -105,11 +96,12 @@ impl Lab {
 // ---------------------------------------------------------------------------------------------
 // GC: ipMasq, portmap and firewall keep only the valid attachments' rules
 
-fn gc(backend: &'static str, n: u8) {
-    if !require_root("gc") {
+fn gc(v: Variant) {
+    if skip("gc", v, &[]) {
         return;
     }
-    let lab = Lab::new("masq-gc", Impl::Ours, Some(backend), n);
+    let lab = Lab::new("masq-gc", v);
+    let (n, backend) = (lab.n, v.backend);
     let (a, b) = (NetNs::create(), NetNs::create());
     let (ida, idb) = (format!("gc-a-{n}"), format!("gc-b-{n}"));
     let ra = lab.attach(&a, &ida);
@@ -144,7 +136,7 @@ fn gc(backend: &'static str, n: u8) {
     let _sa = serve(&a, "tcp", false, 80, "a");
     let _sb = serve(&b, "tcp", false, 80, "b");
     assert_answers(
-        &lab.outside,
+        &lab.client,
         "tcp",
         &node_ip,
         8082,
@@ -197,21 +189,17 @@ fn gc(backend: &'static str, n: u8) {
     );
     // A's port mapping still works, B's is gone.
     assert_answers(
-        &lab.outside,
+        &lab.client,
         "tcp",
         &node_ip,
         8081,
         "a",
         "A's hostPort after GC",
     );
-    assert_silent(&lab.outside, "tcp", &node_ip, 8082, "B's hostPort after GC");
+    assert_silent(&lab.client, "tcp", &node_ip, 8082, "B's hostPort after GC");
 }
 
-#[test]
-fn gc_ours_iptables() {
-    gc("iptables", 104);
-}
-#[test]
-fn gc_ours_nftables() {
-    gc("nftables", 105);
-}
+variants!(gc:
+    gc_ours_iptables => OURS_IPTABLES,
+    gc_ours_nftables => OURS_NFTABLES,
+);

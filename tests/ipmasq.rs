@@ -16,19 +16,16 @@
 //! (192.168.N.1). Everything lives in namespaces removed on drop, so tests run in parallel.
 
 mod common;
+use common::lab::{
+    self, OURS_IPTABLES as IPT, OURS_NFTABLES as NFT, OURS_UNSET as UNSET, REFERENCE as REF,
+    Variant, skip,
+};
 use common::traffic::*;
 use common::*;
 use serde_json::{Value, json};
 use std::path::Path;
 
 const NFT_TABLE: &str = "cni_plugins_masquerade";
-
-/// An implementation and its `ipMasqBackend`.
-type Variant = (Impl, Option<&'static str>);
-const REF: Variant = (Impl::Reference, None);
-const IPT: Variant = (Impl::Ours, Some("iptables"));
-const NFT: Variant = (Impl::Ours, Some("nftables"));
-const UNSET: Variant = (Impl::Ours, None);
 
 /// The first `len` hex digits of sha512(`s`), computed with coreutils, independently of src/.
 fn sha512_hex(s: &str, len: usize) -> String {
@@ -80,47 +77,37 @@ fn pings(from: &NetNs, host: &str, tries: usize) -> bool {
     (0..tries).any(|_| from.exec(&["ping", "-c1", "-W1", host]).status_ok)
 }
 
-/// Skip when not root, or for the reference when its plugins are missing.
-fn skip(test: &str, imp: Impl) -> bool {
-    skip_scenario(test, imp, &["bridge", "host-local"])
-}
+/// The reference plugins a scenario needs.
+const NEEDS: &[&str] = &["bridge", "host-local"];
 
 // ---------------------------------------------------------------------------------------------
 // The lab
 
 struct Lab {
-    imp: Impl,
-    backend: Option<&'static str>,
-    n: u8,
+    base: lab::Lab,
     v6: bool,
-    node: NetNs,
-    outside: NetNs,
-    sb: Sandbox,
+}
+
+impl std::ops::Deref for Lab {
+    type Target = lab::Lab;
+    fn deref(&self) -> &lab::Lab {
+        &self.base
+    }
 }
 
 impl Lab {
-    /// Node and outside namespaces for test number `n`; the outside has no route to 10.N.0.0/24.
-    fn new(tag: &str, (imp, backend): Variant, n: u8) -> Lab {
-        let sb = Sandbox::new(tag);
-        let (node, outside) = node_and_client(n);
+    /// Node and outside (the lab's client) namespaces; the outside has no route to
+    /// 10.N.0.0/24.
+    fn new(tag: &str, v: Variant) -> Lab {
         Lab {
-            imp,
-            backend,
-            n,
+            base: lab::Lab::new(tag, v),
             v6: false,
-            node,
-            outside,
-            sb,
         }
     }
 
-    fn plugin(&self) -> Plugin<'_> {
-        self.sb.plugin_in(self.imp, &self.node)
-    }
-
-    /// The other implementation (or the same), in this lab's node.
-    fn plugin_as(&self, imp: Impl) -> Plugin<'_> {
-        self.sb.plugin_in(imp, &self.node)
+    /// The "outside" host: the lab's client namespace.
+    fn outside(&self) -> &NetNs {
+        &self.base.client
     }
 
     fn net(&self) -> String {
@@ -327,15 +314,16 @@ impl Lab {
 // ---------------------------------------------------------------------------------------------
 // 1. Traffic leaves the node masqueraded, and only with ipMasq
 
-fn traffic(v: Variant, n: u8) {
-    if skip("traffic", v.0) {
+fn traffic(v: Variant) {
+    if skip("traffic", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("ipmasq-traffic", v, n);
+    let lab = Lab::new("ipmasq-traffic", v);
+    let n = lab.n;
     let (plain, masq) = (NetNs::create(), NetNs::create());
     let (outside, node_ip) = (format!("192.168.{n}.2"), format!("192.168.{n}.1"));
-    let _tcp = serve(&lab.outside, "tcp", false, 80, "$SOCAT_PEERADDR");
-    let _udp = serve(&lab.outside, "udp", false, 53, "$SOCAT_PEERADDR");
+    let _tcp = serve(lab.outside(), "tcp", false, 80, "$SOCAT_PEERADDR");
+    let _udp = serve(lab.outside(), "udp", false, 53, "$SOCAT_PEERADDR");
 
     // Same bridge and subnet without ipMasq: packets get out, answers cannot come back.
     lab.attach(&plain, &lab.id("plain"), false);
@@ -370,7 +358,7 @@ fn traffic(v: Variant, n: u8) {
     // Masquerading is per container address, not for the whole subnet.
     assert_silent(&plain, "tcp", &outside, 80, "neighbour without ipMasq");
 
-    if v.0 == Impl::Ours {
+    if v.imp == Impl::Ours {
         // DEL without netns (the runtime lost it): the container keeps its wiring but not the
         // masquerading, so it is cut off again.
         lab.del(Impl::Ours, &env_no_netns(&id));
@@ -381,27 +369,20 @@ fn traffic(v: Variant, n: u8) {
     lab.assert_gone(&id, "after DEL");
 }
 
-#[test]
-fn traffic_ours_iptables() {
-    traffic(IPT, 171);
-}
-#[test]
-fn traffic_ours_nftables() {
-    traffic(NFT, 172);
-}
-#[test]
-fn traffic_reference() {
-    traffic(REF, 173);
-}
+variants!(traffic:
+    traffic_ours_iptables => IPT,
+    traffic_ours_nftables => NFT,
+    traffic_reference => REF,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 2. Rule layout, and DEL in every situation removes it
 
-fn rules(v: Variant, n: u8) {
-    if skip("rules", v.0) {
+fn rules(v: Variant) {
+    if skip("rules", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("ipmasq-rules", v, n);
+    let lab = Lab::new("ipmasq-rules", v);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = (lab.id("one"), lab.id("two"));
     let ip1 = lab.attach(&c1, &id1, true);
@@ -409,7 +390,7 @@ fn rules(v: Variant, n: u8) {
     lab.assert_masq(&id1, &ip1);
     lab.assert_masq(&id2, &ip2);
 
-    if v.0 == Impl::Ours {
+    if v.imp == Impl::Ours {
         // DEL with CNI_NETNS empty while the container still exists.
         lab.del(Impl::Ours, &env_no_netns(&id1));
         lab.assert_gone(&id1, "DEL without netns");
@@ -442,35 +423,25 @@ fn rules(v: Variant, n: u8) {
         env_no_netns(&id1),
         env_no_netns(&lab.id("never")),
     ] {
-        lab.del(v.0, &env);
+        lab.del(v.imp, &env);
     }
     lab.assert_clean();
 }
 
-#[test]
-fn rules_ours_iptables() {
-    rules(IPT, 174);
-}
-#[test]
-fn rules_ours_nftables() {
-    rules(NFT, 175);
-}
-#[test]
-fn rules_ours_backend_unset_is_iptables() {
-    rules(UNSET, 176);
-}
-#[test]
-fn rules_reference() {
-    rules(REF, 177);
-}
+variants!(rules:
+    rules_ours_iptables => IPT,
+    rules_ours_nftables => NFT,
+    rules_ours_backend_unset_is_iptables => UNSET,
+    rules_reference => REF,
+);
 
 /// Eight containers ADDed and DELeted at once: every one gets exactly its rules (the shared
 /// nftables base chain is not duplicated), and all are removed.
-fn concurrent(v: Variant, n: u8) {
-    if skip("concurrent", v.0) {
+fn concurrent(v: Variant) {
+    if skip("concurrent", v, NEEDS) {
         return;
     }
-    let lab = &Lab::new("ipmasq-par", v, n);
+    let lab = &Lab::new("ipmasq-par", v);
     let conts: Vec<(NetNs, String)> = (0..8)
         .map(|i| (NetNs::create(), lab.id(&format!("p{i}"))))
         .collect();
@@ -486,29 +457,26 @@ fn concurrent(v: Variant, n: u8) {
     }
     std::thread::scope(|s| {
         for (ns, id) in &conts {
-            s.spawn(move || lab.del(v.0, &env_for(ns, id)));
+            s.spawn(move || lab.del(v.imp, &env_for(ns, id)));
         }
     });
     lab.assert_clean();
 }
 
-#[test]
-fn concurrent_ours_iptables() {
-    concurrent(IPT, 183);
-}
-#[test]
-fn concurrent_ours_nftables() {
-    concurrent(NFT, 184);
-}
+variants!(concurrent:
+    concurrent_ours_iptables => IPT,
+    concurrent_ours_nftables => NFT,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 3. GC keeps only the valid attachments' masquerading
 
-fn gc(v: Variant, n: u8) {
-    if skip("gc", v.0) {
+fn gc(v: Variant) {
+    if skip("gc", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("ipmasq-gc", v, n);
+    let lab = Lab::new("ipmasq-gc", v);
+    let n = lab.n;
     let (a, b) = (NetNs::create(), NetNs::create());
     let (ida, idb) = (lab.id("a"), lab.id("b"));
     let ipa = lab.attach(&a, &ida, true);
@@ -529,7 +497,7 @@ fn gc(v: Variant, n: u8) {
     lab.assert_masq(&ida, &ipa);
     // And in traffic: A still gets out, B no longer.
     let (outside, node_ip) = (format!("192.168.{n}.2"), format!("192.168.{n}.1"));
-    let _srv = serve(&lab.outside, "tcp", false, 80, "$SOCAT_PEERADDR");
+    let _srv = serve(lab.outside(), "tcp", false, 80, "$SOCAT_PEERADDR");
     assert_answers(&a, "tcp", &outside, 80, &node_ip, "A after GC");
     assert_silent(&b, "tcp", &outside, 80, "B after GC");
 
@@ -537,24 +505,20 @@ fn gc(v: Variant, n: u8) {
     lab.assert_clean();
 }
 
-#[test]
-fn gc_ours_iptables() {
-    gc(IPT, 178);
-}
-#[test]
-fn gc_ours_nftables() {
-    gc(NFT, 179);
-}
+variants!(gc:
+    gc_ours_iptables => IPT,
+    gc_ours_nftables => NFT,
+);
 
 // ---------------------------------------------------------------------------------------------
 // 4. Compatibility with the reference bridge
 
 #[test]
 fn compat_reference_add_ours_del_and_gc() {
-    if skip("compat_reference_add_ours_del_and_gc", Impl::Reference) {
+    if skip("compat_reference_add_ours_del_and_gc", REF, NEEDS) {
         return;
     }
-    let lab = Lab::new("ipmasq-compat-r", REF, 180);
+    let lab = Lab::new("ipmasq-compat-r", REF);
     let conts: Vec<NetNs> = (0..3).map(|_| NetNs::create()).collect();
     let ids: Vec<String> = (0..3).map(|i| lab.id(&format!("r{i}"))).collect();
     let ips: Vec<String> = conts
@@ -591,11 +555,11 @@ fn compat_reference_add_ours_del_and_gc() {
 
 #[test]
 fn compat_ours_add_reference_del() {
-    if skip("compat_ours_add_reference_del", Impl::Reference) {
+    if skip("compat_ours_add_reference_del", REF, NEEDS) {
         return;
     }
-    for (v, n) in [(IPT, 181), (UNSET, 185)] {
-        let lab = Lab::new("ipmasq-compat-o", v, n);
+    for v in [IPT, UNSET] {
+        let lab = Lab::new("ipmasq-compat-o", v);
         let c = NetNs::create();
         let id = lab.id("o");
         let ip = lab.attach(&c, &id, true);
@@ -610,24 +574,25 @@ fn compat_ours_add_reference_del() {
 
 #[test]
 fn compat_identical_nat_tables() {
-    if skip("compat_identical_nat_tables", Impl::Reference) {
+    if skip("compat_identical_nat_tables", REF, NEEDS) {
         return;
     }
-    // Three nodes with the same numbers, network and container IDs, dual-stack.
+    // Three nodes with the same number (one allocated, shared on purpose), network and
+    // container IDs, dual-stack: their nat tables must be identical.
+    let n = lab::unique_n();
     let labs: Vec<Lab> = [REF, IPT, UNSET]
         .into_iter()
-        .map(|v| {
-            let mut lab = Lab::new("ipmasq-same", v, 182);
-            lab.v6 = true;
-            lab
+        .map(|v| Lab {
+            base: lab::Lab::with_n("ipmasq-same", v, n),
+            v6: true,
         })
         .collect();
     let _conts: Vec<Vec<NetNs>> = labs
         .iter()
         .map(|lab| {
             let cs = vec![NetNs::create(), NetNs::create()];
-            lab.attach(&cs[0], "ipmasq-182-x", true);
-            lab.attach(&cs[1], "ipmasq-182-y", true);
+            lab.attach(&cs[0], &format!("ipmasq-{n}-x"), true);
+            lab.attach(&cs[1], &format!("ipmasq-{n}-y"), true);
             cs
         })
         .collect();
@@ -656,16 +621,17 @@ fn compat_identical_nat_tables() {
 // ---------------------------------------------------------------------------------------------
 // 5. A container ID longer than iptables' comment limit (valid: the spec sets no limit)
 
-fn long_container_id(v: Variant, n: u8) {
-    if skip("long_container_id", v.0) {
+fn long_container_id(v: Variant) {
+    if skip("long_container_id", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("ipmasq-longid", v, n);
+    let lab = Lab::new("ipmasq-longid", v);
+    let n = lab.n;
     let cont = NetNs::create();
     let id = "c".repeat(300);
     lab.attach(&cont, &id, true);
     let (outside, node_ip) = (format!("192.168.{n}.2"), format!("192.168.{n}.1"));
-    let _srv = serve(&lab.outside, "tcp", false, 80, "$SOCAT_PEERADDR");
+    let _srv = serve(lab.outside(), "tcp", false, 80, "$SOCAT_PEERADDR");
     assert_answers(&cont, "tcp", &outside, 80, &node_ip, "masqueraded");
     // Comments are cut to the comment match's limit, in saved form as written.
     for l in lab.nat(false).iter().filter(|l| l.contains("--comment \"")) {
@@ -688,15 +654,11 @@ fn long_container_id(v: Variant, n: u8) {
     assert_answers(&cont, "tcp", &outside, 80, &node_ip, "kept by GC");
     p.gc("bridge", &lab.gc_conf(&lab.net(), &[])).ok();
     lab.assert_clean();
-    lab.del(v.0, &env_for(&cont, &id));
+    lab.del(v.imp, &env_for(&cont, &id));
     lab.assert_clean();
 }
 
-#[test]
-fn long_container_id_ours_iptables() {
-    long_container_id(IPT, 186);
-}
-#[test]
-fn long_container_id_ours_nftables() {
-    long_container_id(NFT, 187);
-}
+variants!(long_container_id:
+    long_container_id_ours_iptables => IPT,
+    long_container_id_ours_nftables => NFT,
+);

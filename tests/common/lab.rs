@@ -76,7 +76,12 @@ pub struct Lab {
 
 impl Lab {
     pub fn new(tag: &str, v: Variant) -> Lab {
-        let n = unique_n();
+        Lab::with_n(tag, v, unique_n())
+    }
+
+    /// A lab with number `n` from [`unique_n`], for labs that must match each other (twin
+    /// nodes compared byte for byte); each still has its own namespaces and sandbox.
+    pub fn with_n(tag: &str, v: Variant, n: u8) -> Lab {
         let sb = Sandbox::new(tag);
         let (node, client) = node_and_client(n);
         Lab {

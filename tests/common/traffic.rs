@@ -1,7 +1,7 @@
 //! Real traffic for the netfilter tests: socat servers inside namespaces and one-shot clients,
 //! with retrying assertions; and small helpers on results.
 
-use super::{Env, Impl, NetNs, Output, exec, reference_available, require_root};
+use super::{Env, NetNs, Output, exec};
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -209,24 +209,6 @@ pub fn assert_hostile_refused(
 
 // ---------------------------------------------------------------------------------------------
 // Scenario variants
-
-/// Whether a scenario must be skipped: not root, or (for the reference) one of the reference
-/// plugins it `needs` is not installed.
-pub fn skip_scenario(test: &str, imp: Impl, needs: &[&str]) -> bool {
-    if !require_root(test) {
-        return true;
-    }
-    imp == Impl::Reference && !needs.iter().all(|n| reference_available(n))
-}
-
-/// Per-variant offset, so reference / ours-iptables / ours-nftables get distinct numbers.
-pub fn variant_num(base: u8, imp: Impl, backend: Option<&str>) -> u8 {
-    base + match (imp, backend) {
-        (Impl::Reference, _) => 0,
-        (Impl::Ours, Some("nftables")) => 2,
-        (Impl::Ours, _) => 1,
-    }
-}
 
 // ---------------------------------------------------------------------------------------------
 // Namespaces
