@@ -46,55 +46,47 @@ pub struct PortOpts {
     pub isolated: Option<bool>,
 }
 
-/// A VLAN on a bridge port (or on the bridge itself).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BridgeVlan {
-    pub vid: u16,
-    pub pvid: bool,
-    pub untagged: bool,
-}
-
 // Link attributes (linux/if_link.h, linux/veth.h, linux/rtnetlink.h).
 pub(super) const IFLA_ADDRESS: u16 = 1;
-const IFLA_IFNAME: u16 = 3;
-const IFLA_MTU: u16 = 4;
+pub(super) const IFLA_IFNAME: u16 = 3;
+pub(super) const IFLA_MTU: u16 = 4;
 pub(super) const IFLA_LINK: u16 = 5;
-const IFLA_MASTER: u16 = 10;
-const IFLA_TXQLEN: u16 = 13;
-const IFLA_OPERSTATE: u16 = 16;
-const IFLA_LINKINFO: u16 = 18;
-const IFLA_IFALIAS: u16 = 20;
-const IFLA_AF_SPEC: u16 = 26;
-const IFLA_LINK_NETNSID: u16 = 37;
+pub(super) const IFLA_MASTER: u16 = 10;
+pub(super) const IFLA_TXQLEN: u16 = 13;
+pub(super) const IFLA_OPERSTATE: u16 = 16;
+pub(super) const IFLA_LINKINFO: u16 = 18;
+pub(super) const IFLA_IFALIAS: u16 = 20;
+pub(super) const IFLA_AF_SPEC: u16 = 26;
+pub(super) const IFLA_LINK_NETNSID: u16 = 37;
 pub(super) const IFLA_NET_NS_FD: u16 = 28;
-const IFLA_EXT_MASK: u16 = 29;
-const IFLA_BR_VLAN_FILTERING: u16 = 7;
-const VETH_INFO_PEER: u16 = 1;
-const IFLA_BRIDGE_FLAGS: u16 = 0;
-const BRIDGE_FLAGS_SELF: u16 = 2;
-const RTEXT_FILTER_BRVLAN: u32 = 1 << 1;
-const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
-const AF_UNSPEC: u8 = 0;
-const AF_BRIDGE: u8 = 7;
-const IFLA_INFO_KIND: u16 = 1;
-const IFLA_INFO_DATA: u16 = 2;
-const IFLA_INFO_SLAVE_KIND: u16 = 4;
-const IFLA_INFO_SLAVE_DATA: u16 = 5;
-const IFLA_VLAN_ID: u16 = 1;
-const IFLA_BRPORT_MODE: u16 = 4;
-const IFLA_BRPORT_LEARNING: u16 = 8;
-const IFLA_BRPORT_ISOLATED: u16 = 33;
-const IFLA_BRIDGE_VLAN_INFO: u16 = 2;
-const BRIDGE_VLAN_INFO_PVID: u16 = 1 << 1;
-const BRIDGE_VLAN_INFO_UNTAGGED: u16 = 1 << 2;
-const IFF_UP: u32 = 0x1;
-const IFF_PROMISC: u32 = 0x100;
-const IFF_ALLMULTI: u32 = 0x200;
+pub(super) const IFLA_EXT_MASK: u16 = 29;
+pub(super) const IFLA_BR_VLAN_FILTERING: u16 = 7;
+pub(super) const VETH_INFO_PEER: u16 = 1;
+pub(super) const IFLA_BRIDGE_FLAGS: u16 = 0;
+pub(super) const BRIDGE_FLAGS_SELF: u16 = 2;
+pub(super) const RTEXT_FILTER_BRVLAN: u32 = 1 << 1;
+pub(super) const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
+pub(super) const AF_UNSPEC: u8 = 0;
+pub(super) const AF_BRIDGE: u8 = 7;
+pub(super) const IFLA_INFO_KIND: u16 = 1;
+pub(super) const IFLA_INFO_DATA: u16 = 2;
+pub(super) const IFLA_INFO_SLAVE_KIND: u16 = 4;
+pub(super) const IFLA_INFO_SLAVE_DATA: u16 = 5;
+pub(super) const IFLA_VLAN_ID: u16 = 1;
+pub(super) const IFLA_BRPORT_MODE: u16 = 4;
+pub(super) const IFLA_BRPORT_LEARNING: u16 = 8;
+pub(super) const IFLA_BRPORT_ISOLATED: u16 = 33;
+pub(super) const IFLA_BRIDGE_VLAN_INFO: u16 = 2;
+pub(super) const BRIDGE_VLAN_INFO_PVID: u16 = 1 << 1;
+pub(super) const BRIDGE_VLAN_INFO_UNTAGGED: u16 = 1 << 2;
+pub(super) const IFF_UP: u32 = 0x1;
+pub(super) const IFF_PROMISC: u32 = 0x100;
+pub(super) const IFF_ALLMULTI: u32 = 0x200;
 /// struct ifinfomsg: family, pad, type, index, flags, change.
-const IFINFOMSG_LEN: usize = 16;
+pub(super) const IFINFOMSG_LEN: usize = 16;
 
 /// The index of an RTM_NEWLINK payload.
-fn index_of(body: &[u8]) -> Option<u32> {
+pub(super) fn index_of(body: &[u8]) -> Option<u32> {
     wire::get_u32(body, 4)
 }
 
@@ -160,30 +152,8 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
     Some(l)
 }
 
-/// The VLAN entries (IFLA_AF_SPEC / IFLA_BRIDGE_VLAN_INFO) of an AF_BRIDGE RTM_NEWLINK payload.
-fn parse_vlans(body: &[u8]) -> Vec<BridgeVlan> {
-    let mut out = Vec::new();
-    for (ty, spec) in wire::attrs(body.get(IFINFOMSG_LEN..).unwrap_or_default()) {
-        if ty != IFLA_AF_SPEC {
-            continue;
-        }
-        for (ty, v) in wire::attrs(spec) {
-            if let (IFLA_BRIDGE_VLAN_INFO, Some(flags), Some(vid)) =
-                (ty, wire::get_u16(v, 0), wire::get_u16(v, 2))
-            {
-                out.push(BridgeVlan {
-                    vid,
-                    pvid: flags & BRIDGE_VLAN_INFO_PVID != 0,
-                    untagged: flags & BRIDGE_VLAN_INFO_UNTAGGED != 0,
-                });
-            }
-        }
-    }
-    out
-}
-
 /// struct ifinfomsg for `index` in `family`, setting the `change` flags to `flags`.
-fn ifinfomsg(family: u8, index: u32, flags: u32, change: u32) -> [u8; IFINFOMSG_LEN] {
+pub(super) fn ifinfomsg(family: u8, index: u32, flags: u32, change: u32) -> [u8; IFINFOMSG_LEN] {
     let mut h = [0u8; IFINFOMSG_LEN];
     h[0] = family;
     h[4..8].copy_from_slice(&index.to_ne_bytes());
@@ -274,38 +244,8 @@ pub(super) fn vlan_msg(
     })
 }
 
-/// AF_BRIDGE message (RTM_SETLINK to add, RTM_DELLINK to remove) carrying one VLAN entry for
-/// port `index`.
-pub(super) fn vlan_filter_msg(
-    ty: u16,
-    index: u32,
-    vid: u16,
-    pvid: bool,
-    untagged: bool,
-    on_self: bool,
-) -> Vec<u8> {
-    let mut flags = 0;
-    if pvid {
-        flags |= BRIDGE_VLAN_INFO_PVID;
-    }
-    if untagged {
-        flags |= BRIDGE_VLAN_INFO_UNTAGGED;
-    }
-    request(ty, &ifinfomsg(AF_BRIDGE, index, 0, 0), |w| {
-        w.nest(IFLA_AF_SPEC, |w| {
-            if on_self {
-                w.u16(IFLA_BRIDGE_FLAGS, BRIDGE_FLAGS_SELF);
-            }
-            let mut info = [0u8; 4];
-            info[..2].copy_from_slice(&flags.to_ne_bytes());
-            info[2..].copy_from_slice(&vid.to_ne_bytes());
-            w.attr(IFLA_BRIDGE_VLAN_INFO, &info);
-        })
-    })
-}
-
 impl Handle {
-    fn get_link(&mut self, req: Vec<u8>) -> Result<Option<Link>> {
+    pub(super) fn get_link(&mut self, req: Vec<u8>) -> Result<Option<Link>> {
         match self.request_ack(req, 0) {
             Ok(Some(r)) if r.ty == RTM_NEWLINK => Ok(parse(&r.body)),
             Ok(_) => Ok(None),
@@ -412,7 +352,7 @@ impl Handle {
     }
 
     /// RTM_SETLINK on `index` with attributes `f`.
-    fn set_link(
+    pub(super) fn set_link(
         &mut self,
         index: u32,
         what: std::fmt::Arguments,
@@ -423,7 +363,7 @@ impl Handle {
             .map_err(|e| e.ctx(format_args!("{what} (link {index})")))
     }
 
-    fn set_flag(
+    pub(super) fn set_flag(
         &mut self,
         index: u32,
         flag: u32,
@@ -516,68 +456,6 @@ impl Handle {
         self.set_link(index, format_args!("set alias {alias:?}"), |w| {
             w.str(IFLA_IFALIAS, alias)
         })
-    }
-
-    /// Change bridge port settings of `index` (which must be a bridge port): IFLA_LINKINFO /
-    /// IFLA_INFO_SLAVE_DATA, handled by the master's (the bridge's) slave_changelink.
-    pub fn set_bridge_port(&mut self, index: u32, opts: &PortOpts) -> Result<()> {
-        let req = link_msg(RTM_NEWLINK, index, |w| {
-            w.nest(IFLA_LINKINFO, |w| {
-                w.nest(IFLA_INFO_SLAVE_DATA, |w| {
-                    for (ty, v) in [
-                        (IFLA_BRPORT_MODE, opts.hairpin),
-                        (IFLA_BRPORT_LEARNING, opts.learning),
-                        (IFLA_BRPORT_ISOLATED, opts.isolated),
-                    ] {
-                        if let Some(on) = v {
-                            w.u8(ty, u8::from(on));
-                        }
-                    }
-                })
-            })
-        });
-        self.request_ack(req, 0)
-            .map(drop)
-            .map_err(|e| e.ctx(format_args!("set bridge port options (link {index})")))
-    }
-
-    /// Add VLAN `vid` to bridge port `index` (with `on_self`: to the bridge device itself).
-    pub fn bridge_vlan_add(
-        &mut self,
-        index: u32,
-        vid: u16,
-        pvid: bool,
-        untagged: bool,
-        on_self: bool,
-    ) -> Result<()> {
-        self.request_ack(
-            vlan_filter_msg(RTM_SETLINK, index, vid, pvid, untagged, on_self),
-            0,
-        )
-        .map(drop)
-        .map_err(|e| e.ctx(format_args!("add bridge vlan {vid} (link {index})")))
-    }
-
-    /// Remove VLAN `vid` from bridge port `index` (or from the bridge itself with `on_self`).
-    pub fn bridge_vlan_del(&mut self, index: u32, vid: u16, on_self: bool) -> Result<()> {
-        self.request_ack(
-            vlan_filter_msg(RTM_DELLINK, index, vid, false, false, on_self),
-            0,
-        )
-        .map(drop)
-        .map_err(|e| e.ctx(format_args!("delete bridge vlan {vid} (link {index})")))
-    }
-
-    /// The VLANs configured on bridge port (or bridge) `index`.
-    pub fn bridge_vlans(&mut self, index: u32) -> Result<Vec<BridgeVlan>> {
-        let req = request(RTM_GETLINK, &ifinfomsg(AF_BRIDGE, 0, 0, 0), |w| {
-            w.u32(IFLA_EXT_MASK, RTEXT_FILTER_BRVLAN)
-        });
-        let r = self.dump(req).map_err(|e| e.ctx("list bridge vlans"))?;
-        Ok(r.iter()
-            .filter(|m| m.ty == RTM_NEWLINK && index_of(&m.body) == Some(index))
-            .flat_map(|m| parse_vlans(&m.body))
-            .collect())
     }
 
     /// Delete a link (a veth takes its peer with it).

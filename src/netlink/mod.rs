@@ -13,6 +13,7 @@
 //! of the static binary.)
 
 mod addr;
+mod bridge;
 mod link;
 pub mod macvlan;
 mod route;
@@ -31,7 +32,8 @@ pub use socket::{NlSocket, Reply};
 use wire::Writer;
 
 pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
-pub use link::{BridgeVlan, Link, PortOpts};
+pub use bridge::BridgeVlan;
+pub use link::{Link, PortOpts};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 
 /// Which address family to list.

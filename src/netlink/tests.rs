@@ -80,7 +80,7 @@ fn vlan_and_bridge_messages() {
         (l.name.as_str(), l.mtu, l.kind.as_deref()),
         ("br0", 9000, Some("bridge"))
     );
-    let m = link::vlan_filter_msg(RTM_SETLINK, 5, 42, true, true, false);
+    let m = bridge::vlan_filter_msg(RTM_SETLINK, 5, 42, true, true, false);
     assert_eq!(body(&m)[0], 7, "AF_BRIDGE");
     assert_eq!(u32::from_ne_bytes(body(&m)[4..8].try_into().unwrap()), 5);
 }

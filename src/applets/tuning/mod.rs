@@ -22,6 +22,11 @@
 //! (upstream leaves it in `/run/cni/tuning` forever).
 
 mod allowlist;
+mod keys;
+#[cfg(test)]
+mod tests;
+
+use keys::{refuse_duplicate_sysctls, sysctl_path};
 
 use crate::cni::gojson;
 use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
@@ -219,120 +224,6 @@ fn load(req: &Request, verify_sysctls: bool) -> Result<Tuning> {
         allmulti: a.allmulti.or(c.allmulti),
         tx_qlen,
     })
-}
-
-/// Upstream's mapping of a key to its file: dots become slashes, the first `IFNAME` becomes
-/// the container interface, the path is cleaned (`..` resolved) and must stay under
-/// `/proc/sys/net/`.
-fn sysctl_path(key: &str, ifname: &str) -> Result<PathBuf> {
-    if key.chars().any(char::is_control) {
-        return Err(Error::config(format!(
-            "sysctl {key:?}: invalid net sysctl key"
-        )));
-    }
-    let key_path = key.replace('.', "/").replacen("IFNAME", ifname, 1);
-    let full = format!("proc/sys/{key_path}");
-    let mut parts: Vec<&str> = Vec::new();
-    for part in full.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            p => parts.push(p),
-        }
-    }
-    if parts.len() < 4 || parts[..3] != ["proc", "sys", "net"] {
-        return Err(Error::config(format!(
-            "sysctl {key:?}: invalid net sysctl key (must name a file under /proc/sys/net/)"
-        )));
-    }
-    Ok(PathBuf::from(format!("/{}", parts.join("/"))))
-}
-
-/// Upstream refuses a `sysctl` object that names a key twice (a JSON object may; serde keeps
-/// the last). Keys of every top-level member Go would decode into `sysctl` count.
-fn refuse_duplicate_sysctls(stdin: &[u8]) -> Result<()> {
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-    use std::collections::HashSet;
-    use std::fmt;
-
-    struct Top<'a>(&'a mut HashSet<String>);
-    struct Keys<'a>(&'a mut HashSet<String>);
-
-    impl<'de> Visitor<'de> for Top<'_> {
-        type Value = bool;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> std::result::Result<bool, M::Error> {
-            let mut dup = false;
-            while let Some(k) = m.next_key::<String>()? {
-                if k == "sysctl" || gojson::fold_eq(&k, "sysctl") {
-                    dup |= m.next_value_seed(Keys(&mut *self.0))?;
-                } else {
-                    m.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(dup)
-        }
-    }
-    impl<'de> DeserializeSeed<'de> for Keys<'_> {
-        type Value = bool;
-        fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<bool, D::Error> {
-            d.deserialize_any(self)
-        }
-    }
-    impl<'de> Visitor<'de> for Keys<'_> {
-        type Value = bool;
-        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a sysctl object")
-        }
-        fn visit_map<M: MapAccess<'de>>(self, mut m: M) -> std::result::Result<bool, M::Error> {
-            let mut dup = false;
-            while let Some(k) = m.next_key::<String>()? {
-                dup |= !self.0.insert(k);
-                m.next_value::<IgnoredAny>()?;
-            }
-            Ok(dup)
-        }
-        // Anything else (null, a wrong type) is left to the decoder's own error.
-        fn visit_unit<E>(self) -> std::result::Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_str<E>(self, _: &str) -> std::result::Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_i64<E>(self, _: i64) -> std::result::Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_u64<E>(self, _: u64) -> std::result::Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_f64<E>(self, _: f64) -> std::result::Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_bool<E>(self, _: bool) -> std::result::Result<bool, E> {
-            Ok(false)
-        }
-        fn visit_seq<S: serde::de::SeqAccess<'de>>(
-            self,
-            mut s: S,
-        ) -> std::result::Result<bool, S::Error> {
-            while s.next_element::<IgnoredAny>()?.is_some() {}
-            Ok(false)
-        }
-    }
-
-    let mut seen = HashSet::new();
-    let mut de = serde_json::Deserializer::from_slice(stdin);
-    match de.deserialize_map(Top(&mut seen)) {
-        Ok(true) => Err(Error::config(
-            "sysctl: duplicated sysctl keys are not allowed",
-        )),
-        // Malformed input was already reported by the driver's decode.
-        _ => Ok(()),
-    }
 }
 
 fn prev(req: &Request) -> Result<CniResult> {
@@ -578,67 +469,4 @@ fn check(req: &Request) -> Result<()> {
         );
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sysctl_paths_stay_under_proc_sys_net() {
-        let p = |k: &str| sysctl_path(k, "eth0").map(|p| p.display().to_string());
-        assert_eq!(
-            p("net.ipv4.conf.IFNAME.arp_filter").unwrap(),
-            "/proc/sys/net/ipv4/conf/eth0/arp_filter"
-        );
-        assert_eq!(
-            p("net/ipv6/conf/all/forwarding").unwrap(),
-            "/proc/sys/net/ipv6/conf/all/forwarding"
-        );
-        // Only the first IFNAME is replaced, as upstream.
-        assert_eq!(p("net.IFNAME.IFNAME").unwrap(), "/proc/sys/net/eth0/IFNAME");
-        for bad in ["kernel.panic", "net", "net.", "net\n.x", "vm.x"] {
-            let e = sysctl_path(bad, "eth0").unwrap_err();
-            assert_eq!(e.code, 7, "{bad}");
-            assert!(e.msg.contains("sysctl"), "{}", e.msg);
-        }
-        // Dots become slashes before anything else, so `..` cannot be spelt in a key; an
-        // interface name could carry it (the environment refuses such names), and the cleaned
-        // path still has to stay under /proc/sys/net.
-        assert_eq!(
-            p("net/../kernel/panic").unwrap(),
-            "/proc/sys/net/kernel/panic"
-        );
-        assert!(sysctl_path("net.IFNAME.panic", "..").is_err());
-    }
-
-    #[test]
-    fn backup_format_is_upstreams() {
-        let s = Saved {
-            mac: "aa:bb:cc:dd:ee:ff".into(),
-            promisc: Some(false),
-            mtu: 1500,
-            allmulti: None,
-            tx_qlen: Some(1000),
-        };
-        assert_eq!(
-            crate::cni::result::pretty_with_indent(&s, b" "),
-            "{\n \"mac\": \"aa:bb:cc:dd:ee:ff\",\n \"promisc\": false,\n \"mtu\": 1500,\n \"txQLen\": 1000\n}"
-        );
-        assert_eq!(
-            crate::cni::result::pretty_with_indent(&Saved::default(), b" "),
-            "{}"
-        );
-    }
-
-    #[test]
-    fn duplicate_sysctl_keys() {
-        let dup = br#"{"name":"n","sysctl":{"net.a":"1","net.a":"2"}}"#;
-        assert_eq!(refuse_duplicate_sysctls(dup).unwrap_err().code, 7);
-        let fold = br#"{"name":"n","sysctl":{"net.a":"1"},"SysCtl":{"net.a":"2"}}"#;
-        assert!(refuse_duplicate_sysctls(fold).is_err());
-        let ok = br#"{"name":"n","sysctl":{"net.a":"1","net.b":"1"},"other":{"x":1,"x":2}}"#;
-        assert!(refuse_duplicate_sysctls(ok).is_ok());
-        assert!(refuse_duplicate_sysctls(br#"{"sysctl":null}"#).is_ok());
-    }
 }
