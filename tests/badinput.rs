@@ -50,6 +50,13 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
             "prevResult": prev}),
         "firewall" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "firewall",
             "backend": "iptables", "prevResult": prev}),
+        "tuning" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "tuning",
+            "mtu": 1400, "sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2"},
+            "dataDir": format!("{data}/tuning"), "prevResult": prev}),
+        "ptp" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "ptp",
+            "ipMasq": true, "ipam": ipam}),
+        "macvlan" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "macvlan",
+            "master": "brbad", "mode": "bridge", "ipam": ipam}),
         other => panic!("no base config for {other}"),
     }
 }
@@ -63,6 +70,9 @@ const APPLETS: &[&str] = &[
     "bandwidth",
     "portmap",
     "firewall",
+    "tuning",
+    "ptp",
+    "macvlan",
 ];
 
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
@@ -487,6 +497,89 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
             c["ingressPolicy"] = json!("same-bridge");
         }
         add("firewall", "ADD", c.to_string(), code, names);
+    }
+    // ---- tuning: every key checked before a sysctl or attribute changes
+    let t = base("tuning", data, cont);
+    for (path, val, code, names) in [
+        ("mac", json!("02:00:00:00:00"), 7, "mac"),
+        ("mac", json!(5), 6, "mac"),
+        ("mtu", json!(-1), 7, "mtu"),
+        ("mtu", json!("big"), 6, "mtu"),
+        ("txQLen", json!(-3), 7, "txQLen"),
+        ("promisc", json!("yes"), 6, "promisc"),
+        ("sysctl", json!({"kernel.panic": "1"}), 7, "kernel.panic"),
+        (
+            "sysctl",
+            json!({"net.ipv4.conf.IFNAME.rp_filter": 2}),
+            6,
+            "sysctl",
+        ),
+        (
+            "sysctl",
+            json!({"net.ipv4.conf.IFNAME\n.x": "1"}),
+            7,
+            "sysctl",
+        ),
+        ("dataDir", json!("relative"), 7, "dataDir"),
+        (
+            "runtimeConfig",
+            json!({"mac": "zz:zz:zz:zz:zz:zz"}),
+            7,
+            "mac",
+        ),
+        ("args", json!({"cni": {"mtu": "x"}}), 6, "mtu"),
+    ] {
+        add(
+            "tuning",
+            "ADD",
+            with(t.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    add(
+        "tuning",
+        "ADD",
+        without(t.clone(), "prevResult").to_string(),
+        7,
+        "prevResult",
+    );
+    // ---- ptp
+    let pt = base("ptp", data, cont);
+    for (path, val, code, names) in [
+        ("mtu", json!(20), 7, "mtu"),
+        ("mtu", json!("x"), 6, "mtu"),
+        ("ipMasqBackend", json!("ebtables"), 7, "ipMasqBackend"),
+        ("ipMasq", json!("yes"), 6, "ipMasq"),
+    ] {
+        add(
+            "ptp",
+            "ADD",
+            with(pt.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    add("ptp", "ADD", without(pt, "ipam").to_string(), 7, "ipam");
+    // ---- macvlan (checked before any link is made)
+    let mv = base("macvlan", data, cont);
+    for (path, val, code, names) in [
+        ("mode", json!("sideways"), 7, "mode"),
+        ("mode", json!(1), 6, "mode"),
+        ("master", json!("a/b"), 7, "master"),
+        ("master", json!("x\ny"), 7, "master"),
+        ("mtu", json!(-5), 7, "MTU"),
+        ("mac", json!("nope"), 7, "MAC"),
+        ("bcqueuelen", json!(-1), 7, "bcqueuelen"),
+        ("linkInContainer", json!("no"), 6, "linkInContainer"),
+    ] {
+        add(
+            "macvlan",
+            "ADD",
+            with(mv.clone(), path, val).to_string(),
+            code,
+            names,
+        );
     }
     // ---- loopback
     let l = base("loopback", data, cont);

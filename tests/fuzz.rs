@@ -82,7 +82,25 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
         (
             "firewall",
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "firewall",
-            "backend": "nftables", "ingressPolicy": "same-bridge", "prevResult": prev}),
+            "backend": "nftables", "ingressPolicy": "same-bridge", "prevResult": prev.clone()}),
+        ),
+        (
+            "tuning",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "tuning", "mtu": 1400,
+            "mac": "02:00:00:00:7f:01", "promisc": true, "txQLen": 500,
+            "sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2"}, "dataDir": format!("{data}/tuning"),
+            "args": {"cni": {"allmulti": true}}, "prevResult": prev}),
+        ),
+        (
+            "ptp",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "ptp", "mtu": 1400,
+            "ipMasq": true, "ipMasqBackend": "nftables", "ipam": ipam.clone()}),
+        ),
+        (
+            "macvlan",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "macvlan", "master": "brfz",
+            "mode": "bridge", "mtu": 1400, "runtimeConfig": {"mac": "02:00:00:00:7f:02"},
+            "ipam": ipam.clone()}),
         ),
     ]
 }

@@ -35,6 +35,9 @@ pub const APPLETS: &[&str] = &[
     "portmap",
     "bandwidth",
     "firewall",
+    "tuning",
+    "ptp",
+    "macvlan",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.
