@@ -96,22 +96,7 @@ fn load(req: &Request) -> Result<Config<'_>> {
     let bc_queue_len = u32::try_from(c.bcqueuelen)
         .map_err(|_| Error::config(format!("bcqueuelen {} is out of range", c.bcqueuelen)))?;
     // CNI_ARGS MAC < runtimeConfig.mac, over the config's `mac`, as upstream.
-    let mut mac = c.mac;
-    if let Some(m) = req
-        .env
-        .cni_args(&["MAC"])?
-        .get("MAC")
-        .filter(|m| !m.is_empty())
-    {
-        mac = m.to_string();
-    }
-    if let Some(m) = req
-        .runtime_config("mac")
-        .and_then(|v| v.as_str())
-        .filter(|m| !m.is_empty())
-    {
-        mac = m.to_string();
-    }
+    let mac = super::container::requested_mac(req, c.mac)?;
     let mac = match mac.as_str() {
         "" => None,
         m => Some(parse_mac(m).map_err(|e| e.ctx("mac"))?),
@@ -191,22 +176,7 @@ fn create(c: &Config, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Li
         host.add_macvlan(&spec(m.index, Some(ns)))
     };
     created.map_err(|e| Error::from(e).ctx("failed to create macvlan"))?;
-    let tmp_link = cont
-        .link_by_name(&tmp)?
-        .ok_or_else(|| Error::internal(format!("macvlan {tmp} vanished after creation")))?;
-    let renamed = cont
-        .rename(tmp_link.index, ifname)
-        .ctx(format_args!("failed to rename macvlan to {ifname:?}"))
-        .and_then(|()| {
-            cont.link_by_index(tmp_link.index)?
-                .ok_or_else(|| Error::internal(format!("failed to refetch macvlan {ifname:?}")))
-        });
-    renamed.map_err(|mut e| {
-        if let Err(d) = cont.del_link(tmp_link.index) {
-            e.msg = format!("{} (and undo macvlan {tmp}: {d})", e.msg);
-        }
-        e
-    })
+    super::container::rename_into_place(cont, "macvlan", &tmp, ifname)
 }
 
 fn add(req: &Request) -> Result<CniResult> {
@@ -304,32 +274,8 @@ fn check(req: &Request) -> Result<()> {
     if let Some(ipam) = c.ipam {
         delegate::delegate(Command::Check, ipam, req)?;
     }
-    let prev = req
-        .prev_result()?
-        .ok_or_else(|| Error::config("required prevResult missing"))?;
-    let ifname = &req.env.ifname;
-    let pos = prev
-        .interfaces
-        .iter()
-        .position(|i| &i.name == ifname && i.sandbox == req.env.netns)
-        .ok_or_else(|| {
-            Error::internal(format!(
-                "Sandbox in prevResult doesn't match configured netns: {}",
-                req.env.netns
-            ))
-        })?;
-    let want = &prev.interfaces[pos];
     let mut cont = Handle::in_netns(&ns)?;
-    let link = cont.link_by_name(ifname)?.ok_or_else(|| {
-        Error::internal(format!(
-            "Container Interface name in prevResult: {ifname} not found"
-        ))
-    })?;
-    if link.kind.as_deref() != Some("macvlan") {
-        return Err(Error::internal(format!(
-            "Error: Container interface {ifname} not of type macvlan"
-        )));
-    }
+    let (prev, pos, link) = super::container::checked_iface(req, &mut cont, "macvlan")?;
     if link.macvlan_mode != Some(c.mode) {
         let name = |m: Option<u32>| {
             MODES
@@ -341,13 +287,6 @@ fn check(req: &Request) -> Result<()> {
             "Error: Container macvlan mode {} does not match expected value: {}",
             name(link.macvlan_mode),
             name(Some(c.mode))
-        )));
-    }
-    let mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
-    if !want.mac.is_empty() && !want.mac.eq_ignore_ascii_case(&mac) {
-        return Err(Error::internal(format!(
-            "Interface {ifname} Mac {} doesn't match container Mac: {mac}",
-            want.mac
         )));
     }
     iface::check(&mut cont, &link, &prev, pos)

@@ -5,6 +5,7 @@ use crate::cni::Applet;
 
 mod bandwidth;
 mod bridge;
+mod container;
 mod firewall;
 mod host_local;
 mod loopback;

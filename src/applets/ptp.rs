@@ -256,39 +256,8 @@ fn check(req: &Request) -> Result<()> {
     let p = load(req)?;
     let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
     delegate::delegate(Command::Check, p.ipam, req)?;
-    let prev = req
-        .prev_result()?
-        .ok_or_else(|| Error::config("ptp: Required prevResult missing"))?;
-    let ifname = &req.env.ifname;
-    let pos = prev
-        .interfaces
-        .iter()
-        .position(|i| &i.name == ifname && i.sandbox == req.env.netns)
-        .ok_or_else(|| {
-            Error::internal(format!(
-                "Sandbox in prevResult doesn't match configured netns: {}",
-                req.env.netns
-            ))
-        })?;
-    let want = &prev.interfaces[pos];
     let mut cont = Handle::in_netns(&ns)?;
-    let cv = cont.link_by_name(ifname)?.ok_or_else(|| {
-        Error::internal(format!(
-            "ptp: Container Interface name in prevResult: {ifname} not found"
-        ))
-    })?;
-    if cv.kind.as_deref() != Some("veth") {
-        return Err(Error::internal(format!(
-            "Error: Container interface {ifname} not of type veth/p2p"
-        )));
-    }
-    let mac = cv.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
-    if !want.mac.is_empty() && !want.mac.eq_ignore_ascii_case(&mac) {
-        return Err(Error::internal(format!(
-            "ptp: Interface {ifname} Mac {} doesn't match container Mac: {mac}",
-            want.mac
-        )));
-    }
+    let (prev, pos, cv) = super::container::checked_iface(req, &mut cont, "veth")?;
     iface::check(&mut cont, &cv, &prev, pos)
 }
 

@@ -152,22 +152,7 @@ fn create(v: &Vlan, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Link
         };
         Error::internal(format!("failed to create vlan: {e}{hint}"))
     })?;
-    let tmp_link = cont
-        .link_by_name(&tmp)?
-        .ok_or_else(|| Error::internal(format!("vlan {tmp} vanished after creation")))?;
-    let renamed = cont
-        .rename(tmp_link.index, ifname)
-        .ctx(format_args!("failed to rename vlan to {ifname:?}"))
-        .and_then(|()| {
-            cont.link_by_index(tmp_link.index)?
-                .ok_or_else(|| Error::internal(format!("failed to refetch vlan {ifname:?}")))
-        });
-    renamed.map_err(|mut e| {
-        if let Err(d) = cont.del_link(tmp_link.index) {
-            e.msg = format!("{} (and undo vlan {tmp}: {d})", e.msg);
-        }
-        e
-    })
+    super::container::rename_into_place(cont, "vlan", &tmp, ifname)
 }
 
 fn add(req: &Request) -> Result<CniResult> {
@@ -257,37 +242,14 @@ fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
     let ns = open_ns(req)?;
     delegate::delegate(Command::Check, &v.ipam, req)?;
-    let prev = req
-        .prev_result()?
-        .ok_or_else(|| Error::config("vlan: Required prevResult missing"))?;
-    let ifname = &req.env.ifname;
-    let pos = prev
-        .interfaces
-        .iter()
-        .position(|i| &i.name == ifname && i.sandbox == req.env.netns)
-        .ok_or_else(|| {
-            Error::internal(format!(
-                "interface {ifname:?} with sandbox {:?} not found in prevResult",
-                req.env.netns
-            ))
-        })?;
-    let want = &prev.interfaces[pos];
     let mut cont = Handle::in_netns(&ns)?;
+    let (prev, pos, link) = super::container::checked_iface(req, &mut cont, "vlan")?;
+    let ifname = &req.env.ifname;
     let m = if v.in_container {
         master(&v, &mut cont)?
     } else {
         master(&v, &mut Handle::new()?)?
     };
-    let link = cont.link_by_name(ifname)?.ok_or_else(|| {
-        Error::internal(format!(
-            "vlan: container interface {ifname:?} from prevResult not found"
-        ))
-    })?;
-    if link.kind.as_deref() != Some("vlan") {
-        return Err(Error::internal(format!(
-            "container interface {ifname:?} is not a vlan"
-        )));
-    }
     if link.vlan_id != Some(v.vid) {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has VLAN ID {}, configured {}",
@@ -306,13 +268,6 @@ fn check(req: &Request) -> Result<()> {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has MTU {}, configured {}",
             link.mtu, v.mtu
-        )));
-    }
-    let mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
-    if !want.mac.is_empty() && !want.mac.eq_ignore_ascii_case(&mac) {
-        return Err(Error::internal(format!(
-            "vlan: interface {ifname} MAC {} doesn't match container MAC {mac}",
-            want.mac
         )));
     }
     iface::check(&mut cont, &link, &prev, pos)

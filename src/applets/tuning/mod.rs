@@ -155,22 +155,7 @@ fn load(req: &Request, verify_sysctls: bool) -> Result<Tuning> {
     }
 
     // CNI_ARGS MAC < runtimeConfig.mac < args.cni.mac, as upstream.
-    let mut mac = c.mac.clone();
-    if let Some(m) = req
-        .env
-        .cni_args(&["MAC"])?
-        .get("MAC")
-        .filter(|m| !m.is_empty())
-    {
-        mac = m.to_string();
-    }
-    if let Some(m) = req
-        .runtime_config("mac")
-        .and_then(|v| v.as_str())
-        .filter(|m| !m.is_empty())
-    {
-        mac = m.to_string();
-    }
+    let mut mac = super::container::requested_mac(req, c.mac.clone())?;
     if let Some(m) = a.mac {
         mac = m;
     }

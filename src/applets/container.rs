@@ -1,0 +1,92 @@
+//! What the applets that put a link into the container (vlan, macvlan, ptp) do alike: move a
+//! link created under a temporary name to CNI_IFNAME, find CNI_IFNAME in CHECK's prevResult
+//! and compare it with the kernel's, and read the MAC a runtime asks for.
+
+use crate::cni::result::CniResult;
+use crate::cni::{Context, Error, Request, Result};
+use crate::netlink::{Handle, Link, fmt_mac};
+
+/// Rename the link created as `tmp` (`kind` for messages) to CNI_IFNAME and return it, re-read
+/// after the rename. On failure the link is deleted again, and a failed delete is reported too.
+pub fn rename_into_place(cont: &mut Handle, kind: &str, tmp: &str, ifname: &str) -> Result<Link> {
+    let tmp_link = cont
+        .link_by_name(tmp)?
+        .ok_or_else(|| Error::internal(format!("{kind} {tmp} vanished after creation")))?;
+    let renamed = cont
+        .rename(tmp_link.index, ifname)
+        .ctx(format_args!("failed to rename {kind} to {ifname:?}"))
+        .and_then(|()| {
+            cont.link_by_index(tmp_link.index)?
+                .ok_or_else(|| Error::internal(format!("failed to refetch {kind} {ifname:?}")))
+        });
+    renamed.map_err(|mut e| {
+        if let Err(d) = cont.del_link(tmp_link.index) {
+            e.msg = format!("{} (and undo {kind} {tmp}: {d})", e.msg);
+        }
+        e
+    })
+}
+
+/// CHECK's common part: the prevResult (required), the position of CNI_IFNAME in it with
+/// CNI_NETNS as its sandbox, and the link of that name in the container, which must be of
+/// `kind` and have the MAC the prevResult recorded.
+pub fn checked_iface(
+    req: &Request,
+    cont: &mut Handle,
+    kind: &str,
+) -> Result<(CniResult, usize, Link)> {
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("required prevResult missing"))?;
+    let ifname = &req.env.ifname;
+    let pos = prev
+        .interfaces
+        .iter()
+        .position(|i| &i.name == ifname && i.sandbox == req.env.netns)
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "Sandbox in prevResult doesn't match configured netns: {}",
+                req.env.netns
+            ))
+        })?;
+    let link = cont.link_by_name(ifname)?.ok_or_else(|| {
+        Error::internal(format!(
+            "Container Interface name in prevResult: {ifname} not found"
+        ))
+    })?;
+    if link.kind.as_deref() != Some(kind) {
+        return Err(Error::internal(format!(
+            "Error: Container interface {ifname} not of type {kind}"
+        )));
+    }
+    let want = &prev.interfaces[pos].mac;
+    let mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
+    if !want.is_empty() && !want.eq_ignore_ascii_case(&mac) {
+        return Err(Error::internal(format!(
+            "Interface {ifname} Mac {want} doesn't match container Mac: {mac}"
+        )));
+    }
+    Ok((prev, pos, link))
+}
+
+/// The MAC a runtime asks for as text, over `configured`: CNI_ARGS `MAC`, then
+/// `runtimeConfig.mac` (later wins, as upstream reads them); empty values are ignored.
+pub fn requested_mac(req: &Request, configured: String) -> Result<String> {
+    let mut mac = configured;
+    if let Some(m) = req
+        .env
+        .cni_args(&["MAC"])?
+        .get("MAC")
+        .filter(|m| !m.is_empty())
+    {
+        mac = m.to_string();
+    }
+    if let Some(m) = req
+        .runtime_config("mac")
+        .and_then(|v| v.as_str())
+        .filter(|m| !m.is_empty())
+    {
+        mac = m.to_string();
+    }
+    Ok(mac)
+}
