@@ -57,6 +57,8 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
             "ipMasq": true, "ipam": ipam}),
         "macvlan" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "macvlan",
             "master": "brbad", "mode": "bridge", "ipam": ipam}),
+        "ipvlan" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "ipvlan",
+            "master": "brbad", "mode": "l2", "ipam": ipam}),
         other => panic!("no base config for {other}"),
     }
 }
@@ -73,6 +75,7 @@ const APPLETS: &[&str] = &[
     "tuning",
     "ptp",
     "macvlan",
+    "ipvlan",
 ];
 
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
@@ -581,6 +584,30 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
             names,
         );
     }
+    // ---- ipvlan (checked before any link is made; this kernel has no ipvlan at all)
+    let iv = base("ipvlan", data, cont);
+    for (path, val, code, names) in [
+        ("mode", json!("l4"), 7, "mode"),
+        ("mode", json!(2), 6, "mode"),
+        ("master", json!("a/b"), 7, "master"),
+        ("mtu", json!(-1), 7, "MTU"),
+        ("linkInContainer", json!(1), 6, "linkInContainer"),
+    ] {
+        add(
+            "ipvlan",
+            "ADD",
+            with(iv.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    add(
+        "ipvlan",
+        "ADD",
+        without(without(iv.clone(), "ipam"), "master").to_string(),
+        7,
+        "ipam",
+    );
     // ---- loopback
     let l = base("loopback", data, cont);
     add(

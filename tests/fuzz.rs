@@ -97,6 +97,11 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             "ipMasq": true, "ipMasqBackend": "nftables", "ipam": ipam.clone()}),
         ),
         (
+            "ipvlan",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "ipvlan", "master": "brfz",
+            "mode": "l3", "mtu": 1400, "ipam": ipam.clone()}),
+        ),
+        (
             "macvlan",
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "macvlan", "master": "brfz",
             "mode": "bridge", "mtu": 1400, "runtimeConfig": {"mac": "02:00:00:00:7f:02"},

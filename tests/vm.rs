@@ -36,7 +36,7 @@ fn skip(test: &str, why: &str) {
 
 /// The reference plugins in `/usr/lib/cni` are dynamically linked (Debian): they go into the VM
 /// as `/ref/<name>` together with their loader and libc, when all of those exist.
-const REFERENCE: &[&str] = &["vlan"];
+const REFERENCE: &[&str] = &["vlan", "ipvlan"];
 const REFERENCE_LIBS: &[&str] = &[
     "/lib64/ld-linux-x86-64.so.2",
     "/lib/x86_64-linux-gnu/libc.so.6",
@@ -113,4 +113,12 @@ fn run_in_vm(test: &str, script: &str) {
 #[test]
 fn vlan_and_loopback_in_vm() {
     run_in_vm("vlan_and_loopback_in_vm", "tests/vm/vlan.sh");
+}
+
+/// ipvlan end to end (l2 and l3 on a veth master, ping, CHECK, DEL, undo, errors, the chained
+/// form with master and addresses from a prevResult, side by side with the reference): this
+/// build machine's kernel has no ipvlan.
+#[test]
+fn ipvlan_in_vm() {
+    run_in_vm("ipvlan_in_vm", "tests/vm/ipvlan.sh");
 }

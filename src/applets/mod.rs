@@ -8,6 +8,7 @@ mod bridge;
 mod container;
 mod firewall;
 mod host_local;
+mod ipvlan;
 mod loopback;
 mod macvlan;
 mod portmap;
@@ -22,6 +23,7 @@ pub static TABLE: &[&Applet] = &[
     &bridge::APPLET,
     &firewall::APPLET,
     &host_local::APPLET,
+    &ipvlan::APPLET,
     &loopback::APPLET,
     &macvlan::APPLET,
     &portmap::APPLET,

@@ -32,6 +32,8 @@ pub struct Link {
     pub vlan_id: Option<u16>,
     /// IFLA_MACVLAN_MODE of a macvlan link.
     pub macvlan_mode: Option<u32>,
+    /// IFLA_IPVLAN_MODE of an ipvlan link.
+    pub ipvlan_mode: Option<u16>,
     pub alias: Option<String>,
     pub txqlen: u32,
     /// Bridge port settings, when the link is a bridge port.
@@ -126,6 +128,11 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
                 if let (Some("vlan"), Some(d)) = (l.kind.as_deref(), data) {
                     l.vlan_id = wire::attrs(d)
                         .find(|(ty, _)| *ty == IFLA_VLAN_ID)
+                        .and_then(|(_, v)| wire::get_u16(v, 0));
+                }
+                if let (Some("ipvlan"), Some(d)) = (l.kind.as_deref(), data) {
+                    l.ipvlan_mode = wire::attrs(d)
+                        .find(|(ty, _)| *ty == super::ipvlan::IFLA_IPVLAN_MODE)
                         .and_then(|(_, v)| wire::get_u16(v, 0));
                 }
                 if let (Some("macvlan"), Some(d)) = (l.kind.as_deref(), data) {

@@ -14,6 +14,7 @@
 
 mod addr;
 mod bridge;
+pub mod ipvlan;
 mod link;
 pub mod macvlan;
 mod route;

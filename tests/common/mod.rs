@@ -38,6 +38,7 @@ pub const APPLETS: &[&str] = &[
     "tuning",
     "ptp",
     "macvlan",
+    "ipvlan",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.

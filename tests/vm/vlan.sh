@@ -14,37 +14,6 @@
 BIN=/opt/cni/bin
 DATA=/tmp/ipam
 
-# run CMD APPLET CID NETNS IFNAME CONF: sets OUT (stdout) and RC; stderr goes to /tmp/stderr.
-run() {
-    OUT=$(printf '%s' "$6" | env CNI_COMMAND="$1" CNI_CONTAINERID="$3" CNI_NETNS="$4" \
-        CNI_IFNAME="$5" CNI_PATH="$BIN" "$BIN/$2" 2>/tmp/stderr)
-    RC=$?
-}
-
-# must_ok DESC: the last run succeeded.
-must_ok() {
-    if [ "$RC" -eq 0 ]; then
-        echo "ok   - $1"
-    else
-        echo "FAIL - $1 (rc=$RC)"
-        echo "$OUT"
-        cat /tmp/stderr
-        exit 1
-    fi
-}
-
-# must_fail DESC CODE TEXT: the last run failed with CNI error CODE and a msg containing TEXT.
-must_fail() {
-    if [ "$RC" -ne 0 ] && echo "$OUT" | grep -q "\"code\": $2," && echo "$OUT" | grep -q "$3"; then
-        echo "ok   - $1 (code $2)"
-    else
-        echo "FAIL - $1: expected error $2 mentioning '$3', got rc=$RC"
-        echo "$OUT"
-        cat /tmp/stderr
-        exit 1
-    fi
-}
-
 # vconf VERSION MASTER VID [EXTRA_KEYS]: a vlan config with host-local IPv4 + IPv6.
 vconf() {
     printf '{"cniVersion":"%s","name":"vlannet","type":"vlan","master":"%s","vlanId":%s%s,' \
@@ -52,14 +21,6 @@ vconf() {
     printf '"ipam":{"type":"host-local","dataDir":"%s","ranges":[[{"subnet":"10.100.0.0/24"}],[{"subnet":"fd00:100::/64"}]]},' "$DATA"
     printf '"dns":{"nameservers":["10.100.0.53"]}}'
 }
-
-# with_prev CONF RESULT: CONF with prevResult set.
-with_prev() {
-    printf '%s, "prevResult": %s}' "${1%\}}" "$2"
-}
-
-ip4_of() { echo "$1" | sed -n 's/.*"address": "\([0-9.]*\)\/[0-9]*".*/\1/p' | head -n 1; }
-ip6_of() { echo "$1" | sed -n 's/.*"address": "\([0-9a-f:]*:[0-9a-f:]*\)\/[0-9]*".*/\1/p' | head -n 1; }
 
 # (sysfs shows the namespace it was mounted in, so links inside a netns are read with `ip`.)
 # in_ns NS CMD...: run CMD in NS, or in the root namespace when NS is -.
