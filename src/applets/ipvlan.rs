@@ -18,10 +18,10 @@
 //! (tests/vm/ipvlan.sh), against the Go plugin there.
 
 use super::container::{checked_iface, rename_into_place};
+use crate::applets::iface;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
-use crate::ipam::iface;
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
 use crate::netlink::{Family, Handle, Link, fmt_mac};
 use crate::netns::NetNs;

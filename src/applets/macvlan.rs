@@ -17,11 +17,11 @@
 //! Beyond upstream: every key (mode, MAC, MTU range, names) is checked before anything is
 //! created; DEL only deletes CNI_IFNAME when it is a macvlan; `source` mode is accepted.
 
+use crate::applets::iface;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
-use crate::ipam::iface;
 use crate::netlink::macvlan::{
     MACVLAN_MODE_BRIDGE, MACVLAN_MODE_PASSTHRU, MACVLAN_MODE_PRIVATE, MACVLAN_MODE_SOURCE,
     MACVLAN_MODE_VEPA, Macvlan,

@@ -8,6 +8,7 @@ mod bridge;
 mod container;
 mod firewall;
 mod host_local;
+pub(crate) mod iface;
 mod ipvlan;
 mod loopback;
 mod macvlan;

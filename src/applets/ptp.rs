@@ -14,9 +14,9 @@
 //! collects masquerading of attachments the runtime no longer lists, and the IPAM's.
 
 use super::veth::create_veth;
+use crate::applets::iface;
 use crate::cni::result::{Dns, Interface};
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
-use crate::ipam::iface;
 use crate::netfilter::masq;
 use crate::netlink::{Handle, IFA_F_NODAD, Route, SCOPE_HOST, SCOPE_LINK, fmt_mac};
 use crate::netns::NetNs;

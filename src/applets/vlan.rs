@@ -19,11 +19,11 @@
 //!   a VLAN with the configured id, MTU (when set), MAC, parent (the master), addresses, routes.
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
+use crate::applets::iface;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
-use crate::ipam::iface;
 use crate::netlink::{Handle, Link, fmt_mac};
 use crate::netns::NetNs;
 use crate::random;

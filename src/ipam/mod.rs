@@ -6,7 +6,6 @@
 //! to `subnet+1` and is never handed out, and iteration starts just after the last reserved
 //! address of the range set, wrapping across the set's ranges.
 
-pub mod iface;
 pub mod store;
 
 use crate::error::{Error, Result};

@@ -17,11 +17,11 @@ use gateway::*;
 use port::*;
 
 use super::veth::create_veth;
+use crate::applets::iface;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Dns, Interface, Route};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
-use crate::ipam::iface;
 use crate::netfilter::masq;
 use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac, parse_mac};
 use crate::netns::NetNs;

@@ -1,5 +1,6 @@
 //! Apply an IPAM result to an interface inside a container namespace: addresses, link up,
-//! routes — upstream's `pkg/ipam.ConfigureIface`, shared by bridge and vlan.
+//! routes — upstream's `pkg/ipam.ConfigureIface`, shared by the applets that make a container
+//! interface (bridge, vlan, macvlan, ipvlan, ptp).
 //!
 //! As upstream: IPv6 is enabled on the interface (and `lo`) when it gets an IPv6 address, with
 //! `keep_addr_on_down=1`; a route without `gw` uses the gateway of the interface's address of
@@ -11,7 +12,6 @@ use crate::error::{Context, Error, Result};
 use crate::netlink::{self, Family, Handle, Link, NextHop};
 use crate::netns::NetNs;
 use crate::sysctl;
-use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 const IFA_F_TENTATIVE: u32 = 0x40;
@@ -160,30 +160,4 @@ pub fn check(h: &mut Handle, link: &Link, prev: &CniResult, pos: usize) -> Resul
         }
     }
     Ok(())
-}
-
-/// Global unicast addresses of a link (for teardown of rules keyed by address).
-pub fn global_addrs(h: &mut Handle, index: u32) -> Vec<ipnet::IpNet> {
-    h.addrs(Some(index), Family::All)
-        .map(|v| {
-            v.into_iter()
-                .filter(|a| is_global(a.net.addr()))
-                .map(|a| a.net)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn is_global(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(a) => {
-            !a.is_loopback() && !a.is_link_local() && !a.is_multicast() && !a.is_unspecified()
-        }
-        IpAddr::V6(a) => {
-            !a.is_loopback()
-                && !a.is_multicast()
-                && !a.is_unspecified()
-                && (a.segments()[0] & 0xffc0) != 0xfe80
-        }
-    }
 }
