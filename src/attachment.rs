@@ -59,8 +59,19 @@ pub fn record(kind: &str, network: &str, cid: &str, ifname: &str, items: &[Strin
     }
     body.push_str(&items.join("\n"));
     body.push('\n');
-    std::fs::write(&tmp, body).ctx(format_args!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, d.join(&name)).ctx(format_args!("rename {}", tmp.display()))
+    // A concurrent `forget` of the network's last record may remove the (then empty) directory
+    // between our create_dir_all and the write: recreate it and try again.
+    let mut tries = 0;
+    loop {
+        let done = std::fs::write(&tmp, &body).and_then(|()| std::fs::rename(&tmp, d.join(&name)));
+        match done {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => {
+                tries += 1;
+                std::fs::create_dir_all(&d).ctx(format_args!("create {}", d.display()))?;
+            }
+            r => return r.ctx(format_args!("write {}", d.join(&name).display())),
+        }
+    }
 }
 
 /// The owner line (if any) and the items of a record.
@@ -87,9 +98,12 @@ pub fn get(kind: &str, network: &str, cid: &str, ifname: &str) -> Vec<String> {
     read(&dir(kind, network).join(key(cid, ifname))).1
 }
 
-/// Remove one attachment's record; a missing record is fine.
+/// Remove one attachment's record (a missing record is fine), and the network's directory
+/// once it is empty, so records of networks that come and go do not pile up.
 pub fn forget(kind: &str, network: &str, cid: &str, ifname: &str) {
-    let _ = std::fs::remove_file(dir(kind, network).join(key(cid, ifname)));
+    let d = dir(kind, network);
+    let _ = std::fs::remove_file(d.join(key(cid, ifname)));
+    let _ = std::fs::remove_dir(&d);
 }
 
 /// Every recorded attachment of a network: `(cid, ifname, items)`.
@@ -113,11 +127,34 @@ pub fn list(kind: &str, network: &str) -> Vec<(String, String, Vec<String>)> {
 mod tests {
     use super::*;
 
+    /// The state dir of these tests, set once for the process (both tests use it).
+    fn state_dir() -> std::path::PathBuf {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        let d = std::env::temp_dir().join(format!("cnibox-owners-{}", std::process::id()));
+        // SAFETY: set once, before any of this module's tests reads it; no other unit test
+        // reads CNIBOX_STATE_DIR.
+        ONCE.call_once(|| unsafe { std::env::set_var("CNIBOX_STATE_DIR", &d) });
+        d
+    }
+
+    #[test]
+    fn forgetting_the_last_record_removes_the_network_dir() {
+        state_dir();
+        let base = dir("kind-t", "net-t");
+        record("kind-t", "net-t", "c1", "eth0", &["10.0.0.1".into()]).unwrap();
+        record("kind-t", "net-t", "c2", "eth0", &[]).unwrap();
+        forget("kind-t", "net-t", "c1", "eth0");
+        assert!(base.is_dir(), "removed while a record remains");
+        forget("kind-t", "net-t", "c2", "eth0");
+        assert!(!base.exists(), "empty network dir left behind");
+        record("kind-t", "net-t", "c3", "eth0", &[]).unwrap();
+        assert_eq!(list("kind-t", "net-t").len(), 1);
+        forget("kind-t", "net-t", "c3", "eth0");
+    }
+
     #[test]
     fn long_owners_get_hashed_names() {
-        let d = std::env::temp_dir().join(format!("cnibox-owners-{}", std::process::id()));
-        // SAFETY: only this test reads CNIBOX_STATE_DIR in this process's unit tests.
-        unsafe { std::env::set_var("CNIBOX_STATE_DIR", &d) };
+        let d = state_dir();
         let long = "c".repeat(300);
         let items = vec!["10.0.0.5".to_string()];
         record("k", "net", &long, "eth0", &items).unwrap();
@@ -140,6 +177,10 @@ mod tests {
         );
         forget("k", "net", &long, "eth0");
         assert!(get("k", "net", &long, "eth0").is_empty());
-        let _ = std::fs::remove_dir_all(&d);
+        // Forgetting the rest removes the network dirs (not the shared state dir: the other
+        // test may be using it).
+        forget("k", "net", "short", "eth1");
+        forget("k", &net, &long, "eth0");
+        assert!(!d.join("k").join("net").exists());
     }
 }
