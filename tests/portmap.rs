@@ -864,8 +864,16 @@ fn concurrent_adds(v: Variant) {
             // iptables-nft): iptables then says the chain already exists. Only that known race
             // is retried serially (so the rest of the scenario still runs); any other failure
             // fails the test.
+            // iptables-legacy says "Chain already exists", iptables-nft "CHAIN_ADD failed (File
+            // exists)"; a lost race on the lock, "Resource temporarily unavailable".
             assert!(
-                o.stdout.contains("Chain already exists"),
+                [
+                    "Chain already exists",
+                    "File exists",
+                    "Resource temporarily unavailable"
+                ]
+                .iter()
+                .any(|m| o.stdout.contains(m)),
                 "reference parallel portmap ADD {i} failed otherwise than its check-then-create race: {o:?}"
             );
             eprintln!(
