@@ -59,6 +59,10 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
             "master": "brbad", "mode": "bridge", "ipam": ipam}),
         "ipvlan" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "ipvlan",
             "master": "brbad", "mode": "l2", "ipam": ipam}),
+        "flannel" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "flannel",
+            "subnetFile": format!("{data}/flannel/subnet.env"),
+            "dataDir": format!("{data}/flannel/store"),
+            "delegate": {"bridge": "brbad"}, "ipam": {"dataDir": data}}),
         other => panic!("no base config for {other}"),
     }
 }
@@ -76,6 +80,7 @@ const APPLETS: &[&str] = &[
     "ptp",
     "macvlan",
     "ipvlan",
+    "flannel",
 ];
 
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
@@ -584,6 +589,41 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
             names,
         );
     }
+    // ---- flannel (checked before the delegate config is stored)
+    let fl = base("flannel", data, cont);
+    for (path, val, code, names) in [
+        ("delegate", json!("bridge"), 6, "delegate"),
+        ("delegate.name", json!("x"), 7, "name"),
+        ("delegate.ipam", json!({}), 7, "ipam"),
+        ("delegate.type", json!(3), 7, "type"),
+        ("delegate.type", json!("../sbin/x"), 7, "delegate.type"),
+        (
+            "delegate.type",
+            json!("no-such-plugin"),
+            7,
+            "no-such-plugin",
+        ),
+        ("subnetFile", json!("run/subnet.env"), 7, "subnetFile"),
+        ("subnetFile", json!(1), 6, "subnetFile"),
+        ("dataDir", json!("store"), 7, "dataDir"),
+        ("ipam.routes", json!("x"), 7, "routes"),
+        ("delegate.mtu", json!(10), 7, "mtu"),
+    ] {
+        add(
+            "flannel",
+            "ADD",
+            with(fl.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    add(
+        "flannel",
+        "ADD",
+        with(fl, "subnetFile", json!(format!("{data}/flannel/none.env"))).to_string(),
+        11,
+        "subnet.env",
+    );
     // ---- ipvlan (checked before any link is made; this kernel has no ipvlan at all)
     let iv = base("ipvlan", data, cont);
     for (path, val, code, names) in [
@@ -795,6 +835,13 @@ fn bad_input_catalogue() {
     sb.plugin_in(Impl::Ours, &node)
         .add("bridge", &ok_env, &good)
         .ok();
+    // flanneld's lease for the flannel cases.
+    std::fs::create_dir_all(data.join("flannel")).unwrap();
+    std::fs::write(
+        data.join("flannel/subnet.env"),
+        "FLANNEL_NETWORK=10.71.0.0/16\nFLANNEL_SUBNET=10.71.0.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n",
+    )
+    .unwrap();
     let cases = catalogue(&data_s, &cont.path());
     assert!(cases.len() >= 150, "only {} cases", cases.len());
     let mut failures = Vec::new();

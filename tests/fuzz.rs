@@ -102,6 +102,13 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             "mode": "l3", "mtu": 1400, "ipam": ipam.clone()}),
         ),
         (
+            "flannel",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "flannel",
+            "subnetFile": format!("{data}/subnet.env"), "dataDir": format!("{data}/flannel"),
+            "delegate": {"bridge": "brfz", "hairpinMode": true, "isDefaultGateway": true},
+            "ipam": {"dataDir": data}}),
+        ),
+        (
             "macvlan",
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "macvlan", "master": "brfz",
             "mode": "bridge", "mtu": 1400, "runtimeConfig": {"mac": "02:00:00:00:7f:02"},
@@ -394,6 +401,12 @@ fn mutation_fuzzer() {
     let cont = NetNs::create();
     node.sh(&["ip", "link", "set", "lo", "up"]);
     let data = sb.path("data").display().to_string();
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        format!("{data}/subnet.env"),
+        "FLANNEL_NETWORK=10.73.0.0/16\nFLANNEL_SUBNET=10.73.0.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=false\n",
+    )
+    .unwrap();
     let seeds = seeds(&data, &cont.path());
     let verbs = [
         "ADD", "ADD", "ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION",

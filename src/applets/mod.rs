@@ -7,6 +7,7 @@ mod bandwidth;
 mod bridge;
 mod container;
 mod firewall;
+mod flannel;
 mod host_local;
 pub(crate) mod iface;
 mod ipvlan;
@@ -23,6 +24,7 @@ pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
     &bridge::APPLET,
     &firewall::APPLET,
+    &flannel::APPLET,
     &host_local::APPLET,
     &ipvlan::APPLET,
     &loopback::APPLET,

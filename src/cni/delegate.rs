@@ -6,8 +6,9 @@
 //! output is identical and one fork+exec is saved. A different `host-local` earlier in CNI_PATH
 //! is still exec'd, which keeps libcni's semantics.
 //!
-//! Only IPAM applets run in-process: `ipam.type` naming one of our main plugins (`bridge`) is a
-//! config error, not a recursion. Delegation is also bounded in depth, in-process and across
+//! Only IPAM applets run in-process as `ipam.type`: naming one of our main plugins (`bridge`)
+//! there is a config error, not a recursion. Meta plugins (flannel) delegate a whole plugin
+//! with a config of their own through [`plugin`], in-process for any applet of this binary. Delegation is also bounded in depth, in-process and across
 //! exec (through `CNIBOX_DELEGATION_DEPTH`), so a loop through other plugins ends in a CNI error.
 //!
 //! When an IPAM ADD fails, its DEL runs before the error is returned (SPEC.md: a plugin whose
@@ -102,19 +103,32 @@ fn is_self(path: &Path) -> bool {
     }
 }
 
-/// Run the delegated plugin `name` for `cmd`; ADD returns its result.
+/// Run the delegated IPAM plugin `name` for `cmd` with the request's own config; ADD returns
+/// its result.
 pub fn delegate(cmd: Command, name: &str, req: &Request) -> Result<Option<CniResult>> {
-    run(cmd, name, req)?
+    run(cmd, name, &req.stdin, true, req)?
+}
+
+/// Run plugin `name` (any kind) for `cmd` with `config` on its stdin and the request's
+/// environment: how a meta plugin hands the work to the plugin it configured.
+pub fn plugin(cmd: Command, name: &str, config: &[u8], req: &Request) -> Result<Option<CniResult>> {
+    run(cmd, name, config, false, req)?
 }
 
 /// The outer error: the plugin could not be started (not found, not an IPAM plugin, too deep);
 /// the inner one: it ran and failed, or its result could not be read.
-fn run(cmd: Command, name: &str, req: &Request) -> Result<Result<Option<CniResult>>> {
+fn run(
+    cmd: Command,
+    name: &str,
+    config: &[u8],
+    ipam: bool,
+    req: &Request,
+) -> Result<Result<Option<CniResult>>> {
     let path = find_in_path(name, req)?;
     let _level = Level::enter(name)?;
     let applet = req.applets.iter().copied().find(|a| a.name == name);
     let out = match applet.filter(|_| is_self(&path)) {
-        Some(_) if !IPAM_APPLETS.contains(&name) => {
+        Some(_) if ipam && !IPAM_APPLETS.contains(&name) => {
             return Err(Error::config(format!(
                 "ipam.type {name:?} is not an IPAM plugin"
             )));
@@ -122,9 +136,9 @@ fn run(cmd: Command, name: &str, req: &Request) -> Result<Result<Option<CniResul
         Some(applet) => {
             let mut env = req.env.clone();
             env.command = cmd;
-            skel::execute(req.applets, applet, env, req.stdin.clone()).1
+            skel::execute(req.applets, applet, env, config.to_vec()).1
         }
-        None => exec(cmd, &path, req),
+        None => exec(cmd, &path, config),
     };
     Ok(out.and_then(|out| result(cmd, name, out, req)))
 }
@@ -148,7 +162,7 @@ fn result(
 
 /// IPAM ADD. When it fails after the plugin ran, its DEL runs before the error is returned.
 pub fn add(name: &str, req: &Request) -> Result<CniResult> {
-    let out = run(Command::Add, name, req)?;
+    let out = run(Command::Add, name, &req.stdin, true, req)?;
     if out.is_err()
         && let Err(e) = delegate(Command::Del, name, req)
     {
@@ -161,7 +175,7 @@ pub fn del(name: &str, req: &Request) -> Result<()> {
     delegate(Command::Del, name, req).map(drop)
 }
 
-fn exec(cmd: Command, path: &Path, req: &Request) -> Result<Option<String>> {
+fn exec(cmd: Command, path: &Path, config: &[u8]) -> Result<Option<String>> {
     let mut tries = 0;
     let mut child = loop {
         let spawned = std::process::Command::new(path)
@@ -183,7 +197,7 @@ fn exec(cmd: Command, path: &Path, req: &Request) -> Result<Option<String>> {
     };
     if let Some(mut stdin) = child.stdin.take() {
         // A plugin that exits without reading stdin gives EPIPE; its output still decides.
-        let _ = stdin.write_all(&req.stdin);
+        let _ = stdin.write_all(config);
     }
     let out = child
         .wait_with_output()

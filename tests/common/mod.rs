@@ -16,6 +16,7 @@
 //! Each test binary compiles this module separately and uses a subset of it.
 #![allow(dead_code)]
 
+pub mod conflist;
 pub mod lab;
 pub mod traffic;
 
@@ -39,6 +40,7 @@ pub const APPLETS: &[&str] = &[
     "ptp",
     "macvlan",
     "ipvlan",
+    "flannel",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.

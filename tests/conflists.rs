@@ -1,0 +1,216 @@
+//! Real clients' conflists, exactly as they ship, run through cnibox alone (as libcni runs a
+//! list: tests/common/conflist.rs) in a throwaway node whose /run and /var/lib are the
+//! sandbox's: kind's `10-kindnet.conflist` (ptp + host-local + portmap), k3s's
+//! `10-flannel.conflist` (flannel delegating to bridge, portmap, bandwidth) and podman 4's
+//! generated default (bridge, portmap, firewall, tuning). Each: pods reach each other and the
+//! node, a hostPort answers from a second host, CHECK passes, and DEL leaves no link, address
+//! reservation, stored config or per-pod rule.
+
+mod common;
+use common::conflist::{self, NodeRoot};
+use common::lab::{Lab, OURS_UNSET};
+use common::traffic::{answers, serve};
+use common::*;
+use serde_json::{Value, json};
+
+fn pod_env(pod: &NetNs, id: &str) -> Env {
+    Env {
+        container_id: id.into(),
+        netns: pod.path(),
+        ..Env::default()
+    }
+}
+
+fn addr(result: &Value, i: usize) -> String {
+    let a = result["ips"][i]["address"].as_str().expect("address");
+    a.split('/').next().unwrap().to_string()
+}
+
+fn veths(node: &NetNs) -> usize {
+    node.sh(&["ip", "-o", "link", "show", "type", "veth"])
+        .lines()
+        .filter(|l| !l.contains("tocl"))
+        .count()
+}
+
+/// Entries of a directory as the node sees it (missing: none).
+fn entries(root: &NodeRoot, node_path: &str) -> Vec<String> {
+    std::fs::read_dir(root.host_path(node_path))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Two pods on `list`; pod 1 serves a hostPort. Returns after DEL, having checked that
+/// nothing of either pod is left.
+fn two_pods(lab: &Lab, list: &Value, ipam_dir: &str, per_pod: impl Fn(&NodeRoot, &Value)) {
+    let root = NodeRoot {
+        sb: &lab.sb,
+        node: &lab.node,
+    };
+    let (p1, p2) = (NetNs::create(), NetNs::create());
+    let rc1 = json!({"portMappings": [
+        {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]});
+    let rc2 = json!({"bandwidth": {"ingressRate": 8000000, "ingressBurst": 100000,
+        "egressRate": 8000000, "egressBurst": 100000}});
+    let run1 = |k: &str, c: &str, conf: &Value| root.run(k, c, &pod_env(&p1, "pod1"), conf);
+    let run2 = |k: &str, c: &str, conf: &Value| root.run(k, c, &pod_env(&p2, "pod2"), conf);
+    let r1 = conflist::add(list, &rc1, &run1);
+    let r2 = conflist::add(list, &rc2, &run2);
+    per_pod(&root, &r1);
+    let (a1, a2) = (addr(&r1, 0), addr(&r2, 0));
+    p1.sh(&["ping", "-c", "1", "-W", "5", &a2]);
+    p2.sh(&["ping", "-c", "1", "-W", "5", &a1]);
+    lab.node.sh(&["ping", "-c", "1", "-W", "5", &a1]);
+    let _server = serve(&p1, "tcp", false, 80, "pod1");
+    assert!(
+        answers(&lab.client, "tcp", &lab.node_addr(), 8080, "pod1"),
+        "hostPort 8080 from a second host"
+    );
+    if list["cniVersion"] != "0.3.1" {
+        assert!(
+            conflist::check(list, &rc1, &r1, &run1).is_none(),
+            "CHECK pod1"
+        );
+        // A deliberate change: CHECK must notice the missing address.
+        p2.sh(&["ip", "addr", "flush", "dev", "eth0"]);
+        let bad = conflist::check(list, &rc2, &r2, &run2).expect("CHECK after a flush fails");
+        assert!(bad.err_code().is_some(), "{bad:?}");
+    }
+    assert_eq!(
+        entries(&root, ipam_dir)
+            .iter()
+            .filter(|f| f.starts_with("10."))
+            .count(),
+        2
+    );
+    conflist::del(list, &rc1, &r1, &run1);
+    conflist::del(list, &rc2, &r2, &run2);
+    // A repeated DEL is fine.
+    conflist::del(list, &rc2, &r2, &run2);
+    assert_eq!(veths(&lab.node), 0, "veths left behind");
+    let left: Vec<_> = entries(&root, ipam_dir)
+        .into_iter()
+        .filter(|f| f.starts_with("10."))
+        .collect();
+    assert!(left.is_empty(), "reservations left: {left:?}");
+    let nat = lab.node.sh(&["iptables-save", "-t", "nat"]);
+    assert!(!nat.contains("CNI-DN-"), "per-pod DNAT chain left:\n{nat}");
+    let nft = lab.node.sh(&["nft", "list", "ruleset"]);
+    assert!(!nft.contains("8080"), "hostPort rule left:\n{nft}");
+    let qd = lab.node.sh(&["tc", "qdisc", "show"]);
+    assert!(!qd.contains("tbf"), "bandwidth qdisc left:\n{qd}");
+}
+
+#[test]
+fn kind_kindnet() {
+    if !require_root("conflists kind_kindnet") {
+        return;
+    }
+    let lab = Lab::new("conflist-kind", OURS_UNSET);
+    let n = lab.n;
+    // kindnetd's template with its values filled in.
+    let list = json!({
+        "cniVersion": "0.3.1",
+        "name": "kindnet",
+        "plugins": [
+            {"type": "ptp", "ipMasq": false,
+             "ipam": {"type": "host-local", "dataDir": "/run/cni-ipam-state",
+                      "routes": [{"dst": "0.0.0.0/0"}],
+                      "ranges": [[{"subnet": format!("10.{n}.1.0/24")}]]},
+             "mtu": 1500},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    two_pods(&lab, &list, "/run/cni-ipam-state/kindnet", |_, r| {
+        assert_eq!(r["cniVersion"], "0.3.1", "{r}");
+        assert!(addr(r, 0).starts_with(&format!("10.{n}.1.")), "{r}");
+    });
+}
+
+#[test]
+fn k3s_flannel() {
+    if !require_root("conflists k3s_flannel") {
+        return;
+    }
+    let lab = Lab::new("conflist-k3s", OURS_UNSET);
+    let n = lab.n;
+    // k3s's pkg/agent/flannel cniConf, unchanged.
+    let list = json!({
+        "name": "cbr0",
+        "cniVersion": "1.0.0",
+        "plugins": [
+            {"type": "flannel",
+             "delegate": {"hairpinMode": true, "forceAddress": true, "isDefaultGateway": true}},
+            {"type": "portmap", "capabilities": {"portMappings": true}},
+            {"type": "bandwidth", "capabilities": {"bandwidth": true}}
+        ]
+    });
+    let root = NodeRoot {
+        sb: &lab.sb,
+        node: &lab.node,
+    };
+    let env_file = root.host_path("/run/flannel/subnet.env");
+    std::fs::create_dir_all(env_file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &env_file,
+        format!(
+            "FLANNEL_NETWORK=10.{n}.0.0/16\nFLANNEL_SUBNET=10.{n}.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
+        ),
+    )
+    .unwrap();
+    two_pods(&lab, &list, "/var/lib/cni/networks/cbr0", |root, r| {
+        assert!(addr(r, 0).starts_with(&format!("10.{n}.1.")), "{r}");
+        // What flannel stored for DEL: Go's json.Marshal of the delegate map.
+        let stored = std::fs::read_to_string(root.host_path("/var/lib/cni/flannel/pod1"))
+            .expect("stored delegate config");
+        assert_eq!(
+            stored,
+            format!(
+                "{{\"cniVersion\":\"1.0.0\",\"forceAddress\":true,\"hairpinMode\":true,\
+                 \"ipMasq\":false,\"ipam\":{{\"ranges\":[[{{\"subnet\":\"10.{n}.1.0/24\"}}]],\
+                 \"routes\":[{{\"dst\":\"10.{n}.0.0/16\"}}],\"type\":\"host-local\"}},\
+                 \"isDefaultGateway\":true,\"isGateway\":true,\"mtu\":1450,\"name\":\"cbr0\",\
+                 \"type\":\"bridge\"}}"
+            )
+        );
+        // flannel's delegate: the bridge cni0 with the gateway, MTU from subnet.env.
+        let gw = lab
+            .node
+            .sh(&["ip", "-4", "-o", "addr", "show", "dev", "cni0"]);
+        assert!(gw.contains(&format!("10.{n}.1.1/24")), "{gw}");
+    });
+    assert!(
+        entries(&root, "/var/lib/cni/flannel").is_empty(),
+        "stored delegate configs left"
+    );
+}
+
+#[test]
+fn podman_default() {
+    if !require_root("conflists podman_default") {
+        return;
+    }
+    let lab = Lab::new("conflist-podman", OURS_UNSET);
+    let n = lab.n;
+    // podman 4's generated default network (CNI backend).
+    let list = json!({
+        "cniVersion": "0.4.0",
+        "name": "podman",
+        "plugins": [
+            {"type": "bridge", "bridge": "cni-podman0", "isGateway": true, "ipMasq": true,
+             "hairpinMode": true,
+             "ipam": {"type": "host-local", "routes": [{"dst": "0.0.0.0/0"}],
+                      "ranges": [[{"subnet": format!("10.{n}.0.0/16"),
+                                   "gateway": format!("10.{n}.0.1")}]]}},
+            {"type": "portmap", "capabilities": {"portMappings": true}},
+            {"type": "firewall"},
+            {"type": "tuning"}
+        ]
+    });
+    two_pods(&lab, &list, "/var/lib/cni/networks/podman", |_, r| {
+        assert_eq!(r["cniVersion"], "0.4.0", "{r}");
+    });
+}
