@@ -6,7 +6,9 @@ use crate::cni::Applet;
 mod bandwidth;
 mod bridge;
 mod container;
+mod dummy;
 mod firewall;
+mod host_device;
 mod host_local;
 pub(crate) mod iface;
 mod ipvlan;
@@ -22,7 +24,9 @@ mod vlan;
 pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
     &bridge::APPLET,
+    &dummy::APPLET,
     &firewall::APPLET,
+    &host_device::APPLET,
     &host_local::APPLET,
     &ipvlan::APPLET,
     &loopback::APPLET,
