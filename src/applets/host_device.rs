@@ -199,15 +199,14 @@ fn pci_net_dir(pci: &str) -> Result<String> {
     if std::fs::symlink_metadata(&net).is_ok() {
         return Ok(net);
     }
-    let mut virtio: Vec<String> = std::fs::read_dir(&base)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n.starts_with("virtio"))
-        .map(|n| format!("{base}/{n}/net"))
-        .filter(|p| std::fs::symlink_metadata(p).is_ok())
-        .collect();
+    let mut virtio = Vec::new();
+    for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        let p = format!("{base}/{}/net", name.to_string_lossy());
+        if name.to_string_lossy().starts_with("virtio") && std::fs::symlink_metadata(&p).is_ok() {
+            virtio.push(p);
+        }
+    }
     virtio.sort();
     virtio
         .into_iter()
@@ -236,17 +235,12 @@ fn find(c: &Config, host: &mut Handle) -> Result<Link> {
         .ok_or_else(|| Error::internal(format!("link {name:?} not found")))
 }
 
-/// In the temporary namespace `t`: give the link `index` the name `name` (when it has another)
-/// and the alias `alias`, and move it to `to`.
+/// In the temporary namespace `t`: give the link `index` the name `name` (the kernel accepts
+/// the name it already has) and the alias `alias`, and move it to `to`.
 fn rename_and_move(t: &mut Handle, index: u32, name: &str, alias: &str, to: &NetNs) -> Result<()> {
-    if t.link_by_index(index)?.is_some_and(|l| l.name != name) {
-        t.rename(index, name)
-            .ctx(format_args!("failed to rename device to {name:?}"))?;
-    }
-    t.set_alias(index, alias)
-        .ctx(format_args!("failed to set the alias of {name:?}"))?;
-    t.set_netns(index, to)
-        .ctx(format_args!("failed to move {name:?} to {}", to.path()))?;
+    t.rename(index, name)?;
+    t.set_alias(index, alias)?;
+    t.set_netns(index, to)?;
     Ok(())
 }
 
@@ -272,6 +266,10 @@ fn move_in(host: &mut Handle, dev: &Link, ns: &NetNs, ifname: &str) -> Result<Li
     let index = dev.index;
     let old_alias = dev.alias.as_deref().unwrap_or("");
     if let Err(e) = rename_and_move(&mut t, index, ifname, &dev.name, ns) {
+        let e = e.ctx(format_args!(
+            "failed to move {:?} in as {ifname:?}",
+            dev.name
+        ));
         let u = rename_and_move(&mut t, index, &dev.name, old_alias, &host_ns)
             .and_then(|()| restore_up(host, dev));
         return Err(and_undo(e, u));
@@ -319,6 +317,7 @@ fn back_to_host(ns: &NetNs, ifname: &str, host_ns: &NetNs) -> Result<Option<Stri
     let mut t = Handle::in_netns(&tmp)?;
     let index = t.link(ifname)?.index;
     if let Err(e) = rename_and_move(&mut t, index, &orig, "", host_ns) {
+        let e = e.ctx(format_args!("failed to move {ifname:?} back as {orig:?}"));
         let u = rename_and_move(&mut t, index, ifname, &orig, ns).and_then(|()| {
             if l.up {
                 let i = cont.link(ifname)?.index;
