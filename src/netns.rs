@@ -110,6 +110,22 @@ impl NetNs {
         })
     }
 
+    /// A new, empty, anonymous namespace that lives as long as the returned value (host-device
+    /// renames a device there, out of sight of udev and of the names on either side). Dropped
+    /// while it still holds a device, the kernel destroys a virtual one and hands a physical one
+    /// to the initial namespace, so callers move devices out before dropping it.
+    pub fn temporary() -> error::Result<NetNs> {
+        let back = NetNs::current()?;
+        nix::sched::unshare(CloneFlags::CLONE_NEWNET).ctx("failed to create a temporary netns")?;
+        let _guard = Restore(back);
+        let path = "/proc/thread-self/ns/net";
+        let f = File::open(path).ctx("open temporary netns")?;
+        Ok(NetNs {
+            fd: f.into(),
+            path: "temporary netns".into(),
+        })
+    }
+
     /// Wrap an fd that is known to refer to a network namespace.
     pub fn from_fd(fd: OwnedFd, path: impl Into<String>) -> NetNs {
         NetNs {
@@ -279,5 +295,22 @@ mod tests {
         let path = ns.path().to_string();
         drop(ns);
         assert!(NetNs::open(&path).unwrap_err().is_not_found());
+    }
+
+    #[test]
+    fn temporary_is_new_and_switches_back() {
+        if !root() {
+            return;
+        }
+        let ino = |p: &str| {
+            std::fs::metadata(p)
+                .map(|m| std::os::unix::fs::MetadataExt::ino(&m))
+                .unwrap()
+        };
+        let host = ino("/proc/thread-self/ns/net");
+        let t = NetNs::temporary().unwrap();
+        assert_eq!(host, ino("/proc/thread-self/ns/net"), "not switched back");
+        let inside = t.enter(|| ino("/proc/thread-self/ns/net")).unwrap();
+        assert_ne!(host, inside);
     }
 }

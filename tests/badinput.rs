@@ -63,6 +63,9 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
             "subnetFile": format!("{data}/flannel/subnet.env"),
             "dataDir": format!("{data}/flannel/store"),
             "delegate": {"bridge": "brbad"}, "ipam": {"dataDir": data}}),
+        "host-device" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "host-device",
+            "device": "hdbad0", "ipam": ipam}),
+        "dummy" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "dummy", "ipam": ipam}),
         other => panic!("no base config for {other}"),
     }
 }
@@ -81,6 +84,8 @@ const APPLETS: &[&str] = &[
     "macvlan",
     "ipvlan",
     "flannel",
+    "host-device",
+    "dummy",
 ];
 
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
@@ -648,6 +653,56 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
         7,
         "ipam",
     );
+    // ---- host-device (checked before anything is looked up or moved)
+    let hd = base("host-device", data, cont);
+    for (path, val, code, names) in [
+        ("device", json!("a/b"), 7, "device"),
+        ("device", json!(5), 6, "device"),
+        ("hwaddr", json!("nope"), 7, "hwaddr"),
+        ("kernelpath", json!("/etc/passwd"), 7, "kernelpath"),
+        (
+            "kernelpath",
+            json!("/sys/devices/../../etc"),
+            7,
+            "kernelpath",
+        ),
+        ("pciBusID", json!("../../../etc"), 7, "pciBusID"),
+        ("runtimeConfig", json!({"deviceID": "a/b"}), 7, "deviceID"),
+        ("runtimeConfig", json!({"deviceID": 1}), 6, "deviceID"),
+        ("DPDKMode", json!("yes"), 6, "DPDKMode"),
+    ] {
+        add(
+            "host-device",
+            "ADD",
+            with(hd.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    add(
+        "host-device",
+        "ADD",
+        without(hd.clone(), "device").to_string(),
+        7,
+        "pciBusID",
+    );
+    add(
+        "host-device",
+        "DEL",
+        with(hd, "kernelpath", json!("relative/path")).to_string(),
+        7,
+        "kernelpath",
+    );
+    // ---- dummy (this kernel has no dummy links: anything that got that far would fail)
+    let dm = base("dummy", data, cont);
+    add(
+        "dummy",
+        "ADD",
+        without(dm.clone(), "ipam").to_string(),
+        7,
+        "ipam",
+    );
+    add("dummy", "CHECK", without(dm, "ipam").to_string(), 7, "ipam");
     // ---- loopback
     let l = base("loopback", data, cont);
     add(

@@ -114,6 +114,17 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             "mode": "bridge", "mtu": 1400, "runtimeConfig": {"mac": "02:00:00:00:7f:02"},
             "ipam": ipam.clone()}),
         ),
+        (
+            "host-device",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "host-device", "device": "hdfz0",
+            "hwaddr": "02:00:00:00:7f:03", "kernelpath": "/sys/devices/virtual/net/hdfz0",
+            "pciBusID": "0000:00:1f.6", "runtimeConfig": {"deviceID": "0000:00:1f.7"},
+            "ipam": ipam.clone()}),
+        ),
+        (
+            "dummy",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "dummy", "ipam": ipam.clone()}),
+        ),
     ]
 }
 

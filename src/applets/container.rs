@@ -1,6 +1,7 @@
-//! What the applets that put a link into the container (vlan, macvlan, ptp) do alike: move a
-//! link created under a temporary name to CNI_IFNAME, find CNI_IFNAME in CHECK's prevResult
-//! and compare it with the kernel's, and read the MAC a runtime asks for.
+//! What the applets that put a link into the container (vlan, macvlan, ipvlan, ptp,
+//! host-device, dummy) do alike: move a link created under a temporary name to CNI_IFNAME, find
+//! CNI_IFNAME in CHECK's prevResult and compare it with the kernel's, and read the MAC a runtime
+//! asks for.
 
 use crate::cni::result::CniResult;
 use crate::cni::{Context, Error, Request, Result};
@@ -35,6 +36,18 @@ pub fn checked_iface(
     cont: &mut Handle,
     kind: &str,
 ) -> Result<(CniResult, usize, Link)> {
+    let (prev, pos, link) = checked_any_iface(req, cont)?;
+    if link.kind.as_deref() != Some(kind) {
+        return Err(Error::internal(format!(
+            "Error: Container interface {} not of type {kind}",
+            req.env.ifname
+        )));
+    }
+    Ok((prev, pos, link))
+}
+
+/// [`checked_iface`] for a link of any kind (host-device moves in whatever it is given).
+pub fn checked_any_iface(req: &Request, cont: &mut Handle) -> Result<(CniResult, usize, Link)> {
     let prev = req
         .prev_result()?
         .ok_or_else(|| Error::config("required prevResult missing"))?;
@@ -54,11 +67,6 @@ pub fn checked_iface(
             "Container Interface name in prevResult: {ifname} not found"
         ))
     })?;
-    if link.kind.as_deref() != Some(kind) {
-        return Err(Error::internal(format!(
-            "Error: Container interface {ifname} not of type {kind}"
-        )));
-    }
     let want = &prev.interfaces[pos].mac;
     let mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
     if !want.is_empty() && !want.eq_ignore_ascii_case(&mac) {

@@ -6,8 +6,10 @@ use crate::cni::Applet;
 mod bandwidth;
 mod bridge;
 mod container;
+mod dummy;
 mod firewall;
 mod flannel;
+mod host_device;
 mod host_local;
 pub(crate) mod iface;
 mod ipvlan;
@@ -23,8 +25,10 @@ mod vlan;
 pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
     &bridge::APPLET,
+    &dummy::APPLET,
     &firewall::APPLET,
     &flannel::APPLET,
+    &host_device::APPLET,
     &host_local::APPLET,
     &ipvlan::APPLET,
     &loopback::APPLET,

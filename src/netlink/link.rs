@@ -1,4 +1,4 @@
-//! Links: lookup, creation (bridge, veth, vlan, ifb), changes, bridge ports and bridge VLANs.
+//! Links: lookup, creation (bridge, veth, vlan, ifb, dummy), changes, bridge ports and bridge VLANs.
 
 use super::{
     Error, Handle, NLM_F_CREATE, NLM_F_EXCL, RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK,
@@ -335,6 +335,15 @@ impl Handle {
         self.new_link(vlan_msg(name, parent, vid, mtu, ns), "vlan", name)
     }
 
+    /// Create a dummy link (down).
+    pub fn add_dummy(&mut self, name: &str) -> Result<()> {
+        let req = link_msg(RTM_NEWLINK, 0, |w| {
+            w.str(IFLA_IFNAME, name);
+            link_info(w, "dummy", None);
+        });
+        self.new_link(req, "dummy", name)
+    }
+
     /// Create an ifb device (down) and set its alias; returns its index.
     pub fn add_ifb(
         &mut self,
@@ -458,10 +467,14 @@ impl Handle {
         })
     }
 
-    /// Set IFLA_IFALIAS (an empty alias removes it).
+    /// Set IFLA_IFALIAS (an empty alias removes it: sent empty, as `ip link set alias ""`).
     pub fn set_alias(&mut self, index: u32, alias: &str) -> Result<()> {
         self.set_link(index, format_args!("set alias {alias:?}"), |w| {
-            w.str(IFLA_IFALIAS, alias)
+            if alias.is_empty() {
+                w.attr(IFLA_IFALIAS, &[])
+            } else {
+                w.str(IFLA_IFALIAS, alias)
+            }
         })
     }
 

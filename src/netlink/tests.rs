@@ -453,6 +453,13 @@ fn ifb_rename_move_modify_delete() {
     let l = h.link("ifb.y").unwrap();
     assert_eq!((l.index, l.mtu, l.txqlen, l.promisc), (i, 1300, 100, true));
     assert_eq!(l.alias.as_deref(), Some("renamed"));
+    h.set_alias(i, "").unwrap();
+    assert_eq!(
+        h.link("ifb.y").unwrap().alias,
+        None,
+        "empty alias clears it"
+    );
+    h.rename(i, "ifb.y").unwrap();
     h.set_promisc(i, false).unwrap();
     h.set_up(i, true).unwrap();
     assert!(h.link("ifb.y").unwrap().up);

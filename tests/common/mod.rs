@@ -41,6 +41,8 @@ pub const APPLETS: &[&str] = &[
     "macvlan",
     "ipvlan",
     "flannel",
+    "host-device",
+    "dummy",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.

@@ -1,0 +1,133 @@
+//! `dummy` (upstream `plugins/main/dummy`, since v1.2.0): a dummy link called CNI_IFNAME in the
+//! container, with the addresses and routes of the IPAM plugin — an address of the container's
+//! own that is not on `lo`, typically next to another plugin's interface.
+//!
+//! Keys: `ipam` (required: "dummy interface requires an IPAM configuration"); nothing else
+//! (upstream has no `mtu`). The result has the link (name, MAC, sandbox), the IPs (all on it),
+//! the routes and the IPAM plugin's DNS (upstream does not add the config's `dns`).
+//!
+//! ADD creates the link directly in the container namespace (a host link of the same name does
+//! not clash), runs IPAM and applies its result; a failure deletes the link and releases the
+//! addresses. DEL releases the addresses, then deletes CNI_IFNAME, tolerating a missing
+//! namespace or link. CHECK runs the IPAM plugin's CHECK and compares the link (a dummy, the
+//! MAC of the prevResult, up) and its addresses and routes with the prevResult. STATUS and GC go
+//! to the IPAM plugin.
+//!
+//! Beyond upstream: DEL only deletes CNI_IFNAME when it is a dummy, and works without `ipam`;
+//! CHECK also compares routes; GC is passed to the IPAM plugin (upstream's is a no-op). This
+//! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
+
+use super::container::checked_iface;
+use super::iface;
+use crate::cni::result::Interface;
+use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
+use crate::netlink::{Handle, fmt_mac};
+use crate::netns::NetNs;
+use crate::undo::{ErrorList, Undo};
+
+pub static APPLET: Applet = Applet {
+    name: "dummy",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: Some(status),
+    gc: Some(gc),
+};
+
+fn ipam(req: &Request) -> Result<&str> {
+    req.ipam_type()
+        .ok_or_else(|| Error::config("dummy interface requires an IPAM configuration"))
+}
+
+fn add(req: &Request) -> Result<CniResult> {
+    let ipam = ipam(req)?;
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let mut cont = Handle::in_netns(&ns)?;
+    let ifname = &req.env.ifname;
+    cont.add_dummy(ifname)
+        .map_err(|e| Error::from(e).ctx("failed to create dummy"))?;
+    let link = cont
+        .link_by_name(ifname)?
+        .ok_or_else(|| Error::internal(format!("failed to fetch dummy {ifname:?}")))?;
+    let mut undo = Undo::new("dummy");
+    let (index, ns_ref) = (link.index, &ns);
+    undo.push(format!("dummy {ifname}"), move || {
+        Ok(Handle::in_netns(ns_ref)?.del_link(index)?)
+    });
+    let r = (|| {
+        let mut result = delegate::add(ipam, req)?;
+        undo.push(format!("IPAM {ipam}"), move || delegate::del(ipam, req));
+        if result.ips.is_empty() {
+            return Err(Error::internal("IPAM plugin returned missing IP config"));
+        }
+        for ip in &mut result.ips {
+            ip.interface = Some(0);
+        }
+        result.interfaces = vec![Interface {
+            name: ifname.clone(),
+            mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
+            sandbox: req.env.netns.clone(),
+            ..Default::default()
+        }];
+        iface::configure(&ns, &mut cont, ifname, link.index, &result, 0)?;
+        Ok(result)
+    })();
+    undo.finish(r)
+}
+
+fn del(req: &Request) -> Result<()> {
+    let mut errors = ErrorList::new();
+    if let Some(ipam) = req.ipam_type() {
+        errors.check(delegate::del(ipam, req));
+    }
+    if let Some(ns) = errors.check(NetNs::open_existing(&req.env.netns)).flatten() {
+        errors.check(delete_dummy(req, &ns));
+    }
+    errors.into_result()
+}
+
+fn delete_dummy(req: &Request, ns: &NetNs) -> Result<()> {
+    let mut cont = Handle::in_netns(ns)?;
+    let ifname = &req.env.ifname;
+    match cont.link_by_name(ifname)? {
+        None => Ok(()),
+        Some(l) if l.kind.as_deref() != Some("dummy") => {
+            eprintln!(
+                "dummy: {ifname} in {} is a {} link, not a dummy: left alone",
+                req.env.netns,
+                l.kind.as_deref().unwrap_or("physical")
+            );
+            Ok(())
+        }
+        Some(l) => match cont.del_link(l.index) {
+            Err(e) if !e.is_not_found() => {
+                Err(Error::from(e).ctx(format_args!("failed to delete {ifname}")))
+            }
+            _ => Ok(()),
+        },
+    }
+}
+
+fn check(req: &Request) -> Result<()> {
+    let ipam = ipam(req)?;
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    delegate::delegate(Command::Check, ipam, req)?;
+    let mut cont = Handle::in_netns(&ns)?;
+    let (prev, pos, link) = checked_iface(req, &mut cont, "dummy")?;
+    if !link.up {
+        return Err(Error::internal(format!(
+            "Interface {} is down",
+            req.env.ifname
+        )));
+    }
+    iface::check(&mut cont, &link, &prev, pos)
+}
+
+fn status(req: &Request) -> Result<()> {
+    delegate::delegate(Command::Status, ipam(req)?, req).map(drop)
+}
+
+fn gc(req: &Request) -> Result<()> {
+    delegate::delegate(Command::Gc, ipam(req)?, req).map(drop)
+}

@@ -1,0 +1,472 @@
+//! host-device in a throwaway node namespace: one end of a veth pair (`hdN`, fixed MAC, up)
+//! stands in for the NIC, its peer stays in the node as `eth0` with 10.N.0.1/24 — so the node
+//! already has an interface called CNI_IFNAME. ADD by every selector (device, hwaddr, and
+//! kernelpath, pciBusID and runtimeConfig.deviceID through a fake sysfs bind-mounted over /sys
+//! for the plugin alone), traffic through the moved device, CHECK passing then failing, DEL
+//! putting it back under its name, DPDK devices left alone, failed ADDs undone, DEL tolerating a
+//! missing netns or device, and the Go plugin side by side (same results, each DEL undoing the
+//! other's ADD).
+
+mod common;
+use common::lab::unique_n;
+use common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+struct Node {
+    node: NetNs,
+    sb: Sandbox,
+    n: u8,
+    /// The device the tests move: `hdN`.
+    dev: String,
+    mac: String,
+    /// A fake sysfs tree (see [`fake_sysfs`]).
+    sys: PathBuf,
+}
+
+fn node(tag: &str) -> Node {
+    let n = unique_n();
+    let sb = Sandbox::new(tag);
+    let node = NetNs::create();
+    let dev = format!("hd{n}");
+    let mac = format!("02:00:00:00:{n:02x}:01");
+    node.sh(&["ip", "link", "set", "lo", "up"]);
+    node.sh(&[
+        "ip", "link", "add", &dev, "address", &mac, "type", "veth", "peer", "name", "eth0",
+    ]);
+    node.sh(&["ip", "link", "set", &dev, "up"]);
+    node.sh(&["ip", "link", "set", "eth0", "up"]);
+    node.sh(&[
+        "ip",
+        "addr",
+        "add",
+        &format!("10.{n}.0.1/24"),
+        "dev",
+        "eth0",
+    ]);
+    let sys = sb.path("sys");
+    fake_sysfs(&sys, &dev);
+    Node {
+        node,
+        sb,
+        n,
+        dev,
+        mac,
+        sys,
+    }
+}
+
+/// A sysfs look-alike for `dev`: a kernel path, a PCI NIC, a virtio NIC, an auxiliary device
+/// (all with `dev` in their `net/`), and a PCI NIC bound to vfio-pci (DPDK, no netdev).
+fn fake_sysfs(root: &Path, dev: &str) {
+    let mk = |p: &str| std::fs::create_dir_all(root.join(p)).unwrap();
+    let ln = |target: &str, p: &str| std::os::unix::fs::symlink(target, root.join(p)).unwrap();
+    mk(&format!("devices/platform/nic0/net/{dev}"));
+    for d in ["ixgbe", "virtio-pci", "vfio-pci"] {
+        mk(&format!("bus/pci/drivers/{d}"));
+    }
+    mk(&format!("bus/pci/devices/0000:00:00.1/net/{dev}"));
+    ln("../../drivers/ixgbe", "bus/pci/devices/0000:00:00.1/driver");
+    mk(&format!("bus/pci/devices/0000:00:00.2/virtio3/net/{dev}"));
+    ln(
+        "../../drivers/virtio-pci",
+        "bus/pci/devices/0000:00:00.2/driver",
+    );
+    mk("bus/pci/devices/0000:00:00.9");
+    ln(
+        "../../drivers/vfio-pci",
+        "bus/pci/devices/0000:00:00.9/driver",
+    );
+    mk(&format!("bus/auxiliary/devices/mlx5_core.sf.2/net/{dev}"));
+}
+
+impl Node {
+    fn conf(&self, extra: Value) -> Value {
+        let mut c = json!({
+            "cniVersion": "1.0.0", "name": "hdnet", "type": "host-device", "device": self.dev,
+            "ipam": {"type": "host-local", "subnet": format!("10.{}.0.0/24", self.n),
+                     "dataDir": self.sb.path("ipam").display().to_string()}
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            if v.is_null() {
+                c.as_object_mut().unwrap().remove(k);
+            } else {
+                c[k] = v.clone();
+            }
+        }
+        c
+    }
+
+    fn plugin(&self, imp: Impl) -> Plugin<'_> {
+        self.sb.plugin_in(imp, &self.node)
+    }
+
+    /// Run `imp` inside the node with the fake sysfs mounted over /sys (its own mount
+    /// namespace, so nothing else sees it).
+    fn run_fake_sys(&self, imp: Impl, cmd: &str, env: &Env, conf: &Value) -> Output {
+        let pl = self.plugin(imp);
+        let prog = pl.program("host-device").display().to_string();
+        let path = match imp {
+            Impl::Ours => self.sb.bin.display().to_string(),
+            Impl::Reference => REFERENCE_DIR.to_string(),
+        };
+        let sys = self.sys.display().to_string();
+        let vars = [
+            ("CNI_COMMAND", cmd),
+            ("CNI_CONTAINERID", env.container_id.as_str()),
+            ("CNI_NETNS", env.netns.as_str()),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_PATH", path.as_str()),
+        ];
+        exec(
+            Path::new("ip"),
+            &[
+                "netns",
+                "exec",
+                &self.node.name,
+                "unshare",
+                "-m",
+                "sh",
+                "-c",
+                r#"mount --bind "$0" /sys && exec "$@""#,
+                &sys,
+                &prog,
+            ],
+            &vars,
+            &conf.to_string(),
+        )
+    }
+
+    /// The device is back in the node under its name, without the alias ADD gave it.
+    #[track_caller]
+    fn assert_home(&self) {
+        let l = self.node.sh(&["ip", "-d", "link", "show", &self.dev]);
+        assert!(l.contains(&self.mac), "{l}");
+        assert!(!l.contains("alias"), "alias left: {l}");
+    }
+
+    fn reservations(&self) -> usize {
+        std::fs::read_dir(self.sb.path("ipam/hdnet"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| e.file_name().to_string_lossy().starts_with("10."))
+                    .count()
+            })
+            .unwrap_or(0)
+    }
+}
+
+fn env_for(cont: &NetNs, id: &str) -> Env {
+    Env {
+        container_id: id.into(),
+        netns: cont.path(),
+        ..Env::default()
+    }
+}
+
+/// The container holds the device as eth0, its host name in the alias, up.
+#[track_caller]
+fn assert_moved_in(nd: &Node, cont: &NetNs) {
+    let l = cont.sh(&["ip", "-d", "link", "show", "eth0"]);
+    assert!(l.contains(&nd.mac), "{l}");
+    assert!(l.contains(&format!("alias {}", nd.dev)), "{l}");
+    assert!(l.contains(",UP"), "{l}");
+    assert!(
+        !nd.node.exec(&["ip", "link", "show", &nd.dev]).status_ok,
+        "{} still in the node",
+        nd.dev
+    );
+}
+
+fn only_lo(ns: &NetNs) -> bool {
+    ns.sh(&["ip", "-o", "link"]).lines().count() == 1
+}
+
+#[test]
+fn device_traffic_check_del() {
+    if !require_root("host-device device_traffic_check_del") {
+        return;
+    }
+    let nd = node("hd-basic");
+    let cont = NetNs::create();
+    let pl = nd.plugin(Impl::Ours);
+    let conf = nd.conf(json!({"dns": {"nameservers": ["10.9.9.9"]}}));
+    let env = env_for(&cont, "b1");
+    let r = pl.add("host-device", &env, &conf).ok().clone();
+    let ip = format!("10.{}.0.2/24", nd.n);
+    assert_eq!(
+        r,
+        json!({"cniVersion": "1.0.0",
+            "interfaces": [{"name": "eth0", "mac": nd.mac, "sandbox": cont.path()}],
+            "ips": [{"interface": 0, "address": ip, "gateway": format!("10.{}.0.1", nd.n)}],
+            "dns": {"nameservers": ["10.9.9.9"]}})
+    );
+    assert_moved_in(&nd, &cont);
+    assert!(cont.sh(&["ip", "addr", "show", "eth0"]).contains(&ip));
+    cont.sh(&["ping", "-c", "1", "-W", "5", &format!("10.{}.0.1", nd.n)]);
+    assert_eq!(nd.reservations(), 1);
+
+    let checked = with_prev(&conf, &r);
+    assert!(pl.check("host-device", &env, &checked).status_ok);
+    cont.sh(&["ip", "addr", "del", &ip, "dev", "eth0"]);
+    let msg = pl.check("host-device", &env, &checked).err(999);
+    assert!(msg.contains(&ip), "{msg}");
+
+    pl.del("host-device", &env, &conf).ok();
+    nd.assert_home();
+    assert!(only_lo(&cont), "{}", cont.sh(&["ip", "link"]));
+    assert_eq!(nd.reservations(), 0);
+    pl.del("host-device", &env, &conf).ok();
+    nd.assert_home();
+}
+
+/// Every selector finds the device; without `ipam` the link is just moved and up.
+#[test]
+fn selectors() {
+    if !require_root("host-device selectors") {
+        return;
+    }
+    let nd = node("hd-sel");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "s1");
+    let cases = [
+        json!({"device": null, "hwaddr": nd.mac.to_uppercase()}),
+        json!({"device": null, "kernelpath": "/sys/devices/platform/nic0"}),
+        json!({"device": null, "kernelpath": "/sys/devices/platform/nic0/"}),
+        json!({"device": null, "pciBusID": "0000:00:00.1"}),
+        json!({"device": null, "pciBusID": "0000:00:00.2"}),
+        json!({"device": null, "runtimeConfig": {"deviceID": "0000:00:00.1"}}),
+        json!({"device": null, "runtimeConfig": {"deviceID": "mlx5_core.sf.2"}}),
+        json!({"device": "nosuch", "runtimeConfig": {"deviceID": "0000:00:00.1"}, "ipam": null}),
+    ];
+    for (i, extra) in cases.iter().enumerate() {
+        let mut conf = nd.conf(extra.clone());
+        if i == 7 {
+            // `device` wins over deviceID: a missing device is an error, nothing moves.
+            let out = nd.run_fake_sys(Impl::Ours, "ADD", &env, &conf);
+            assert!(out.err(999).contains("nosuch"), "{out:?}");
+            nd.assert_home();
+            continue;
+        }
+        if i % 2 == 1 {
+            conf.as_object_mut().unwrap().remove("ipam");
+        }
+        let r = nd.run_fake_sys(Impl::Ours, "ADD", &env, &conf).ok().clone();
+        assert_eq!(r["interfaces"][0]["mac"], nd.mac.as_str(), "{extra}: {r}");
+        assert_moved_in(&nd, &cont);
+        assert_eq!(r.get("ips").is_some(), i % 2 == 0, "{extra}: {r}");
+        let checked = with_prev(&conf, &r);
+        nd.run_fake_sys(Impl::Ours, "CHECK", &env, &checked).ok();
+        nd.run_fake_sys(Impl::Ours, "DEL", &env, &conf).ok();
+        nd.assert_home();
+        assert!(only_lo(&cont), "{extra}");
+        assert_eq!(nd.reservations(), 0, "{extra}");
+    }
+    // An unknown deviceID, a PCI device without a netdev.
+    let out = nd.run_fake_sys(
+        Impl::Ours,
+        "ADD",
+        &env,
+        &nd.conf(json!({"runtimeConfig": {"deviceID": "0000:99:00.0"}})),
+    );
+    assert!(out.err(999).contains("0000:99:00.0"), "{out:?}");
+    let out = nd.run_fake_sys(
+        Impl::Ours,
+        "ADD",
+        &env,
+        &nd.conf(json!({"device": null, "pciBusID": "0000:00:00.7"})),
+    );
+    assert!(out.err(999).contains("0000:00:00.7"), "{out:?}");
+    nd.assert_home();
+    assert_eq!(nd.reservations(), 0);
+}
+
+/// A PCI device bound to vfio-pci is not moved: the result names CNI_IFNAME (and the IPAM
+/// addresses), CHECK and DEL succeed, the node keeps its devices.
+#[test]
+fn dpdk_device_is_not_moved() {
+    if !require_root("host-device dpdk_device_is_not_moved") {
+        return;
+    }
+    let nd = node("hd-dpdk");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "d1");
+    let mut results = Vec::new();
+    let imps: &[Impl] = if reference_available("host-device") {
+        &[Impl::Ours, Impl::Reference]
+    } else {
+        &[Impl::Ours]
+    };
+    for &imp in imps {
+        for ipam in [true, false] {
+            let mut conf = nd.conf(json!({"device": null, "pciBusID": "0000:00:00.9",
+                "ipam": {"type": "static", "addresses": [{"address": "10.1.2.3/24"}]}}));
+            if !ipam {
+                conf.as_object_mut().unwrap().remove("ipam");
+            }
+            let r = nd.run_fake_sys(imp, "ADD", &env, &conf).ok().clone();
+            // v1.2.0 and later name the interface (the reference, v1.1.1, does not).
+            if imp == Impl::Ours {
+                assert_eq!(
+                    r["interfaces"],
+                    json!([{"name": "eth0", "sandbox": cont.path()}]),
+                    "{r}"
+                );
+            }
+            assert!(only_lo(&cont));
+            nd.run_fake_sys(imp, "CHECK", &env, &with_prev(&conf, &r))
+                .ok();
+            nd.run_fake_sys(imp, "DEL", &env, &conf).ok();
+            nd.assert_home();
+            results.push(r);
+        }
+    }
+    if results.len() == 4 {
+        // The addresses are the same, not applied anywhere.
+        assert_eq!(results[0]["ips"], results[2]["ips"]);
+        assert_eq!(
+            results[0]["ips"][0]["address"], "10.1.2.3/24",
+            "{}",
+            results[0]
+        );
+    }
+}
+
+/// A failure after the move (an IPAM plugin that does not exist) puts the device back, up as
+/// it was; a taken CNI_IFNAME or a missing device changes nothing.
+#[test]
+fn failed_add_is_undone() {
+    if !require_root("host-device failed_add_is_undone") {
+        return;
+    }
+    let nd = node("hd-undo");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "f1");
+    let pl = nd.plugin(Impl::Ours);
+    let mut conf = nd.conf(json!({}));
+    conf["ipam"] = json!({"type": "no-such-ipam"});
+    let out = pl.add("host-device", &env, &conf);
+    assert!(!out.status_ok, "{out:?}");
+    nd.assert_home();
+    let l = nd.node.sh(&["ip", "link", "show", &nd.dev]);
+    assert!(l.contains(",UP"), "not up again: {l}");
+    assert!(only_lo(&cont));
+
+    // IPAM succeeded but the addresses cannot be applied (the same address twice): the
+    // reservation goes too.
+    let ip = format!("10.{}.0.5/24", nd.n);
+    let conf = nd.conf(json!({"ipam": {"type": "static",
+        "addresses": [{"address": ip}, {"address": ip}]}}));
+    let out = pl.add("host-device", &env, &conf);
+    assert!(!out.status_ok, "{out:?}");
+    nd.assert_home();
+    assert!(only_lo(&cont));
+
+    cont.sh(&[
+        "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "x0",
+    ]);
+    let out = pl.add("host-device", &env, &nd.conf(json!({})));
+    assert!(out.err(999).contains("already exists"), "{out:?}");
+    nd.assert_home();
+    cont.sh(&["ip", "link", "del", "eth0"]);
+
+    for extra in [
+        json!({"device": "nosuch"}),
+        json!({"device": null, "hwaddr": "02:00:00:00:00:99"}),
+    ] {
+        let out = pl.add("host-device", &env, &nd.conf(extra.clone()));
+        assert!(
+            out.err(999).contains("failed to find host device"),
+            "{extra}: {out:?}"
+        );
+    }
+    nd.assert_home();
+    assert!(only_lo(&cont));
+    assert_eq!(nd.reservations(), 0);
+}
+
+/// DEL succeeds when the container netns is gone (the veth went with it), when CNI_NETNS is
+/// unset (the reservation is still released) and when the device is not there.
+#[test]
+fn del_tolerates_missing_netns_and_device() {
+    if !require_root("host-device del_tolerates_missing_netns_and_device") {
+        return;
+    }
+    let nd = node("hd-del");
+    let pl = nd.plugin(Impl::Ours);
+    let conf = nd.conf(json!({}));
+    let cont = NetNs::create();
+    let env = env_for(&cont, "m1");
+    pl.add("host-device", &env, &conf).ok();
+    assert_eq!(nd.reservations(), 1);
+    pl.del(
+        "host-device",
+        &Env {
+            netns: String::new(),
+            ..env.clone()
+        },
+        &conf,
+    )
+    .ok();
+    assert_eq!(
+        nd.reservations(),
+        0,
+        "DEL without netns releases the addresses"
+    );
+    drop(cont);
+    pl.del("host-device", &env, &conf).ok();
+    let cont = NetNs::create();
+    pl.del("host-device", &env_for(&cont, "m2"), &conf).ok();
+}
+
+/// The Go plugin (v1.1.1) prints the same results for every version it has, and each side's
+/// CHECK and DEL accept the other's ADD.
+#[test]
+fn matches_reference() {
+    if !require_root("host-device matches_reference") || !reference_available("host-device") {
+        return;
+    }
+    let nd = node("hd-ref");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "r1");
+    let ours = nd.plugin(Impl::Ours);
+    let theirs = nd.plugin(Impl::Reference);
+    for v in ["0.2.0", "0.3.1", "0.4.0", "1.0.0"] {
+        for ipam in [true, false] {
+            if !ipam && v == "0.2.0" {
+                continue;
+            }
+            let mut conf = nd.conf(json!({"cniVersion": v, "dns": {"domain": "example"},
+                "ipam": {"type": "static",
+                    "addresses": [{"address": format!("10.{}.0.7/24", nd.n),
+                                   "gateway": format!("10.{}.0.1", nd.n)}],
+                    "routes": [{"dst": "10.200.0.0/16", "gw": format!("10.{}.0.1", nd.n)}]}}));
+            if !ipam {
+                conf.as_object_mut().unwrap().remove("ipam");
+            }
+            let a = ours.add("host-device", &env, &conf).ok().clone();
+            assert_moved_in(&nd, &cont);
+            if v == "0.4.0" || v == "1.0.0" {
+                theirs
+                    .check("host-device", &env, &with_prev(&conf, &a))
+                    .ok();
+            }
+            theirs.del("host-device", &env, &conf).ok();
+            // The Go plugin before v1.2 leaves the alias: only the name and MAC matter here.
+            let l = nd.node.sh(&["ip", "link", "show", &nd.dev]);
+            assert!(l.contains(&nd.mac) && only_lo(&cont), "{v}: {l}");
+            nd.node.sh(&["ip", "link", "set", &nd.dev, "alias", ""]);
+
+            let b = theirs.add("host-device", &env, &conf).ok().clone();
+            assert_moved_in(&nd, &cont);
+            if v == "0.4.0" || v == "1.0.0" {
+                ours.check("host-device", &env, &with_prev(&conf, &b)).ok();
+            }
+            ours.del("host-device", &env, &conf).ok();
+            nd.assert_home();
+            assert!(only_lo(&cont));
+            assert_eq!(normalize(&a), normalize(&b), "{v} ipam {ipam}");
+            assert_eq!(nd.reservations(), 0);
+        }
+    }
+}
