@@ -15,6 +15,7 @@ mod macvlan;
 mod portmap;
 mod ptp;
 mod static_ipam;
+mod tap;
 mod tuning;
 mod veth;
 mod vlan;
@@ -30,6 +31,7 @@ pub static TABLE: &[&Applet] = &[
     &portmap::APPLET,
     &ptp::APPLET,
     &static_ipam::APPLET,
+    &tap::APPLET,
     &tuning::APPLET,
     &vlan::APPLET,
 ];
