@@ -16,4 +16,5 @@ pub mod random;
 pub mod sysctl;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod tuntap;
 pub mod undo;

@@ -60,6 +60,11 @@ fn real_main() -> i32 {
             eprintln!("{USAGE}");
             1
         }
+        // Internal: the tap applet creating a device in an SELinux label (src/tuntap.rs).
+        cnibox::tuntap::HELPER_OPTION => {
+            let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
+            cnibox::tuntap::helper_main(&rest)
+        }
         opt if opt.starts_with('-') => {
             eprintln!("cnibox: unknown option {opt:?}\n{USAGE}");
             2

@@ -66,6 +66,8 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
         "host-device" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "host-device",
             "device": "hdbad0", "ipam": ipam}),
         "dummy" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "dummy", "ipam": ipam}),
+        "tap" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "tap",
+            "multiQueue": true, "ipam": ipam}),
         other => panic!("no base config for {other}"),
     }
 }
@@ -86,6 +88,7 @@ const APPLETS: &[&str] = &[
     "flannel",
     "host-device",
     "dummy",
+    "tap",
 ];
 
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
@@ -675,6 +678,26 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
             "host-device",
             "ADD",
             with(hd.clone(), path, val).to_string(),
+    // ---- tap (checked before the device is made); a missing bridge fails after, undone
+    let tp = base("tap", data, cont);
+    for (path, val, code, names) in [
+        ("mtu", json!(-5), 7, "mtu"),
+        ("mtu", json!(70000), 7, "mtu"),
+        ("mtu", json!("x"), 6, "mtu"),
+        ("mac", json!("nope"), 7, "mac"),
+        ("owner", json!(-1), 6, "owner"),
+        ("owner", json!(4294967295u32), 7, "owner"),
+        ("group", json!("x"), 6, "group"),
+        ("multiQueue", json!("yes"), 6, "multiQueue"),
+        ("bridge", json!("a/b"), 7, "bridge"),
+        ("bridge", json!("nosuchbr"), 999, "bridge"),
+        ("selinuxContext", json!("x\ny"), 7, "selinuxContext"),
+        ("runtimeConfig", json!({"mac": "zz"}), 7, "mac"),
+    ] {
+        add(
+            "tap",
+            "ADD",
+            with(tp.clone(), path, val).to_string(),
             code,
             names,
         );
@@ -703,6 +726,20 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
         "ipam",
     );
     add("dummy", "CHECK", without(dm, "ipam").to_string(), 7, "ipam");
+    // ---- bridge chained onto prevResult's CNI_IFNAME (net1): only L2 keys, same sandbox
+    let chained = |sandbox: &str| {
+        let prev =
+            json!({"cniVersion": "1.0.0", "interfaces": [{"name": "net1", "sandbox": sandbox}]});
+        with(base("bridge", data, cont), "prevResult", prev)
+    };
+    add("bridge", "ADD", chained(cont).to_string(), 7, "ipam");
+    add(
+        "bridge",
+        "ADD",
+        chained("/run/netns/elsewhere").to_string(),
+        7,
+        "sandbox",
+    );
     // ---- loopback
     let l = base("loopback", data, cont);
     add(

@@ -18,6 +18,7 @@ mod macvlan;
 mod portmap;
 mod ptp;
 mod static_ipam;
+mod tap;
 mod tuning;
 mod veth;
 mod vlan;
@@ -36,6 +37,7 @@ pub static TABLE: &[&Applet] = &[
     &portmap::APPLET,
     &ptp::APPLET,
     &static_ipam::APPLET,
+    &tap::APPLET,
     &tuning::APPLET,
     &vlan::APPLET,
 ];

@@ -43,6 +43,7 @@ pub const APPLETS: &[&str] = &[
     "flannel",
     "host-device",
     "dummy",
+    "tap",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.

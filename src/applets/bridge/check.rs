@@ -11,6 +11,9 @@ pub(super) fn check(req: &Request) -> Result<()> {
     let prev = req
         .prev_result()?
         .ok_or_else(|| Error::config("bridge: required prevResult missing"))?;
+    if let Some(in_container) = super::chain::attached_in(&prev, &b, &req.env.ifname) {
+        return super::chain::check(req, &b, in_container);
+    }
     let mut host = Handle::new()?;
     let br = host
         .link_by_name(&b.c.bridge)?

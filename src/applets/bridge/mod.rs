@@ -7,6 +7,7 @@
 //! tears down ipMasq rules even when CNI_NETNS is empty (upstream leaks them), GC is forwarded
 //! to IPAM and collects ipMasq rules, and a failed ADD undoes everything it did.
 
+mod chain;
 mod check;
 mod gateway;
 mod port;
@@ -211,6 +212,11 @@ fn add(req: &Request) -> Result<CniResult> {
         // failing after the veth exists would leave it behind.
         return Err(Error::internal("cannot convert: no valid IP addresses"));
     }
+    if let Some(prev) = req.prev_result()?
+        && let Some(in_container) = chain::attach_target(req, &prev)?
+    {
+        return chain::add(req, &b, prev, in_container);
+    }
     let mac = requested_mac(req)?;
     let mut host = Handle::new()?;
     let br = ensure_bridge(&mut host, &b)?;
@@ -409,16 +415,30 @@ fn del(req: &Request) -> Result<()> {
         // deferred destruction of the deleted rules then overlaps the veth deletion below.
         masq::teardown(&req.conf.name, &req.env.container_id, &req.env.ifname)?;
     }
-    if let Some(ns) = NetNs::open_existing(&req.env.netns)? {
+    // Attached by the chained mode: detached, never deleted (an unreadable prevResult must
+    // not block DEL; without one, a container link on a bridge or not a veth is not ours).
+    let chained = req.prev_result().ok().flatten();
+    if let Some(in_container) = chained.and_then(|p| chain::attached_in(&p, &b, &req.env.ifname)) {
+        chain::detach(req, &b, in_container)?;
+    } else if let Some(ns) = NetNs::open_existing(&req.env.netns)? {
         let mut h = Handle::in_netns(&ns)?;
         if let Some(l) = h.link_by_name(&req.env.ifname)? {
-            match h.del_link(l.index) {
-                Err(e) if !e.is_not_found() => {
-                    return Err(
-                        Error::from(e).ctx(format_args!("failed to delete {:?}", req.env.ifname))
-                    );
+            if l.master.is_some() || l.kind.as_deref() != Some("veth") {
+                eprintln!(
+                    "bridge: {} in {} was not made by bridge: left in place",
+                    l.name, req.env.netns
+                );
+                if l.master.is_some() {
+                    chain::detach(req, &b, true)?;
                 }
-                _ => {}
+            } else {
+                match h.del_link(l.index) {
+                    Err(e) if !e.is_not_found() => {
+                        return Err(Error::from(e)
+                            .ctx(format_args!("failed to delete {:?}", req.env.ifname)));
+                    }
+                    _ => {}
+                }
             }
         }
     }
