@@ -14,10 +14,12 @@ mod loopback;
 mod macvlan;
 mod portmap;
 mod ptp;
+mod sbr;
 mod static_ipam;
 mod tuning;
 mod veth;
 mod vlan;
+mod vrf;
 
 pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
@@ -29,9 +31,11 @@ pub static TABLE: &[&Applet] = &[
     &macvlan::APPLET,
     &portmap::APPLET,
     &ptp::APPLET,
+    &sbr::APPLET,
     &static_ipam::APPLET,
     &tuning::APPLET,
     &vlan::APPLET,
+    &vrf::APPLET,
 ];
 
 pub fn find(name: &str) -> Option<&'static Applet> {

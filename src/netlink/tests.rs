@@ -124,6 +124,7 @@ fn route_message_roundtrip() {
         route::parse(body(&m)),
         Some(Route {
             scope: SCOPE_UNIVERSE,
+            protocol: 3,
             ..r
         })
     );

@@ -39,6 +39,8 @@ pub const APPLETS: &[&str] = &[
     "ptp",
     "macvlan",
     "ipvlan",
+    "sbr",
+    "vrf",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.

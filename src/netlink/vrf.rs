@@ -1,0 +1,19 @@
+//! VRF (l3mdev) links: a device owning a routing table; its slaves route through that table.
+
+use super::link::{link_info, link_msg, name_mtu};
+use super::wire::Writer;
+use super::{Handle, RTM_NEWLINK, Result};
+
+pub(super) const IFLA_VRF_TABLE: u16 = 1;
+
+impl Handle {
+    /// Create VRF `name` bound to routing table `table` (down, as the kernel makes it).
+    pub fn add_vrf(&mut self, name: &str, table: u32) -> Result<()> {
+        let req = link_msg(RTM_NEWLINK, 0, |w| {
+            name_mtu(w, name, None);
+            let data = |w: &mut Writer| w.u32(IFLA_VRF_TABLE, table);
+            link_info(w, "vrf", Some(&data));
+        });
+        self.new_link(req, "vrf", name)
+    }
+}
