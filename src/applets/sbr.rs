@@ -256,3 +256,22 @@ fn check(req: &Request) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_free_table_skips_tables_rules_or_routes_use() {
+        let rule = |t| Rule::from_addr("10.0.0.1".parse().unwrap(), t);
+        let route = |t| Route {
+            table: t,
+            ..Route::default()
+        };
+        assert_eq!(next_free(&[], &[], FIRST_TABLE), 100);
+        let rules = [rule(100), rule(101), rule(103)];
+        assert_eq!(next_free(&rules, &[], FIRST_TABLE), 102);
+        assert_eq!(next_free(&rules, &[route(102)], FIRST_TABLE), 104);
+        assert_eq!(next_free(&rules, &[route(TABLE_MAIN)], 104), 104);
+    }
+}

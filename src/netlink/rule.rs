@@ -108,7 +108,8 @@ impl Handle {
             .collect())
     }
 
-    /// Add a rule; EEXIST if the same rule is there.
+    /// Add a rule. Without a priority the kernel picks a new one, so adding the same rule twice
+    /// makes two (as with `ip rule add` and the Go plugins).
     pub fn rule_add(&mut self, r: &Rule) -> Result<()> {
         self.request_ack(rule_msg(RTM_NEWRULE, r), NLM_F_CREATE | NLM_F_EXCL)
             .map(drop)

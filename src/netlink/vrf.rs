@@ -6,14 +6,17 @@ use super::{Handle, RTM_NEWLINK, Result};
 
 pub(super) const IFLA_VRF_TABLE: u16 = 1;
 
+pub(super) fn vrf_msg(name: &str, table: u32) -> Vec<u8> {
+    link_msg(RTM_NEWLINK, 0, |w| {
+        name_mtu(w, name, None);
+        let data = |w: &mut Writer| w.u32(IFLA_VRF_TABLE, table);
+        link_info(w, "vrf", Some(&data));
+    })
+}
+
 impl Handle {
     /// Create VRF `name` bound to routing table `table` (down, as the kernel makes it).
     pub fn add_vrf(&mut self, name: &str, table: u32) -> Result<()> {
-        let req = link_msg(RTM_NEWLINK, 0, |w| {
-            name_mtu(w, name, None);
-            let data = |w: &mut Writer| w.u32(IFLA_VRF_TABLE, table);
-            link_info(w, "vrf", Some(&data));
-        });
-        self.new_link(req, "vrf", name)
+        self.new_link(vrf_msg(name, table), "vrf", name)
     }
 }
