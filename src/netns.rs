@@ -142,6 +142,14 @@ impl NetNs {
         &self.path
     }
 
+    /// flock(LOCK_EX) on the namespace file, held until the returned file is dropped: the lock
+    /// the Go `sbr` plugin takes (go-filemutex on CNI_NETNS) to serialise its runs per namespace.
+    pub fn lock(&self) -> error::Result<File> {
+        let f = File::open(&self.path).ctx(format_args!("open {} to lock it", self.path))?;
+        f.lock().ctx(format_args!("lock {}", self.path))?;
+        Ok(f)
+    }
+
     /// Switch the calling thread into this namespace (no way back by itself; see `enter`).
     fn set(&self) -> error::Result<()> {
         setns(&self.fd, CloneFlags::CLONE_NEWNET).ctx(format_args!("setns {}", self.path))

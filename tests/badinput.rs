@@ -68,6 +68,11 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
         "dummy" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "dummy", "ipam": ipam}),
         "tap" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "tap",
             "multiQueue": true, "ipam": ipam}),
+        "sbr" => {
+            json!({"cniVersion": "1.0.0", "name": "badnet", "type": "sbr", "prevResult": prev})
+        }
+        "vrf" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "vrf",
+            "vrfname": "vrfbad", "prevResult": prev}),
         other => panic!("no base config for {other}"),
     }
 }
@@ -89,6 +94,8 @@ const APPLETS: &[&str] = &[
     "host-device",
     "dummy",
     "tap",
+    "sbr",
+    "vrf",
 ];
 
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
@@ -739,6 +746,40 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
         chained("/run/netns/elsewhere").to_string(),
         7,
         "sandbox",
+    // ---- sbr and vrf (checked before the namespace is touched; this kernel has no vrf)
+    for (applet, path, val, code, names) in [
+        ("sbr", "table", json!("x"), 6, "table"),
+        ("sbr", "table", json!(1.5), 6, "table"),
+        ("sbr", "table", json!(-1), 7, "table"),
+        ("sbr", "table", json!(0), 7, "table"),
+        ("sbr", "table", json!(4_294_967_296_u64), 7, "table"),
+        ("sbr", "prevResult.ips", json!([]), 7, "prevResult"),
+        ("vrf", "vrfname", json!(5), 6, "vrfname"),
+        ("vrf", "vrfname", json!(""), 7, "vrfname"),
+        ("vrf", "vrfname", json!("a/b"), 7, "vrfname"),
+        (
+            "vrf",
+            "vrfname",
+            json!("averyveryverylongname"),
+            7,
+            "vrfname",
+        ),
+        ("vrf", "table", json!(-1), 6, "table"),
+        ("vrf", "table", json!("x"), 6, "table"),
+    ] {
+        let c = with(base(applet, data, cont), path, val);
+        add(applet, "ADD", c.to_string(), code, names);
+    }
+    for applet in ["sbr", "vrf"] {
+        let c = without(base(applet, data, cont), "prevResult");
+        add(applet, "ADD", c.to_string(), 7, "prevResult");
+    }
+    add(
+        "vrf",
+        "DEL",
+        without(base("vrf", data, cont), "vrfname").to_string(),
+        7,
+        "vrfname",
     );
     // ---- loopback
     let l = base("loopback", data, cont);

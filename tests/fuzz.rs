@@ -89,7 +89,17 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "tuning", "mtu": 1400,
             "mac": "02:00:00:00:7f:01", "promisc": true, "txQLen": 500,
             "sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2"}, "dataDir": format!("{data}/tuning"),
-            "args": {"cni": {"allmulti": true}}, "prevResult": prev}),
+            "args": {"cni": {"allmulti": true}}, "prevResult": prev.clone()}),
+        ),
+        (
+            "sbr",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "sbr", "table": 200,
+            "prevResult": prev.clone()}),
+        ),
+        (
+            "vrf",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "vrf", "vrfname": "vrffz",
+            "table": 20, "prevResult": prev}),
         ),
         (
             "ptp",

@@ -17,11 +17,13 @@ mod loopback;
 mod macvlan;
 mod portmap;
 mod ptp;
+mod sbr;
 mod static_ipam;
 mod tap;
 mod tuning;
 mod veth;
 mod vlan;
+mod vrf;
 
 pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
@@ -36,10 +38,12 @@ pub static TABLE: &[&Applet] = &[
     &macvlan::APPLET,
     &portmap::APPLET,
     &ptp::APPLET,
+    &sbr::APPLET,
     &static_ipam::APPLET,
     &tap::APPLET,
     &tuning::APPLET,
     &vlan::APPLET,
+    &vrf::APPLET,
 ];
 
 pub fn find(name: &str) -> Option<&'static Applet> {

@@ -34,6 +34,8 @@ pub struct Link {
     pub macvlan_mode: Option<u32>,
     /// IFLA_IPVLAN_MODE of an ipvlan link.
     pub ipvlan_mode: Option<u16>,
+    /// IFLA_VRF_TABLE of a vrf link.
+    pub vrf_table: Option<u32>,
     pub alias: Option<String>,
     pub txqlen: u32,
     /// Bridge port settings, when the link is a bridge port.
@@ -134,6 +136,11 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
                     l.ipvlan_mode = wire::attrs(d)
                         .find(|(ty, _)| *ty == super::ipvlan::IFLA_IPVLAN_MODE)
                         .and_then(|(_, v)| wire::get_u16(v, 0));
+                }
+                if let (Some("vrf"), Some(d)) = (l.kind.as_deref(), data) {
+                    l.vrf_table = wire::attrs(d)
+                        .find(|(ty, _)| *ty == super::vrf::IFLA_VRF_TABLE)
+                        .and_then(|(_, v)| wire::get_u32(v, 0));
                 }
                 if let (Some("macvlan"), Some(d)) = (l.kind.as_deref(), data) {
                     l.macvlan_mode = wire::attrs(d)

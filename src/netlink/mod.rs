@@ -1,4 +1,4 @@
-//! A small synchronous rtnetlink (NETLINK_ROUTE) client: links, addresses and routes.
+//! A small synchronous rtnetlink (NETLINK_ROUTE) client: links, addresses, routes and rules.
 //!
 //! [`Handle`] owns one netlink socket bound to the namespace it was opened in
 //! ([`Handle::in_netns`] opens it inside another namespace while the caller stays where it is).
@@ -18,10 +18,12 @@ pub mod ipvlan;
 mod link;
 pub mod macvlan;
 mod route;
+mod rule;
 pub mod socket;
 pub mod tc;
 #[cfg(test)]
 mod tests;
+mod vrf;
 pub mod wire;
 
 use std::fmt;
@@ -36,6 +38,7 @@ pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
 pub use bridge::BridgeVlan;
 pub use link::{Link, PortOpts};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+pub use rule::Rule;
 
 /// Which address family to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,6 +31,8 @@ pub struct Route {
     pub src: Option<IpAddr>,
     pub table: u32,
     pub scope: u8,
+    /// RTPROT_* (2 kernel, 3 boot, ...); 0 means boot when adding.
+    pub protocol: u8,
     /// Metric (RTA_PRIORITY).
     pub metric: Option<u32>,
     pub mtu: Option<u32>,
@@ -60,7 +62,12 @@ pub(super) fn route_msg(ty: u16, r: &Route) -> Vec<u8> {
     h[1] = r.dst.prefix_len();
     h[4] = u8::try_from(table).unwrap_or(0);
     if add {
-        (h[5], h[6], h[7]) = (RTPROT_BOOT, r.scope, RTN_UNICAST);
+        let proto = if r.protocol == 0 {
+            RTPROT_BOOT
+        } else {
+            r.protocol
+        };
+        (h[5], h[6], h[7]) = (proto, r.scope, RTN_UNICAST);
     } else {
         h[6] = RT_SCOPE_NOWHERE;
     }
@@ -172,6 +179,7 @@ pub(super) fn parse(body: &[u8]) -> Option<Route> {
     };
     let mut r = Route {
         table: u32::from(body[4]),
+        protocol: body[5],
         scope: body[6],
         ..Route::default()
     };

@@ -124,8 +124,54 @@ fn route_message_roundtrip() {
         route::parse(body(&m)),
         Some(Route {
             scope: SCOPE_UNIVERSE,
+            protocol: 3,
             ..r
         })
+    );
+}
+
+#[test]
+fn rule_and_vrf_messages() {
+    // Table 300 does not fit the header byte: FRA_TABLE carries it.
+    let r = Rule::from_addr(ip("10.1.0.5"), 300);
+    let m = rule::rule_msg(rule::RTM_NEWRULE, &r);
+    assert_eq!(body(&m)[4], 0);
+    assert_eq!(rule::parse(body(&m)), Some(r));
+    let r6 = Rule::from_addr(ip("fd00::5"), 100);
+    let got = rule::parse(body(&rule::rule_msg(rule::RTM_DELRULE, &r6))).unwrap();
+    assert_eq!(
+        (got.src, got.family, got.table),
+        (Some(net("fd00::5/128")), 10, 100)
+    );
+    let l = link::parse(body(&vrf::vrf_msg("vrf0", 42))).unwrap();
+    assert_eq!((l.kind.as_deref(), l.vrf_table), (Some("vrf"), Some(42)));
+}
+
+#[test]
+fn rules_round_trip() {
+    if !root() {
+        return;
+    }
+    let ns = TempNetNs::new("cnibox-nl").unwrap();
+    let mut h = Handle::in_netns(&ns).unwrap();
+    let r = Rule::from_addr(ip("10.1.0.5"), 300);
+    h.rule_add(&r).unwrap();
+    let got = h.rules(Family::V4).unwrap();
+    let ours = got.iter().find(|x| x.src == r.src).unwrap();
+    assert_eq!(ours.table, 300);
+    assert!(
+        ours.priority.is_some_and(|p| p > 0 && p < 32766),
+        "{ours:?}"
+    );
+    assert!(got.iter().any(|x| x.table == TABLE_MAIN && x.src.is_none()));
+    h.rule_del(ours).unwrap();
+    assert!(!h.rules(Family::All).unwrap().iter().any(|x| x.src == r.src));
+    let e = h.rule_del(&r).unwrap_err();
+    assert!(e.is_not_found(), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("delete rule from 10.1.0.5/32 table 300"),
+        "{e}"
     );
 }
 

@@ -44,6 +44,8 @@ pub const APPLETS: &[&str] = &[
     "host-device",
     "dummy",
     "tap",
+    "sbr",
+    "vrf",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.

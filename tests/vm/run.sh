@@ -14,7 +14,7 @@ EX_BUILD=4        # initramfs could not be built
 EX_TIMEOUT=124    # VM did not finish in time
 EX_NORESULT=125   # VM ended without a result marker (crash, panic, init failure)
 
-DEFAULT_MODULES="8021q veth bridge dummy ipvlan macvlan"
+DEFAULT_MODULES="8021q veth bridge dummy ipvlan macvlan vrf"
 # module parameters (dummy: no automatic dummy0, tests create what they need)
 declare -A MODPARAMS=([dummy]="numdummies=0")
 FALLBACK_APPLETS="bridge host-local static vlan loopback portmap bandwidth firewall"

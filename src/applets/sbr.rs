@@ -1,0 +1,277 @@
+//! `sbr` (upstream `plugins/meta/sbr`, chained): source-based routing in the container.
+//!
+//! For each address of the prevResult on CNI_IFNAME, ADD adds the rule `from ADDR lookup N`,
+//! where N is the first table from 100 up that no rule uses (one table per address, as
+//! upstream), puts a default route via the address's gateway into N, copies there the main
+//! table's routes of the interface that belong to the address (its source or gateway in the
+//! address's subnet, or neither set), and finally removes the interface's routes from the main
+//! table. With `table` (newer releases) only the rules are added, all pointing at that table,
+//! whose routes the user manages. The prevResult is passed through. Runs hold the lock Go's
+//! `sbr` takes on the namespace file.
+//!
+//! DEL removes every rule whose source is an address of the interface (only rules of `table`
+//! when set), and tolerates a missing namespace or interface.
+//!
+//! Beyond upstream: a failed ADD takes back its rules and routes (the main table's routes come
+//! back); DEL also empties the numbered tables of the rules it removed of the interface's
+//! routes (upstream leaves them until the interface goes); CHECK (upstream: nothing) verifies
+//! that each address still has its rule; a prevResult without addresses is code 7.
+
+use crate::cni::result::IpConfig;
+use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::netlink::{Family, Handle, Route, Rule, TABLE_MAIN};
+use crate::netns::NetNs;
+use crate::undo::{ErrorList, Undo};
+use serde::Deserialize;
+
+pub static APPLET: Applet = Applet {
+    name: "sbr",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: None,
+    gc: None,
+};
+
+const FIRST_TABLE: u32 = 100;
+
+#[derive(Deserialize, Default)]
+struct Conf {
+    #[serde(default)]
+    table: Option<i64>,
+}
+
+/// The configured table, if any (1 .. 2^32-1).
+fn load(req: &Request) -> Result<Option<u32>> {
+    let c: Conf = req.decode()?;
+    c.table
+        .map(|t| {
+            u32::try_from(t)
+                .ok()
+                .filter(|&t| t > 0)
+                .ok_or_else(|| Error::config(format!("table: invalid routing table {t}")))
+        })
+        .transpose()
+}
+
+/// The prevResult's addresses on `ifname` (those naming no interface, or an unknown one,
+/// included, as upstream does).
+fn addresses(req: &Request) -> Result<(CniResult, Vec<IpConfig>)> {
+    let prev = req
+        .prev_result()?
+        .ok_or_else(|| Error::config("prevResult: this plugin must be called as chained plugin"))?;
+    let ifname = &req.env.ifname;
+    if prev.ips.is_empty() {
+        return Err(Error::config(format!(
+            "prevResult: No IP addresses supplied on interface: {ifname}"
+        )));
+    }
+    let ips = prev
+        .ips
+        .iter()
+        .filter(|ip| {
+            ip.interface
+                .and_then(|i| prev.interfaces.get(i))
+                .is_none_or(|i| &i.name == ifname)
+        })
+        .cloned()
+        .collect();
+    Ok((prev, ips))
+}
+
+/// The first table from `from` up that no rule and no route in `routes` uses.
+fn next_free(rules: &[Rule], routes: &[Route], from: u32) -> u32 {
+    let mut t = from;
+    while rules.iter().any(|r| r.table == t) || routes.iter().any(|r| r.table == t) {
+        t += 1;
+    }
+    t
+}
+
+fn add(req: &Request) -> Result<CniResult> {
+    let table = load(req)?;
+    let (prev, ips) = addresses(req)?;
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let _lock = ns.lock()?;
+    let mut h = Handle::in_netns(&ns)?;
+    let mut undo = Undo::new("sbr");
+    let r = match table {
+        Some(t) => ips.iter().try_for_each(|ip| {
+            rule_add(
+                &mut h,
+                &ns,
+                &mut undo,
+                Rule::from_addr(ip.address.addr(), t),
+            )
+        }),
+        None => move_routes(req, &ips, &ns, &mut h, &mut undo),
+    };
+    undo.finish(r.map(|()| prev))
+}
+
+fn rule_add<'a>(h: &mut Handle, ns: &'a NetNs, undo: &mut Undo<'a>, rule: Rule) -> Result<()> {
+    h.rule_add(&rule)?;
+    let what = format!(
+        "rule from {}",
+        rule.src.map(|s| s.addr().to_string()).unwrap_or_default()
+    );
+    undo.push(what, move || Ok(Handle::in_netns(ns)?.rule_del(&rule)?));
+    Ok(())
+}
+
+fn route_undo<'a>(undo: &mut Undo<'a>, ns: &'a NetNs, r: Route, re_add: bool) {
+    undo.push(format!("route {} table {}", r.dst, r.table), move || {
+        let mut h = Handle::in_netns(ns)?;
+        match if re_add {
+            h.route_replace(&r)
+        } else {
+            h.route_del(&r)
+        } {
+            // A copy replaced the default route added just before it: one route, two undos.
+            Err(e) if !e.is_not_found() => Err(e.into()),
+            _ => Ok(()),
+        }
+    });
+}
+
+fn move_routes<'a>(
+    req: &Request,
+    ips: &[IpConfig],
+    ns: &'a NetNs,
+    h: &mut Handle,
+    undo: &mut Undo<'a>,
+) -> Result<()> {
+    let ifname = &req.env.ifname;
+    let rules = h.rules(Family::All)?;
+    let main = h.routes(Family::All, Some(TABLE_MAIN))?;
+    let mut table = next_free(&rules, &main, FIRST_TABLE);
+    let link = h
+        .link_by_name(ifname)?
+        .ok_or_else(|| Error::internal(format!("Cannot find network interface {ifname}")))?;
+    let routes: Vec<Route> = main
+        .into_iter()
+        .filter(|r| r.oif == Some(link.index))
+        .collect();
+    for ip in ips {
+        let addr = ip.address.addr();
+        rule_add(h, ns, undo, Rule::from_addr(addr, table))?;
+        if let Some(gw) = ip.gateway {
+            let default = Route {
+                dst: ipnet::IpNet::new(addr, 0)
+                    .map_err(|e| Error::internal(e.to_string()))?
+                    .trunc(),
+                gw: Some(gw),
+                oif: Some(link.index),
+                table,
+                ..Route::default()
+            };
+            h.route_add(&default).map_err(|e| {
+                Error::from(e).ctx(format_args!("failed to add default route to {gw}"))
+            })?;
+            route_undo(undo, ns, default, false);
+        }
+        let mine = |a: Option<std::net::IpAddr>| a.is_some_and(|a| ip.address.contains(&a));
+        for r in &routes {
+            if mine(r.src) || mine(r.gw) || (r.src.is_none() && r.gw.is_none()) {
+                let moved = Route { table, ..r.clone() };
+                h.route_replace(&moved)
+                    .map_err(|e| Error::from(e).ctx("failed to readd route"))?;
+                route_undo(undo, ns, moved, false);
+            }
+        }
+        table = next_free(&rules, &routes, table + 1);
+    }
+    // Removed only now: several addresses of one subnet each need the routes copied.
+    for r in routes {
+        h.route_del(&r)
+            .map_err(|e| Error::from(e).ctx("failed to delete route"))?;
+        route_undo(undo, ns, r, true);
+    }
+    Ok(())
+}
+
+fn del(req: &Request) -> Result<()> {
+    let table = load(req)?;
+    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+        return Ok(());
+    };
+    let _lock = ns.lock()?;
+    let mut h = Handle::in_netns(&ns)?;
+    let rules = h.rules(Family::All)?;
+    let Some(link) = h.link_by_name(&req.env.ifname)? else {
+        return Ok(());
+    };
+    let addrs = h.addrs(Some(link.index), Family::All)?;
+    let mut errors = ErrorList::new();
+    let mut emptied = Vec::new();
+    for rule in &rules {
+        let ours = rule
+            .src
+            .is_some_and(|s| addrs.iter().any(|a| a.net.addr() == s.addr()));
+        if !ours || table.is_some_and(|t| t != rule.table) {
+            continue;
+        }
+        match h.rule_del(rule) {
+            Ok(()) => emptied.push(rule.table),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => errors.push(Error::from(e).ctx("Failed to delete rule")),
+        }
+    }
+    // The auto-numbered tables this interface's routes were moved into (not a configured table,
+    // never main/default/local, none another rule still uses).
+    if table.is_none() {
+        let left = h.rules(Family::All)?;
+        emptied.retain(|t| !(253..=255).contains(t) && !left.iter().any(|r| r.table == *t));
+        for r in h.routes(Family::All, None)? {
+            if emptied.contains(&r.table) && r.oif == Some(link.index) {
+                match h.route_del(&r) {
+                    Err(e) if !e.is_not_found() => errors.push(Error::from(e)),
+                    _ => {}
+                }
+            }
+        }
+    }
+    errors.into_result()
+}
+
+fn check(req: &Request) -> Result<()> {
+    let table = load(req)?;
+    let (_, ips) = addresses(req)?;
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let rules = Handle::in_netns(&ns)?.rules(Family::All)?;
+    for ip in &ips {
+        let a = ip.address.addr();
+        let found = rules.iter().any(|r| {
+            r.src
+                .is_some_and(|s| s.addr() == a && s.prefix_len() == s.max_prefix_len())
+                && table.is_none_or(|t| t == r.table)
+        });
+        if !found {
+            return Err(Error::internal(format!(
+                "no source routing rule for {a} on {}",
+                req.env.ifname
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_free_table_skips_tables_rules_or_routes_use() {
+        let rule = |t| Rule::from_addr("10.0.0.1".parse().unwrap(), t);
+        let route = |t| Route {
+            table: t,
+            ..Route::default()
+        };
+        assert_eq!(next_free(&[], &[], FIRST_TABLE), 100);
+        let rules = [rule(100), rule(101), rule(103)];
+        assert_eq!(next_free(&rules, &[], FIRST_TABLE), 102);
+        assert_eq!(next_free(&rules, &[route(102)], FIRST_TABLE), 104);
+        assert_eq!(next_free(&rules, &[route(TABLE_MAIN)], 104), 104);
+    }
+}

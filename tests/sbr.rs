@@ -1,0 +1,289 @@
+//! sbr chained after bridge + host-local in throwaway namespaces: two interfaces, each address
+//! gets its rule and its table (100, then 101) with the interface's routes, the container's
+//! rules and routing tables equal what the Go plugin makes on the same input, traffic from each
+//! source address flows while traffic without one has no route, CHECK, each implementation's
+//! DEL removes the other's rules, the `table` key, a failed ADD undone, DEL without namespace
+//! or interface.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+struct Setup {
+    node: NetNs,
+    cont: NetNs,
+    sb: Sandbox,
+    n: u8,
+}
+
+fn setup(tag: &str, n: u8) -> Setup {
+    let sb = Sandbox::new(tag);
+    let node = NetNs::create();
+    node.sh(&["ip", "link", "set", "lo", "up"]);
+    let cont = NetNs::create();
+    Setup { node, cont, sb, n }
+}
+
+impl Setup {
+    fn env(&self, ifname: &str) -> Env {
+        Env {
+            container_id: "sbr1".into(),
+            netns: self.cont.path(),
+            ifname: ifname.into(),
+            ..Env::default()
+        }
+    }
+
+    /// Network `k` (bridge `sbrbrK`, 10.N.K.0/24, default route via 10.N.K.1).
+    fn bridge_conf(&self, k: u8) -> Value {
+        json!({"cniVersion": "1.0.0", "name": format!("sbrnet{k}"), "type": "bridge",
+            "bridge": format!("sbrbr{k}"), "isDefaultGateway": true,
+            "ipam": {"type": "host-local", "subnet": format!("10.{}.{k}.0/24", self.n),
+                     "dataDir": self.sb.path("ipam").display().to_string()}})
+    }
+
+    /// Bridge network `k` on `ifname` (always cnibox's bridge), once the kernel has given the
+    /// interface its IPv6 link-local route (sbr moves it too, so both sides must see it).
+    fn attach(&self, k: u8, ifname: &str) -> Value {
+        let r = self
+            .sb
+            .plugin_in(Impl::Ours, &self.node)
+            .add("bridge", &self.env(ifname), &self.bridge_conf(k))
+            .ok()
+            .clone();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self
+            .cont
+            .sh(&["ip", "-6", "route", "show", "dev", ifname])
+            .contains("fe80::/64")
+        {
+            assert!(Instant::now() < deadline, "no fe80::/64 route on {ifname}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        r
+    }
+
+    fn detach(&self, k: u8, ifname: &str) {
+        self.sb
+            .plugin_in(Impl::Ours, &self.node)
+            .del("bridge", &self.env(ifname), &self.bridge_conf(k))
+            .ok();
+    }
+
+    fn sbr(&self, imp: Impl, cmd: &str, ifname: &str, conf: &Value) -> Output {
+        self.sb
+            .plugin_in(imp, &self.node)
+            .cmd("sbr", cmd, &self.env(ifname), conf)
+    }
+
+    /// `ip rule` of both families and every routing table, without the lines that hold the
+    /// random link-local addresses.
+    fn state(&self) -> String {
+        let mut s = self.cont.sh(&["ip", "-4", "rule"]);
+        s += &self.cont.sh(&["ip", "-6", "rule"]);
+        let mut routes = self.cont.sh(&["ip", "route", "show", "table", "all"]);
+        routes += &self.cont.sh(&["ip", "-6", "route", "show", "table", "all"]);
+        s + &routes
+            .lines()
+            .filter(|l| !l.starts_with("local fe80"))
+            .map(|l| format!("{l}\n"))
+            .collect::<String>()
+    }
+
+    fn ping(&self, from: Option<&str>, to: &str) -> bool {
+        let mut cmd = vec!["ping", "-c", "1", "-W", "5"];
+        if let Some(f) = from {
+            cmd.extend(["-I", f]);
+        }
+        cmd.push(to);
+        self.cont.exec(&cmd).status_ok
+    }
+}
+
+fn sbr_conf(version: &str, prev: &Value, extra: Value) -> Value {
+    let mut c =
+        json!({"cniVersion": version, "name": "sbrnet1", "type": "sbr", "prevResult": prev});
+    for (k, v) in extra.as_object().unwrap() {
+        c[k] = v.clone();
+    }
+    c
+}
+
+const DEFAULT_RULES: &str =
+    "0:\tfrom all lookup local\n32766:\tfrom all lookup main\n32767:\tfrom all lookup default\n";
+
+/// Two interfaces chained through `add`'s sbr, checked, then taken down by `del`'s sbr.
+/// Returns the container's rules and tables after both ADDs.
+fn scenario(add: Impl, del: Impl, n: u8) -> String {
+    let s = setup(&format!("sbr-{n}"), n);
+    let r1 = s.attach(1, "eth0");
+    let c1 = sbr_conf("1.0.0", &r1, json!({}));
+    let out = s.sbr(add, "ADD", "eth0", &c1);
+    assert_eq!(out.ok(), &r1, "sbr must pass the prevResult through");
+    let r2 = s.attach(2, "net1");
+    let c2 = sbr_conf("1.0.0", &r2, json!({}));
+    s.sbr(add, "ADD", "net1", &c2).ok();
+    let state = s.state();
+    let (a1, a2) = (format!("10.{n}.1.2"), format!("10.{n}.2.2"));
+    for want in [
+        format!("from {a1} lookup 100"),
+        format!("from {a2} lookup 101"),
+        format!("default via 10.{n}.1.1 dev eth0 table 100"),
+        format!("10.{n}.1.0/24 dev eth0 table 100 proto kernel scope link src {a1}"),
+        format!("default via 10.{n}.2.1 dev net1 table 101"),
+        "fe80::/64 dev eth0 table 100 proto kernel metric 256".to_string(),
+    ] {
+        assert!(state.contains(&want), "{want:?} missing:\n{state}");
+    }
+    let main = s.cont.sh(&["ip", "route", "show", "table", "main"]);
+    assert_eq!(main, "", "routes left in the main table");
+    assert!(s.ping(Some(&a1), &format!("10.{n}.1.1")), "ping from {a1}");
+    assert!(s.ping(Some(&a2), &format!("10.{n}.2.1")), "ping from {a2}");
+    assert!(
+        !s.ping(None, &format!("10.{n}.1.1")),
+        "ping without a source address must find no route"
+    );
+    // Our CHECK accepts either implementation's attachment.
+    s.sbr(Impl::Ours, "CHECK", "eth0", &c1).ok();
+    s.sbr(Impl::Ours, "CHECK", "net1", &c2).ok();
+
+    s.sbr(del, "DEL", "net1", &c2).ok();
+    s.sbr(del, "DEL", "eth0", &c1).ok();
+    assert_eq!(
+        s.cont.sh(&["ip", "-4", "rule"]),
+        DEFAULT_RULES,
+        "rules left after DEL"
+    );
+    if del == Impl::Ours {
+        for t in ["100", "101"] {
+            let left = s.cont.sh(&["ip", "route", "show", "table", t])
+                + &s.cont.sh(&["ip", "-6", "route", "show", "table", t]);
+            assert_eq!(left, "", "table {t} left after our DEL");
+        }
+        let out = s.sbr(Impl::Ours, "CHECK", "eth0", &c1);
+        assert!(out.err(999).contains(&a1), "{out:?}");
+    }
+    s.sbr(del, "DEL", "eth0", &c1).ok();
+    s.detach(2, "net1");
+    s.detach(1, "eth0");
+    state
+}
+
+#[test]
+fn routes_by_source_and_matches_the_reference() {
+    if !require_root("sbr routes_by_source_and_matches_the_reference") {
+        return;
+    }
+    let ours = scenario(Impl::Ours, Impl::Ours, 61);
+    if !reference_available("sbr") {
+        return;
+    }
+    let theirs = scenario(Impl::Reference, Impl::Ours, 61);
+    assert_eq!(ours, theirs, "rules and tables differ from the reference");
+    scenario(Impl::Ours, Impl::Reference, 61);
+}
+
+/// `table`: only rules, all to that table, the main table untouched; DEL of another table
+/// leaves them; CHECK notices a missing rule.
+#[test]
+fn fixed_table() {
+    if !require_root("sbr fixed_table") {
+        return;
+    }
+    let n = 62;
+    let s = setup("sbr-table", n);
+    let r1 = s.attach(1, "eth0");
+    let main = s.cont.sh(&["ip", "route", "show", "table", "main"]);
+    let c = sbr_conf("1.0.0", &r1, json!({"table": 300}));
+    assert_eq!(s.sbr(Impl::Ours, "ADD", "eth0", &c).ok(), &r1);
+    let rules = s.cont.sh(&["ip", "-4", "rule"]);
+    assert!(
+        rules.contains(&format!("from 10.{n}.1.2 lookup 300")),
+        "{rules}"
+    );
+    assert_eq!(s.cont.sh(&["ip", "route", "show", "table", "main"]), main);
+    assert!(!s.state().contains("table 300"), "routes put in table 300");
+    s.sbr(Impl::Ours, "CHECK", "eth0", &c).ok();
+    let other = sbr_conf("1.0.0", &r1, json!({"table": 301}));
+    s.sbr(Impl::Ours, "CHECK", "eth0", &other).err(999);
+    s.sbr(Impl::Ours, "DEL", "eth0", &other).ok();
+    assert_eq!(s.cont.sh(&["ip", "-4", "rule"]), rules, "DEL of table 301");
+    s.cont.sh(&[
+        "ip",
+        "rule",
+        "del",
+        "from",
+        &format!("10.{n}.1.2"),
+        "table",
+        "300",
+    ]);
+    s.sbr(Impl::Ours, "CHECK", "eth0", &c).err(999);
+    s.sbr(Impl::Ours, "ADD", "eth0", &c).ok();
+    s.sbr(Impl::Ours, "DEL", "eth0", &c).ok();
+    assert_eq!(s.cont.sh(&["ip", "-4", "rule"]), DEFAULT_RULES);
+    assert_eq!(s.cont.sh(&["ip", "route", "show", "table", "main"]), main);
+    s.detach(1, "eth0");
+}
+
+/// A second address whose gateway cannot be reached makes ADD fail after the first one's rule
+/// and routes exist: everything goes again, the main table is as before.
+#[test]
+fn failed_add_is_undone() {
+    if !require_root("sbr failed_add_is_undone") {
+        return;
+    }
+    let n = 63;
+    let s = setup("sbr-undo", n);
+    let mut r1 = s.attach(1, "eth0");
+    let before = s.state();
+    r1["ips"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"address": "10.250.0.5/24", "gateway": "10.250.0.1", "interface": 2}));
+    let out = s.sbr(
+        Impl::Ours,
+        "ADD",
+        "eth0",
+        &sbr_conf("1.0.0", &r1, json!({})),
+    );
+    assert!(out.err(999).contains("10.250.0.1"), "{out:?}");
+    assert_eq!(s.state(), before, "a failed ADD left something behind");
+    s.detach(1, "eth0");
+}
+
+/// DEL succeeds without the namespace or the interface; ADD needs a prevResult with addresses.
+#[test]
+fn del_tolerates_missing_things_and_add_needs_a_chain() {
+    if !require_root("sbr del_tolerates_missing_things_and_add_needs_a_chain") {
+        return;
+    }
+    let s = setup("sbr-missing", 64);
+    let prev = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "eth0", "sandbox": s.cont.path()}],
+        "ips": [{"address": "10.64.1.2/24", "interface": 0}]});
+    let c = sbr_conf("1.0.0", &prev, json!({}));
+    s.sbr(Impl::Ours, "DEL", "eth0", &c).ok();
+    let gone = Env {
+        netns: "/run/netns/cnibox-no-such-ns".into(),
+        ..s.env("eth0")
+    };
+    s.sb.plugin_in(Impl::Ours, &s.node)
+        .del("sbr", &gone, &c)
+        .ok();
+    let mut none = c.clone();
+    none.as_object_mut().unwrap().remove("prevResult");
+    assert!(
+        s.sbr(Impl::Ours, "ADD", "eth0", &none)
+            .err(7)
+            .contains("prevResult")
+    );
+    let mut empty = c.clone();
+    empty["prevResult"]["ips"] = json!([]);
+    assert!(
+        s.sbr(Impl::Ours, "ADD", "eth0", &empty)
+            .err(7)
+            .contains("No IP addresses")
+    );
+    assert_eq!(s.cont.sh(&["ip", "-4", "rule"]), DEFAULT_RULES);
+}
