@@ -685,26 +685,6 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
             "host-device",
             "ADD",
             with(hd.clone(), path, val).to_string(),
-    // ---- tap (checked before the device is made); a missing bridge fails after, undone
-    let tp = base("tap", data, cont);
-    for (path, val, code, names) in [
-        ("mtu", json!(-5), 7, "mtu"),
-        ("mtu", json!(70000), 7, "mtu"),
-        ("mtu", json!("x"), 6, "mtu"),
-        ("mac", json!("nope"), 7, "mac"),
-        ("owner", json!(-1), 6, "owner"),
-        ("owner", json!(4294967295u32), 7, "owner"),
-        ("group", json!("x"), 6, "group"),
-        ("multiQueue", json!("yes"), 6, "multiQueue"),
-        ("bridge", json!("a/b"), 7, "bridge"),
-        ("bridge", json!("nosuchbr"), 999, "bridge"),
-        ("selinuxContext", json!("x\ny"), 7, "selinuxContext"),
-        ("runtimeConfig", json!({"mac": "zz"}), 7, "mac"),
-    ] {
-        add(
-            "tap",
-            "ADD",
-            with(tp.clone(), path, val).to_string(),
             code,
             names,
         );
@@ -733,6 +713,30 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
         "ipam",
     );
     add("dummy", "CHECK", without(dm, "ipam").to_string(), 7, "ipam");
+    // ---- tap (checked before the device is made); a missing bridge fails after, undone
+    let tp = base("tap", data, cont);
+    for (path, val, code, names) in [
+        ("mtu", json!(-5), 7, "mtu"),
+        ("mtu", json!(70000), 7, "mtu"),
+        ("mtu", json!("x"), 6, "mtu"),
+        ("mac", json!("nope"), 7, "mac"),
+        ("owner", json!(-1), 6, "owner"),
+        ("owner", json!(4294967295u32), 7, "owner"),
+        ("group", json!("x"), 6, "group"),
+        ("multiQueue", json!("yes"), 6, "multiQueue"),
+        ("bridge", json!("a/b"), 7, "bridge"),
+        ("bridge", json!("nosuchbr"), 999, "bridge"),
+        ("selinuxContext", json!("x\ny"), 7, "selinuxContext"),
+        ("runtimeConfig", json!({"mac": "zz"}), 7, "mac"),
+    ] {
+        add(
+            "tap",
+            "ADD",
+            with(tp.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
     // ---- bridge chained onto prevResult's CNI_IFNAME (net1): only L2 keys, same sandbox
     let chained = |sandbox: &str| {
         let prev =
@@ -746,6 +750,7 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
         chained("/run/netns/elsewhere").to_string(),
         7,
         "sandbox",
+    );
     // ---- sbr and vrf (checked before the namespace is touched; this kernel has no vrf)
     for (applet, path, val, code, names) in [
         ("sbr", "table", json!("x"), 6, "table"),

@@ -135,6 +135,7 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             "dummy",
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "dummy", "ipam": ipam.clone()}),
         ),
+        (
             "tap",
             json!({"cniVersion": "1.1.0", "name": "fznet", "type": "tap", "mtu": 1400,
             "multiQueue": true, "owner": 0, "group": 0, "mac": "02:00:00:00:7f:03",

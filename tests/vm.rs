@@ -128,6 +128,8 @@ fn ipvlan_in_vm() {
 #[test]
 fn dummy_in_vm() {
     run_in_vm("dummy_in_vm", "tests/vm/dummy.sh");
+}
+
 /// vrf end to end (two interfaces in one VRF, their routes moved into its table, ping through
 /// it, CHECK, DEL of the last one removing the VRF, a fixed table, errors and undo, side by
 /// side with the reference): this build machine's kernel has no vrf.
