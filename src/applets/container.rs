@@ -6,6 +6,7 @@
 use crate::cni::result::CniResult;
 use crate::cni::{Context, Error, Request, Result};
 use crate::netlink::{Handle, Link, fmt_mac};
+use crate::netns::NetNs;
 
 /// Rename the link created as `tmp` (`kind` for messages) to CNI_IFNAME and return it, re-read
 /// after the rename. On failure the link is deleted again, and a failed delete is reported too.
@@ -97,4 +98,31 @@ pub fn requested_mac(req: &Request, configured: String) -> Result<String> {
         mac = m.to_string();
     }
     Ok(mac)
+}
+
+/// DEL's link part: delete CNI_IFNAME in the container when it is a `kind` link. A link of
+/// another kind is not ours and is left alone with a note; a missing netns or link is fine.
+pub fn delete_own_link(req: &Request, applet: &str, kind: &str) -> Result<()> {
+    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+        return Ok(());
+    };
+    let mut cont = Handle::in_netns(&ns)?;
+    let ifname = &req.env.ifname;
+    match cont.link_by_name(ifname)? {
+        None => Ok(()),
+        Some(l) if l.kind.as_deref() != Some(kind) => {
+            eprintln!(
+                "{applet}: {ifname} in {} is a {} link, not a {kind}: left alone",
+                req.env.netns,
+                l.kind.as_deref().unwrap_or("physical")
+            );
+            Ok(())
+        }
+        Some(l) => match cont.del_link(l.index) {
+            Err(e) if !e.is_not_found() => {
+                Err(Error::from(e).ctx(format_args!("failed to delete {ifname}")))
+            }
+            _ => Ok(()),
+        },
+    }
 }

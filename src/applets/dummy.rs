@@ -81,32 +81,8 @@ fn del(req: &Request) -> Result<()> {
     if let Some(ipam) = req.ipam_type() {
         errors.check(delegate::del(ipam, req));
     }
-    if let Some(ns) = errors.check(NetNs::open_existing(&req.env.netns)).flatten() {
-        errors.check(delete_dummy(req, &ns));
-    }
+    errors.check(super::container::delete_own_link(req, "dummy", "dummy"));
     errors.into_result()
-}
-
-fn delete_dummy(req: &Request, ns: &NetNs) -> Result<()> {
-    let mut cont = Handle::in_netns(ns)?;
-    let ifname = &req.env.ifname;
-    match cont.link_by_name(ifname)? {
-        None => Ok(()),
-        Some(l) if l.kind.as_deref() != Some("dummy") => {
-            eprintln!(
-                "dummy: {ifname} in {} is a {} link, not a dummy: left alone",
-                req.env.netns,
-                l.kind.as_deref().unwrap_or("physical")
-            );
-            Ok(())
-        }
-        Some(l) => match cont.del_link(l.index) {
-            Err(e) if !e.is_not_found() => {
-                Err(Error::from(e).ctx(format_args!("failed to delete {ifname}")))
-            }
-            _ => Ok(()),
-        },
-    }
 }
 
 fn check(req: &Request) -> Result<()> {

@@ -419,17 +419,11 @@ fn check(req: &Request) -> Result<()> {
 }
 
 fn status(req: &Request) -> Result<()> {
-    match req.ipam_type() {
-        Some(ipam) => delegate::delegate(Command::Status, ipam, req).map(drop),
-        None => Ok(()),
-    }
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    match req.ipam_type() {
-        Some(ipam) => delegate::delegate(Command::Gc, ipam, req).map(drop),
-        None => Ok(()),
-    }
+    delegate::to_ipam(Command::Gc, req)
 }
 
 #[cfg(test)]

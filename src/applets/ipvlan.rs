@@ -25,7 +25,7 @@ use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, de
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
 use crate::netlink::{Family, Handle, Link, fmt_mac};
 use crate::netns::NetNs;
-use crate::undo::{ErrorList, Undo};
+use crate::undo::Undo;
 use crate::{random, sysctl};
 use serde::Deserialize;
 
@@ -238,28 +238,7 @@ fn del(req: &Request) -> Result<()> {
     if let Some(ipam) = req.ipam_type() {
         delegate::del(ipam, req)?;
     }
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
-        return Ok(());
-    };
-    let mut cont = Handle::in_netns(&ns)?;
-    let ifname = &req.env.ifname;
-    let mut errors = ErrorList::new();
-    match cont.link_by_name(ifname)? {
-        None => {}
-        Some(l) if l.kind.as_deref() != Some("ipvlan") => eprintln!(
-            "ipvlan: {ifname} in {} is a {} link, not an ipvlan: left alone",
-            req.env.netns,
-            l.kind.as_deref().unwrap_or("physical")
-        ),
-        Some(l) => {
-            if let Err(e) = cont.del_link(l.index)
-                && !e.is_not_found()
-            {
-                errors.push(Error::from(e).ctx(format_args!("failed to delete {ifname}")));
-            }
-        }
-    }
-    errors.into_result()
+    super::container::delete_own_link(req, "ipvlan", "ipvlan")
 }
 
 fn check(req: &Request) -> Result<()> {
@@ -291,15 +270,9 @@ fn check(req: &Request) -> Result<()> {
 }
 
 fn status(req: &Request) -> Result<()> {
-    match req.ipam_type() {
-        Some(ipam) => delegate::delegate(Command::Status, ipam, req).map(drop),
-        None => Ok(()),
-    }
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    match req.ipam_type() {
-        Some(ipam) => delegate::delegate(Command::Gc, ipam, req).map(drop),
-        None => Ok(()),
-    }
+    delegate::to_ipam(Command::Gc, req)
 }

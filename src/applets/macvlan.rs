@@ -28,7 +28,7 @@ use crate::netlink::macvlan::{
 };
 use crate::netlink::{Family, Handle, Link, fmt_mac, parse_mac};
 use crate::netns::NetNs;
-use crate::undo::{ErrorList, Undo};
+use crate::undo::Undo;
 use crate::{random, sysctl};
 use serde::Deserialize;
 
@@ -244,28 +244,7 @@ fn del(req: &Request) -> Result<()> {
     if let Some(ipam) = c.ipam {
         delegate::del(ipam, req)?;
     }
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
-        return Ok(());
-    };
-    let mut cont = Handle::in_netns(&ns)?;
-    let ifname = &req.env.ifname;
-    let mut errors = ErrorList::new();
-    match cont.link_by_name(ifname)? {
-        None => {}
-        Some(l) if l.kind.as_deref() != Some("macvlan") => eprintln!(
-            "macvlan: {ifname} in {} is a {} link, not a macvlan: left alone",
-            req.env.netns,
-            l.kind.as_deref().unwrap_or("physical")
-        ),
-        Some(l) => {
-            if let Err(e) = cont.del_link(l.index)
-                && !e.is_not_found()
-            {
-                errors.push(Error::from(e).ctx(format_args!("failed to delete {ifname}")));
-            }
-        }
-    }
-    errors.into_result()
+    super::container::delete_own_link(req, "macvlan", "macvlan")
 }
 
 fn check(req: &Request) -> Result<()> {
@@ -293,15 +272,11 @@ fn check(req: &Request) -> Result<()> {
 }
 
 fn status(req: &Request) -> Result<()> {
-    match load(req)?.ipam {
-        Some(ipam) => delegate::delegate(Command::Status, ipam, req).map(drop),
-        None => Ok(()),
-    }
+    load(req)?;
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    match load(req)?.ipam {
-        Some(ipam) => delegate::delegate(Command::Gc, ipam, req).map(drop),
-        None => Ok(()),
-    }
+    load(req)?;
+    delegate::to_ipam(Command::Gc, req)
 }

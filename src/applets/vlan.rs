@@ -214,28 +214,7 @@ fn finish(
 fn del(req: &Request) -> Result<()> {
     let v = load(req)?;
     delegate::del(&v.ipam, req)?;
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
-        return Ok(());
-    };
-    let mut cont = Handle::in_netns(&ns)?;
-    let ifname = &req.env.ifname;
-    match cont.link_by_name(ifname)? {
-        None => {}
-        Some(l) if l.kind.as_deref() != Some("vlan") => {
-            eprintln!(
-                "vlan: {ifname} in {} is a {} link, not a vlan: left alone",
-                req.env.netns,
-                l.kind.as_deref().unwrap_or("physical")
-            );
-        }
-        Some(l) => match cont.del_link(l.index) {
-            Err(e) if !e.is_not_found() => {
-                return Err(Error::from(e).ctx(format_args!("failed to delete {ifname}")));
-            }
-            _ => {}
-        },
-    }
-    Ok(())
+    super::container::delete_own_link(req, "vlan", "vlan")
 }
 
 fn check(req: &Request) -> Result<()> {
