@@ -6,6 +6,7 @@ use crate::cni::Applet;
 mod bandwidth;
 mod bridge;
 mod container;
+mod dhcp;
 mod firewall;
 mod host_local;
 pub(crate) mod iface;
@@ -22,6 +23,7 @@ mod vlan;
 pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
     &bridge::APPLET,
+    &dhcp::APPLET,
     &firewall::APPLET,
     &host_local::APPLET,
     &ipvlan::APPLET,
@@ -33,6 +35,12 @@ pub static TABLE: &[&Applet] = &[
     &tuning::APPLET,
     &vlan::APPLET,
 ];
+
+/// `APPLET daemon ARGS…` for applets that are also daemons (`dhcp daemon`): its exit status,
+/// `None` for the others.
+pub fn daemon(applet: &str, args: &[String]) -> Option<i32> {
+    (applet == "dhcp").then(|| dhcp::daemon::main(args))
+}
 
 pub fn find(name: &str) -> Option<&'static Applet> {
     TABLE.iter().copied().find(|a| a.name == name)
