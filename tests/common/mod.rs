@@ -39,6 +39,7 @@ pub const APPLETS: &[&str] = &[
     "ptp",
     "macvlan",
     "ipvlan",
+    "dhcp",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.
