@@ -107,6 +107,13 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             "mode": "bridge", "mtu": 1400, "runtimeConfig": {"mac": "02:00:00:00:7f:02"},
             "ipam": ipam.clone()}),
         ),
+        (
+            "dhcp",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "dhcp",
+            "ipam": {"type": "dhcp", "daemonSocketPath": format!("{data}/no-dhcp.sock"),
+                     "provide": [{"option": "host-name", "fromArg": "K8S_POD_NAME"}],
+                     "request": [{"option": "121"}, {"skipDefault": true}], "priority": 5}}),
+        ),
     ]
 }
 
