@@ -7,6 +7,7 @@ use cnibox::cni::skel;
 const USAGE: &str = "\
 usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in the environment)
        APPLET                 the same, when cnibox is installed under the applet's name
+       cnibox dhcp daemon [-socketpath PATH] …   the DHCP lease daemon (`-h`: its flags)
        cnibox --list          list applets
        cnibox --version       print version and supported CNI spec versions
        cnibox --help          this text
@@ -14,6 +15,18 @@ Install the applet links with `symlinks.sh [DIR]` (default /opt/cni/bin).";
 
 fn main() {
     std::process::exit(real_main());
+}
+
+/// Run `applet` as a plugin or, given `daemon` as its first argument (`dhcp daemon …`), as the
+/// daemon it also is.
+fn run(applet: &'static cnibox::cni::Applet, mut args: std::env::ArgsOs) -> i32 {
+    if args.next().is_some_and(|a| a == "daemon") {
+        let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
+        if let Some(status) = applets::daemon(applet.name, &rest) {
+            return status;
+        }
+    }
+    skel::run(applets::TABLE, applet)
 }
 
 fn real_main() -> i32 {
@@ -26,7 +39,7 @@ fn real_main() -> i32 {
     let base = base.strip_suffix(".exe").unwrap_or(&base);
     cnibox::netfilter::nft::linger_at_exit();
     if let Some(applet) = applets::find(base) {
-        return skel::run(applets::TABLE, applet);
+        return run(applet, args);
     }
     if !base.starts_with("cnibox") {
         eprintln!("cnibox: unknown applet {base:?} (cnibox --list shows the applets)");
@@ -70,7 +83,7 @@ fn real_main() -> i32 {
             2
         }
         name => match applets::find(name) {
-            Some(applet) => skel::run(applets::TABLE, applet),
+            Some(applet) => run(applet, args),
             None => {
                 eprintln!("cnibox: unknown applet {name:?} (cnibox --list shows the applets)");
                 1

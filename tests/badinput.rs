@@ -73,6 +73,10 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
         }
         "vrf" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "vrf",
             "vrfname": "vrfbad", "prevResult": prev}),
+        "dhcp" => json!({"cniVersion": "1.0.0", "name": "badnet", "type": "dhcp",
+            "ipam": {"type": "dhcp", "daemonSocketPath": format!("{data}/no-dhcp.sock"),
+                     "provide": [{"option": "host-name", "value": "h"}],
+                     "request": [{"option": "121"}]}}),
         other => panic!("no base config for {other}"),
     }
 }
@@ -96,6 +100,7 @@ const APPLETS: &[&str] = &[
     "tap",
     "sbr",
     "vrf",
+    "dhcp",
 ];
 
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
@@ -785,6 +790,68 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
         without(base("vrf", data, cont), "vrfname").to_string(),
         7,
         "vrfname",
+    );
+    // ---- dhcp (checked before the daemon is asked; none runs here)
+    let dh = base("dhcp", data, cont);
+    for (path, val, code, names) in [
+        ("ipam.daemonSocketPath", json!(5), 6, "daemonSocketPath"),
+        (
+            "ipam.daemonSocketPath",
+            json!("/".repeat(200)),
+            7,
+            "daemonSocketPath",
+        ),
+        ("ipam.provide", json!("x"), 6, "ipam.provide"),
+        (
+            "ipam.provide.0.option",
+            json!("hostname"),
+            7,
+            "ipam.provide[0].option",
+        ),
+        ("ipam.provide.0.option", json!(12), 6, "option"),
+        (
+            "ipam.provide.0.option",
+            json!("255"),
+            7,
+            "ipam.provide[0].option",
+        ),
+        (
+            "ipam.provide.0.value",
+            json!("v".repeat(256)),
+            7,
+            "ipam.provide[0].value",
+        ),
+        (
+            "ipam.request.0.option",
+            json!("300"),
+            7,
+            "ipam.request[0].option",
+        ),
+        ("ipam.request.0.skipDefault", json!("yes"), 6, "skipDefault"),
+        ("ipam.priority", json!(-1), 7, "ipam.priority"),
+        ("ipam.priority", json!("x"), 6, "priority"),
+    ] {
+        add(
+            "dhcp",
+            "ADD",
+            with(dh.clone(), path, val).to_string(),
+            code,
+            names,
+        );
+    }
+    add(
+        "dhcp",
+        "ADD",
+        dh.to_string(),
+        999,
+        "error dialing DHCP daemon",
+    );
+    add(
+        "dhcp",
+        "CHECK",
+        with(dh.clone(), "ipam.provide.0.option", json!("x")).to_string(),
+        7,
+        "option",
     );
     // ---- loopback
     let l = base("loopback", data, cont);

@@ -141,6 +141,13 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             "multiQueue": true, "owner": 0, "group": 0, "mac": "02:00:00:00:7f:03",
             "ipam": ipam.clone()}),
         ),
+        (
+            "dhcp",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "dhcp",
+            "ipam": {"type": "dhcp", "daemonSocketPath": format!("{data}/no-dhcp.sock"),
+                     "provide": [{"option": "host-name", "fromArg": "K8S_POD_NAME"}],
+                     "request": [{"option": "121"}, {"skipDefault": true}], "priority": 5}}),
+        ),
     ]
 }
 

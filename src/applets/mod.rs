@@ -6,6 +6,7 @@ use crate::cni::Applet;
 mod bandwidth;
 mod bridge;
 mod container;
+mod dhcp;
 mod dummy;
 mod firewall;
 mod flannel;
@@ -29,6 +30,7 @@ pub static TABLE: &[&Applet] = &[
     &bandwidth::APPLET,
     &bridge::APPLET,
     &dummy::APPLET,
+    &dhcp::APPLET,
     &firewall::APPLET,
     &flannel::APPLET,
     &host_device::APPLET,
@@ -45,6 +47,12 @@ pub static TABLE: &[&Applet] = &[
     &vlan::APPLET,
     &vrf::APPLET,
 ];
+
+/// `APPLET daemon ARGS…` for applets that are also daemons (`dhcp daemon`): its exit status,
+/// `None` for the others.
+pub fn daemon(applet: &str, args: &[String]) -> Option<i32> {
+    (applet == "dhcp").then(|| dhcp::daemon::main(args))
+}
 
 pub fn find(name: &str) -> Option<&'static Applet> {
     TABLE.iter().copied().find(|a| a.name == name)

@@ -46,6 +46,7 @@ pub const APPLETS: &[&str] = &[
     "tap",
     "sbr",
     "vrf",
+    "dhcp",
 ];
 
 /// Where the Debian package installs the reference (Go, v1.1.1) plugins.

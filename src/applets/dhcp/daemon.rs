@@ -1,0 +1,465 @@
+//! `dhcp daemon` (upstream `daemon.go`): holds the leases of the `dhcp` plugin's attachments.
+//!
+//! Listens on `-socketpath` (default `/run/cni/dhcp.sock`, under `-hostprefix`), or on the one
+//! socket systemd passes (LISTEN_FDS, `contrib/systemd/cnibox-dhcp.socket`). Each connection
+//! carries one [`Call`]; each lease has a thread that entered the container namespace and keeps
+//! it there (the namespace stays open while the lease lives, so DEL can release the lease even
+//! after the runtime removed the namespace's mount). SIGTERM and SIGINT end the daemon: the
+//! socket (unless systemd owns it) and the pidfile are removed, leases are not released, as
+//! upstream. Beyond upstream: a stale socket file of a daemon that is gone is replaced (a live
+//! daemon on it is an error); a lease whose interface disappeared is forgotten, so a later ADD
+//! acquires a new one.
+
+use super::flags::{Flags, Stop, USAGE};
+use super::lease::{Client, Cmd, Mailbox, Timing, lock, log};
+use super::packet::Msg;
+use super::proto::{Call, MAX_MESSAGE};
+use crate::cni::Version;
+use crate::cni::env::validate_ifname;
+use crate::cni::result::{CniResult, IpConfig, Route};
+use crate::error::{Error, Result};
+use crate::netns::NetNs;
+use ipnet::{IpNet, Ipv4Net};
+use serde_json::{Value, json};
+use std::collections::{HashMap, HashSet};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::net::IpAddr;
+use std::os::fd::FromRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+struct Slot {
+    generation: u64,
+    network: String,
+    container_id: String,
+    ifname: String,
+    mailbox: Arc<Mailbox>,
+    ack: Arc<Mutex<Msg>>,
+    thread: Thread,
+}
+
+/// A joinable thread.
+struct Thread(libc::pthread_t);
+// SAFETY: a pthread_t is an ID that any thread may join (musl's is a pointer, hence not Send).
+unsafe impl Send for Thread {}
+
+struct Daemon {
+    leases: Mutex<HashMap<Vec<u8>, Slot>>,
+    hostprefix: String,
+    timing: Timing,
+    generation: AtomicU64,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Run `job` on a thread of its own (1 MiB of stack), detached or to be [`join`]ed. Plain
+/// pthreads: std's threads bring about 12 KB of machinery (stack-overflow handlers, spawn
+/// hooks, names) this daemon does not need.
+fn spawn(job: Job, detached: bool) -> Result<Thread> {
+    extern "C" fn start(p: *mut libc::c_void) -> *mut libc::c_void {
+        // SAFETY: `p` is the box `spawn` leaked for this thread, taken back once, here.
+        let job = unsafe { Box::from_raw(p.cast::<Job>()) };
+        job();
+        std::ptr::null_mut()
+    }
+    let p = Box::into_raw(Box::new(job));
+    // SAFETY: the attribute object is initialised before use and destroyed after; `p` goes to
+    // the new thread, or is taken back when there is none.
+    unsafe {
+        let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+        libc::pthread_attr_init(attr.as_mut_ptr());
+        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), 1 << 20);
+        if detached {
+            libc::pthread_attr_setdetachstate(attr.as_mut_ptr(), libc::PTHREAD_CREATE_DETACHED);
+        }
+        let mut t: libc::pthread_t = std::mem::zeroed();
+        let r = libc::pthread_create(&mut t, attr.as_ptr(), start, p.cast());
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        if r != 0 {
+            drop(Box::from_raw(p));
+            return Err(Error::io(
+                "start a thread",
+                std::io::Error::from_raw_os_error(r),
+            ));
+        }
+        Ok(Thread(t))
+    }
+}
+
+/// Wait for a thread [`spawn`]ed not detached.
+fn join(t: Thread) {
+    // SAFETY: `t` is a joinable thread, joined once (it is consumed).
+    unsafe { libc::pthread_join(t.0, std::ptr::null_mut()) };
+}
+
+/// What SIGTERM and SIGINT remove: the socket (unless systemd's) and the pidfile.
+static CLEANUP: OnceLock<Vec<CString>> = OnceLock::new();
+
+extern "C" fn on_signal(_: libc::c_int) {
+    const MSG: &[u8] = b"dhcp daemon: terminating\n";
+    // SAFETY: only async-signal-safe calls (write, unlink, _exit) on data set before the
+    // handler was installed.
+    unsafe {
+        libc::write(2, MSG.as_ptr().cast(), MSG.len());
+        for p in CLEANUP.get().into_iter().flatten() {
+            libc::unlink(p.as_ptr());
+        }
+        libc::_exit(0);
+    }
+}
+
+/// `dhcp daemon ARGS…`: the exit status.
+pub fn main(args: &[String]) -> i32 {
+    let f = match Flags::parse(args) {
+        Ok(f) => f,
+        Err(Stop::Help) => {
+            eprintln!("{USAGE}");
+            return 0;
+        }
+        Err(Stop::Bad(m)) => {
+            eprintln!("{m}\n{USAGE}");
+            return 2;
+        }
+    };
+    match run(f) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("dhcp daemon: {e}");
+            1
+        }
+    }
+}
+
+fn run(f: Flags) -> std::result::Result<(), String> {
+    if !f.pidfile.is_empty() {
+        if !f.pidfile.starts_with('/') {
+            return Err(format!(
+                "Error writing pidfile {:?}: path not absolute",
+                f.pidfile
+            ));
+        }
+        std::fs::write(&f.pidfile, std::process::id().to_string())
+            .map_err(|e| format!("Error writing pidfile {:?}: {e}", f.pidfile))?;
+    }
+    let path = match f.socketpath.as_str() {
+        "" => super::DEFAULT_SOCKET,
+        s => s,
+    };
+    let path = format!("{}{path}", f.hostprefix);
+    let (listener, activated) = listen(&path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&f.pidfile);
+    })?;
+    let owned = [(!activated).then_some(&path), Some(&f.pidfile)];
+    let files = owned.into_iter().flatten().filter(|p| !p.is_empty());
+    let _ = CLEANUP.set(
+        files
+            .filter_map(|p| CString::new(p.as_str()).ok())
+            .collect(),
+    );
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: installs a handler that only makes async-signal-safe calls.
+        unsafe {
+            libc::signal(
+                sig,
+                on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
+            )
+        };
+    }
+    eprintln!("dhcp daemon: listening on {path}");
+    let d: &'static Daemon = Box::leak(Box::new(Daemon {
+        leases: Mutex::new(HashMap::new()),
+        hostprefix: f.hostprefix,
+        timing: Timing {
+            timeout: f.timeout,
+            resend_max: f.resendmax,
+            resend_timeout: f.resendtimeout,
+            broadcast: f.broadcast,
+        },
+        generation: AtomicU64::new(0),
+    }));
+    for conn in listener.incoming() {
+        match conn {
+            Ok(c) => {
+                if let Err(e) = spawn(Box::new(move || serve(d, c)), true) {
+                    eprintln!("dhcp daemon: {e}");
+                }
+            }
+            Err(e) => {
+                eprintln!("dhcp daemon: accept: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The socket systemd passed, or a new one at `path`; `true` when systemd's.
+fn listen(path: &str) -> std::result::Result<(UnixListener, bool), String> {
+    let var = |k| std::env::var(k).ok().and_then(|v| v.parse::<u32>().ok());
+    if var("LISTEN_PID") == Some(std::process::id()) {
+        match var("LISTEN_FDS").unwrap_or(0) {
+            0 => {}
+            // SAFETY: systemd hands fd 3 to this process (LISTEN_PID) and nothing else owns it.
+            1 => unsafe {
+                libc::fcntl(3, libc::F_SETFD, libc::FD_CLOEXEC);
+                return Ok((UnixListener::from_raw_fd(3), true));
+            },
+            n => {
+                return Err(format!(
+                    "Too many ({n}) FDs passed through socket activation"
+                ));
+            }
+        }
+    }
+    if let Some(dir) = std::path::Path::new(path).parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| format!("Error getting listener: {}: {e}", dir.display()))?;
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && m.file_type().is_socket()
+    {
+        if UnixStream::connect(path).is_ok() {
+            return Err(format!(
+                "Error getting listener: {path}: another daemon is listening"
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+    }
+    UnixListener::bind(path)
+        .map(|l| (l, false))
+        .map_err(|e| format!("Error getting listener: {path}: {e}"))
+}
+
+fn serve(d: &'static Daemon, mut c: UnixStream) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
+    let mut buf = Vec::new();
+    let answer = match (&mut c).take(MAX_MESSAGE).read_to_end(&mut buf) {
+        Ok(_) => match serde_json::from_slice(&buf)
+            .ok()
+            .as_ref()
+            .and_then(Call::from_json)
+        {
+            Some(call) => d.handle(call),
+            None => Err(Error::decode("bad call: not a cnibox dhcp call")),
+        },
+        Err(e) => Err(Error::io("read call", e)),
+    };
+    let v = answer.unwrap_or_else(|e| json!({"code": e.code, "msg": e.msg}));
+    let _ = c.write_all(v.to_string().as_bytes());
+}
+
+/// Upstream's client identifier, cut to 254 bytes (an option holds 255, with the type byte).
+fn client_id(c: &Call) -> Vec<u8> {
+    let mut id = format!("{}/{}/{}", c.container_id, c.network, c.ifname).into_bytes();
+    id.truncate(254);
+    id
+}
+
+/// The result upstream builds from an ACK.
+fn result(ack: &Msg, priority: u32) -> Result<Value> {
+    let (ip, prefix) = ack
+        .address()
+        .ok_or_else(|| Error::internal("DHCP option Subnet Mask not found in DHCPACK"))?;
+    let net = |a, p| {
+        Ipv4Net::new(a, p)
+            .map(IpNet::V4)
+            .map_err(|e| Error::internal(e.to_string()))
+    };
+    let mut r = CniResult::default();
+    r.ips.push(IpConfig {
+        version: None,
+        interface: None,
+        address: net(ip, prefix)?,
+        gateway: ack.router().map(IpAddr::V4),
+    });
+    for (dst, p, gw) in ack.routes() {
+        let mut route = Route::new(net(dst, p)?, Some(IpAddr::V4(gw)));
+        if gw.is_unspecified() {
+            route.scope = Some(253); // link: an on-link route of option 121
+        }
+        if priority != 0 {
+            route.priority = Some(priority);
+        }
+        r.routes.push(route);
+    }
+    Ok(json!({ "result": r.to_value(Version::V110)? }))
+}
+
+impl Daemon {
+    fn handle(&'static self, c: Call) -> Result<Value> {
+        let id = client_id(&c);
+        match c.op.as_str() {
+            "add" => {
+                let ack = self.add(&c, &id)?;
+                result(&ack, c.priority).inspect_err(|_| self.stop(&id))
+            }
+            "del" => {
+                self.stop(&id);
+                Ok(json!({}))
+            }
+            "check" => match lock(&self.leases).get(&id) {
+                Some(s) => {
+                    s.mailbox.post(Cmd::Check);
+                    Ok(json!({}))
+                }
+                None => Err(Error::internal(format!(
+                    "no DHCP lease held for {}",
+                    String::from_utf8_lossy(&id)
+                ))),
+            },
+            "status" => Ok(json!({})),
+            "gc" => {
+                let keep: HashSet<(&str, &str)> = c
+                    .keep
+                    .iter()
+                    .map(|(a, b)| (a.as_str(), b.as_str()))
+                    .collect();
+                let gone: Vec<Vec<u8>> = lock(&self.leases)
+                    .iter()
+                    .filter(|(_, s)| {
+                        s.network == c.network
+                            && !keep.contains(&(s.container_id.as_str(), s.ifname.as_str()))
+                    })
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for id in gone {
+                    self.stop(&id);
+                }
+                Ok(json!({}))
+            }
+            op => Err(Error::decode(format!("unknown call {op:?}"))),
+        }
+    }
+
+    /// The lease of `id`: the one held (its maintenance is woken, as upstream's Check), or a
+    /// new one.
+    fn add(&'static self, c: &Call, id: &[u8]) -> Result<Msg> {
+        if let Some(s) = lock(&self.leases).get(id) {
+            s.mailbox.post(Cmd::Check);
+            return Ok(lock(&s.ack).clone());
+        }
+        validate_ifname(&c.ifname)?;
+        if !c.netns.starts_with('/') {
+            return Err(Error::new(
+                crate::error::code::INVALID_NETNS,
+                format!("netns {:?}: not an absolute path", c.netns),
+            ));
+        }
+        let ns = NetNs::open(&format!("{}{}", self.hostprefix, c.netns))?;
+        let name = String::from_utf8_lossy(id).into_owned();
+        log(&name, "acquiring lease");
+        let options: Vec<(u8, Vec<u8>)> = c
+            .options
+            .iter()
+            .map(|(k, v)| (*k, v.clone().into_bytes()))
+            .chain(
+                std::iter::once((super::packet::OPT_PARAM_LIST, c.request.clone()))
+                    .filter(|(_, v)| !v.is_empty()),
+            )
+            .collect();
+        // The sockets are made inside the namespace and keep working (and keep it alive) after
+        // this thread is back in its own.
+        let (client, b) = ns.enter(|| -> Result<_> {
+            let mut client = Client::open(&c.ifname, name, options, self.timing)?;
+            let b = client.acquire()?;
+            Ok((client, b))
+        })??;
+        log(
+            &client.id,
+            &format!("lease acquired, expires in {}s", b.expires_in()),
+        );
+        let acked = b.ack.clone();
+        let ack = Arc::new(Mutex::new(b.ack.clone()));
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed);
+        let (shared, key, mailbox) = (ack.clone(), id.to_vec(), client.mailbox.clone());
+        // Inserted under the lock the thread's `forget` takes, so a thread that ends at once
+        // cannot leave its slot behind.
+        let mut leases = lock(&self.leases);
+        let thread = spawn(
+            Box::new(move || {
+                client.maintain(b, |m| *lock(&shared) = m.clone());
+                self.forget(&key, generation);
+            }),
+            false,
+        )?;
+        leases.insert(
+            id.to_vec(),
+            Slot {
+                generation,
+                network: c.network.clone(),
+                container_id: c.container_id.clone(),
+                ifname: c.ifname.clone(),
+                mailbox,
+                ack,
+                thread,
+            },
+        );
+        Ok(acked)
+    }
+
+    /// DEL: release the lease and wait until it is sent.
+    fn stop(&self, id: &[u8]) {
+        let slot = lock(&self.leases).remove(id);
+        if let Some(s) = slot {
+            s.mailbox.post(Cmd::Stop);
+            join(s.thread);
+        }
+    }
+
+    /// A lease thread ended on its own: drop its slot, unless a newer lease took the key.
+    fn forget(&self, id: &[u8], generation: u64) {
+        let mut leases = lock(&self.leases);
+        if leases.get(id).is_some_and(|s| s.generation == generation) {
+            leases.remove(id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::packet::*;
+    use super::*;
+
+    #[test]
+    fn client_id_is_upstreams_and_cut_to_254_bytes() {
+        let mut c = Call {
+            container_id: "abc".into(),
+            network: "net".into(),
+            ifname: "eth0".into(),
+            ..Call::default()
+        };
+        assert_eq!(client_id(&c), b"abc/net/eth0");
+        c.container_id = "x".repeat(300);
+        assert_eq!(client_id(&c).len(), 254);
+    }
+
+    #[test]
+    fn result_from_ack_as_upstream() {
+        let mut ack = Msg::request(ACK, 1, [0; 6]);
+        ack.yiaddr = "10.9.0.7".parse().unwrap();
+        ack.set(OPT_SUBNET_MASK, vec![255, 255, 0, 0]);
+        ack.set(OPT_ROUTER, vec![10, 9, 0, 1]);
+        let v = result(&ack, 0).unwrap();
+        assert_eq!(
+            v["result"],
+            json!({"cniVersion": "1.1.0",
+                   "ips": [{"address": "10.9.0.7/16", "gateway": "10.9.0.1"}],
+                   "routes": [{"dst": "0.0.0.0/0", "gw": "10.9.0.1"}], "dns": {}})
+        );
+        ack.set(OPT_CLASSLESS_ROUTES, vec![24, 10, 8, 1, 0, 0, 0, 0]);
+        let v = result(&ack, 5).unwrap();
+        assert_eq!(
+            v["result"]["routes"],
+            json!([{"dst": "10.8.1.0/24", "gw": "0.0.0.0", "priority": 5, "scope": 253}])
+        );
+        ack.options.retain(|(c, _)| *c != OPT_SUBNET_MASK);
+        assert!(result(&ack, 0).unwrap_err().msg.contains("Subnet Mask"));
+    }
+}

@@ -1,0 +1,293 @@
+//! `dhcp` IPAM (upstream `plugins/ipam/dhcp`): addresses from a DHCP server on the container's
+//! interface, leased and kept by a long-running daemon (`dhcp daemon`, [`daemon`]), which the
+//! plugin asks over a unix socket.
+//!
+//! Keys (`ipam.`): `daemonSocketPath` (default `/run/cni/dhcp.sock`), `provide` (options the
+//! client sends: `option` as a number or one of upstream's names, `value`, `fromArg` naming a
+//! CNI_ARGS key), `request` (options asked for in the parameter request list; `skipDefault`
+//! drops the default `routers` and `subnet-mask`), `priority` (metric of the routes).
+//!
+//! ADD: the daemon enters the container namespace, does DISCOVER/OFFER/REQUEST/ACK on CNI_IFNAME
+//! with client identifier `containerID/network/ifname` (cut to 254 bytes, as upstream) and keeps
+//! the lease (renewal at T1, rebinding at T2); the result has the address, the router as gateway
+//! and the routes (option 121, else 33 plus a default route via the router). DEL releases the
+//! lease (DHCPRELEASE) and stops its maintenance; CHECK asks whether the daemon holds the lease.
+//!
+//! Deviations: plugin and daemon speak cnibox's own JSON protocol ([`proto`]), not Go's net/rpc,
+//! so each works only with its own kind. Beyond upstream: option names and values are checked
+//! at load (code 7 naming the key); CHECK fails when the daemon holds no lease (upstream's
+//! CHECK acquires one); DEL succeeds when no daemon listens (a daemon that is not running
+//! holds no lease); STATUS fails (code 50) when the daemon does not answer; GC releases the
+//! leases of attachments the runtime no longer lists.
+
+pub mod daemon;
+mod flags;
+mod lease;
+mod packet;
+mod proto;
+
+use crate::cni::error::code;
+use crate::cni::gojson;
+use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use proto::{Call, CallError};
+use serde::Deserialize;
+use serde_json::Value;
+
+pub static APPLET: Applet = Applet {
+    name: "dhcp",
+    versions: Version::ALL,
+    add,
+    del,
+    check,
+    status: Some(status),
+    gc: Some(gc),
+};
+
+pub const DEFAULT_SOCKET: &str = "/run/cni/dhcp.sock";
+
+#[derive(Default)]
+struct Ipam {
+    socket: String,
+    provide: Vec<Provide>,
+    request: Vec<Requested>,
+    priority: i64,
+}
+
+struct Provide {
+    option: String,
+    value: String,
+    from_arg: String,
+}
+
+struct Requested {
+    skip_default: bool,
+    option: String,
+}
+
+/// Upstream's option names (its `optionNameToID`); anything else is a number.
+const NAMES: &[(&str, u8)] = &[
+    ("dhcp-client-identifier", 61),
+    ("subnet-mask", 1),
+    ("routers", 3),
+    ("host-name", 12),
+    ("user-class", 77),
+    ("vendor-class-identifier", 60),
+];
+
+fn option_code(key: &str, s: &str) -> Result<u8> {
+    if let Some((_, c)) = NAMES.iter().find(|(n, _)| *n == s) {
+        return Ok(*c);
+    }
+    match s.parse::<u8>() {
+        // Pad and end are not options: they would cut the message.
+        Ok(c) if c != 0 && c != 255 && s.bytes().all(|b| b.is_ascii_digit()) => Ok(c),
+        _ => Err(Error::config(format!(
+            "{key}: cannot parse option {s:?}: a number from 1 to 254 or one of {}",
+            NAMES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// The socket path, checked (a unix socket address holds 107 bytes).
+fn socket(ipam: &Ipam) -> Result<String> {
+    let s = match ipam.socket.as_str() {
+        "" => DEFAULT_SOCKET,
+        s => s,
+    };
+    if s.len() > 107 || s.contains('\0') {
+        return Err(Error::config(format!(
+            "ipam.daemonSocketPath: {s:?} is not a usable unix socket path (at most 107 bytes)"
+        )));
+    }
+    Ok(s.to_string())
+}
+
+/// `ipam`'s keys, decoded as Go decodes them (member by member: each struct decoder costs
+/// kilobytes in the binary).
+fn ipam(req: &Request) -> Result<Ipam> {
+    let Some(v) = gojson::member(&req.raw, "ipam") else {
+        return Ok(Ipam::default());
+    };
+    let bad = |k: &str, e: &dyn std::fmt::Display| {
+        Error::decode(format!("failed to load netconf: ipam.{k}: {e}"))
+    };
+    fn get<'a, T: Deserialize<'a> + Default>(v: &'a Value, k: &str) -> Result<T, String> {
+        gojson::from_member::<T>(v, k)
+            .map(Option::unwrap_or_default)
+            .map_err(|e| e.to_string())
+    }
+    let list = |k: &str| match gojson::member(v, k) {
+        None => Ok(&[][..]),
+        Some(Value::Array(a)) => Ok(a.as_slice()),
+        Some(_) => Err(bad(k, &"not a list")),
+    };
+    let mut ipam = Ipam {
+        socket: get(v, "daemonSocketPath").map_err(|e| bad("daemonSocketPath", &e))?,
+        priority: get(v, "priority").map_err(|e| bad("priority", &e))?,
+        ..Ipam::default()
+    };
+    for (i, p) in list("provide")?.iter().enumerate() {
+        let s = |k| get::<String>(p, k).map_err(|e| bad(&format!("provide[{i}].{k}"), &e));
+        ipam.provide.push(Provide {
+            option: s("option")?,
+            value: s("value")?,
+            from_arg: s("fromArg")?,
+        });
+    }
+    for (i, r) in list("request")?.iter().enumerate() {
+        let at = |e| bad(&format!("request[{i}]"), &e);
+        ipam.request.push(Requested {
+            skip_default: get(r, "skipDefault").map_err(at)?,
+            option: get(r, "option").map_err(at)?,
+        });
+    }
+    Ok(ipam)
+}
+
+/// The ADD call: the options the client sends and asks for, as upstream's prepareOptions.
+fn add_call(req: &Request, ipam: &Ipam) -> Result<Call> {
+    let mut call = base(req, "add");
+    // CNI_ARGS read as upstream reads them for `fromArg`: `;`-separated `K=V`, nothing refused.
+    let arg = |k: &str| {
+        req.env
+            .args
+            .split(';')
+            .filter_map(|p| p.split_once('='))
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v)
+    };
+    for (i, p) in ipam.provide.iter().enumerate() {
+        let key = format!("ipam.provide[{i}]");
+        let c = option_code(&format!("{key}.option"), &p.option)?;
+        let from_arg = if p.from_arg.is_empty() {
+            None
+        } else {
+            arg(&p.from_arg)
+        };
+        for (v, src) in [(Some(p.value.as_str()), "value"), (from_arg, "fromArg")] {
+            match v {
+                Some(v) if v.len() > 255 => {
+                    return Err(Error::config(format!(
+                        "{key}.{src}: value too long for option {:?} ({} bytes, at most 255)",
+                        p.option,
+                        v.len()
+                    )));
+                }
+                Some(v) if !v.is_empty() => call.options.push((c, v.to_string())),
+                _ => {}
+            }
+        }
+    }
+    let mut skip_default = false;
+    for (i, r) in ipam.request.iter().enumerate() {
+        skip_default |= r.skip_default;
+        if !r.option.is_empty() {
+            let c = option_code(&format!("ipam.request[{i}].option"), &r.option)?;
+            if !call.request.contains(&c) {
+                call.request.push(c);
+            }
+        }
+    }
+    if !skip_default {
+        for c in [3, 1] {
+            if !call.request.contains(&c) {
+                call.request.push(c);
+            }
+        }
+    }
+    call.priority = u32::try_from(ipam.priority)
+        .map_err(|_| Error::config(format!("ipam.priority: {} is out of range", ipam.priority)))?;
+    // The daemon runs elsewhere: make the namespace path absolute, as upstream does.
+    if !call.netns.starts_with('/') && !call.netns.is_empty() {
+        let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;
+        call.netns = cwd.join(&call.netns).display().to_string();
+    }
+    Ok(call)
+}
+
+fn base(req: &Request, op: &str) -> Call {
+    Call {
+        op: op.into(),
+        container_id: req.env.container_id.clone(),
+        network: req.conf.name.clone(),
+        ifname: req.env.ifname.clone(),
+        netns: req.env.netns.clone(),
+        ..Call::default()
+    }
+}
+
+fn ask(socket: &str, call: &Call) -> Result<serde_json::Value> {
+    proto::call(socket, call).map_err(|e| match e {
+        CallError::Unreachable(e) | CallError::Failed(e) => e,
+    })
+}
+
+fn add(req: &Request) -> Result<CniResult> {
+    let ipam = ipam(req)?;
+    let sock = socket(&ipam)?;
+    if req.env.netns.is_empty() {
+        return Err(Error::env("required env variables [CNI_NETNS] missing"));
+    }
+    let call = add_call(req, &ipam)?;
+    let v = ask(&sock, &call)?;
+    CniResult::from_json(&v["result"], Version::V110)
+        .map_err(|e| e.ctx("bad result from DHCP daemon"))
+}
+
+fn del(req: &Request) -> Result<()> {
+    let sock = socket(&ipam(req)?)?;
+    match proto::call(&sock, &base(req, "del")) {
+        Ok(_) => Ok(()),
+        Err(CallError::Unreachable(e)) => {
+            eprintln!("dhcp: {e}: no lease to release");
+            Ok(())
+        }
+        Err(CallError::Failed(e)) => Err(e),
+    }
+}
+
+fn check(req: &Request) -> Result<()> {
+    let ipam = ipam(req)?;
+    add_call(req, &ipam)?;
+    ask(&socket(&ipam)?, &base(req, "check")).map(|_| ())
+}
+
+fn status(req: &Request) -> Result<()> {
+    let ipam = ipam(req)?;
+    ask(&socket(&ipam)?, &base(req, "status"))
+        .map(|_| ())
+        .map_err(|e| Error::new(code::PLUGIN_NOT_AVAILABLE, e.msg).with_details(e.details))
+}
+
+fn gc(req: &Request) -> Result<()> {
+    let sock = socket(&ipam(req)?)?;
+    let Some(valid) = req.valid_attachments() else {
+        return Ok(());
+    };
+    let mut call = base(req, "gc");
+    call.keep = valid
+        .iter()
+        .map(|a| (a.container_id.clone(), a.ifname.clone()))
+        .collect();
+    match proto::call(&sock, &call) {
+        Ok(_) | Err(CallError::Unreachable(_)) => Ok(()),
+        Err(CallError::Failed(e)) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_names_and_numbers() {
+        assert_eq!(option_code("k", "host-name").unwrap(), 12);
+        assert_eq!(option_code("k", "routers").unwrap(), 3);
+        assert_eq!(option_code("k", "121").unwrap(), 121);
+        for bad in ["", "0", "255", "256", "+3", "-1", "hostname", " 3"] {
+            let e = option_code("ipam.request[0].option", bad).unwrap_err();
+            assert_eq!(e.code, 7);
+            assert!(e.msg.starts_with("ipam.request[0].option: "), "{}", e.msg);
+        }
+    }
+}
