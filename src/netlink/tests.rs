@@ -513,3 +513,14 @@ fn vlan_create_reports_kernel_errors() {
         }
     }
 }
+
+/// The socket's receive timeout really is set: `setsockopt(SO_RCVTIMEO)` takes a `struct
+/// timeval` whose size depends on the C library's `time_t` (32 or 64 bits on 32-bit ARM); a
+/// mismatch fails with EINVAL, which `open` ignores, and a hung kernel would block forever.
+#[test]
+fn socket_receive_timeout_is_set() {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let s = socket::NlSocket::open(NETLINK_ROUTE, "test").unwrap();
+    let tv = getsockopt(&s, sockopt::ReceiveTimeout).unwrap();
+    assert_eq!((tv.tv_sec(), tv.tv_usec()), (10, 0));
+}

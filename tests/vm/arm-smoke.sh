@@ -102,10 +102,14 @@ ip addr add 192.168.77.1/24 dev xnode && ip link set xnode up
 netns_exec ext ip addr add 192.168.77.2/24 dev xext
 netns_exec ext ip link set xext up
 netns_exec ext ip route add default via 192.168.77.1
-check "hostPort $PORT from outside (ext -> node 192.168.77.1:$PORT -> c1:80)" \
-    serves ext "http://192.168.77.1:$PORT/" "hello from c1"
-check "hostPort $PORT from the node itself (192.168.77.1:$PORT)" \
-    serves - "http://192.168.77.1:$PORT/" "hello from c1"
+# hostport NS: the hostPort answers from NS; else show portmap's rules (when nft is here).
+hostport() {
+    serves "$1" "http://192.168.77.1:$PORT/" "hello from c1" && return 0
+    has_nft && nft list table ip cni_hostport | grep -E 'dport|dnat' | sed 's/^/    nft: /'
+    return 1
+}
+check "hostPort $PORT from outside (ext -> node 192.168.77.1:$PORT -> c1:80)" hostport ext
+check "hostPort $PORT from the node itself (192.168.77.1:$PORT)" hostport -
 
 # ------------------------------------------------------------------ what is on the node
 check "TBF root qdisc on $HV1 (ingress shaping)" sh -c "tc qdisc show dev $HV1 | grep -q tbf"

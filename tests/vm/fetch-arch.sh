@@ -40,7 +40,7 @@ for arch in "${archs[@]}"; do
     if ! dpkg --print-foreign-architectures | grep -qx "$deb"; then
         echo "$PROG: adding the dpkg architecture $deb"
         dpkg --add-architecture "$deb"
-        apt-get update -qq || apt-get update -qq || true
+        for _ in 1 2 3; do apt-get update -qq && break; sleep 10; done
     fi
     kpkg=$(apt-cache depends "linux-image-$flavour:$deb" 2>/dev/null \
         | sed -n 's/^ *Depends: \(linux-image-[0-9][^:]*\).*/\1/p' | head -n 1)
