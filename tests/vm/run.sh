@@ -131,8 +131,10 @@ case $ARCH in
         MACHINE=(-M virt,highmem=off) TCG_CPU=cortex-a15 ;;
     *) die $EX_USAGE "--arch must be auto, x86_64, aarch64 or armv7" ;;
 esac
+HOST_ARCH=$(uname -m)
+[[ $HOST_ARCH != armv7* && $HOST_ARCH != armv8l ]] || HOST_ARCH=armv7
 FOREIGN=0
-[[ $ARCH == "$(uname -m)" ]] || FOREIGN=1
+[[ $ARCH == "$HOST_ARCH" ]] || FOREIGN=1
 if [[ $FOREIGN -eq 1 ]]; then
     SYSROOT=${SYSROOT:-/var/cache/cnibox-vm/$ARCH}
     [[ $ACCEL != kvm ]] || die $EX_USAGE "--accel kvm: no KVM for a foreign architecture ($ARCH)"
@@ -445,7 +447,7 @@ run_vm() {
     local -a display=(-vga none)
     [[ $ARCH == x86_64 ]] || display=()
     timeout --kill-after=10 "$limit" "$QEMU" ${MACHINE[@]+"${MACHINE[@]}"} "${accel_args[@]}" \
-        -m "$MEM" -smp "$SMP" -nographic -no-reboot -monitor none -nic none "${display[@]}" \
+        -m "$MEM" -smp "$SMP" -nographic -no-reboot -monitor none -nic none ${display[@]+"${display[@]}"} \
         -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
         </dev/null >"$RAW" 2>&1 &
     QPID=$!
