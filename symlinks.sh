@@ -11,9 +11,12 @@
 # --remove deletes the applet links (and hard-linked copies) of cnibox in DIR, nothing else.
 # --hardlink makes hard links instead: they survive bind-mounting the directory alone into
 # another container, where symlinks to an outside path would dangle.
+# The applet names come from `cnibox --list`. A binary of another architecture (an ARM build
+# installed into a staging DESTDIR) runs under qemu-user (qemu-aarch64[-static],
+# qemu-arm[-static]) when that is installed; else set CNIBOX_APPLETS="bridge host-local ...".
 set -eu
 me=symlinks.sh
-usage() { sed -n '2,13s/^# \{0,1\}//p' "$0"; }
+usage() { sed -n '2,16s/^# \{0,1\}//p' "$0"; }
 force=0; hard=0; remove=0; dir=; backup=; restore=
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -71,7 +74,31 @@ fi
 
 bin=${CNIBOX:-$dir/cnibox}
 [ -x "$bin" ] || { echo "$me: $bin is not an executable cnibox (set CNIBOX=)" >&2; exit 1; }
-names=$("$bin" --list) || { echo "$me: $bin --list failed" >&2; exit 1; }
+# qemu-user for the binary's ELF machine, if it is not this host's and qemu-user is installed.
+qemu_for() {
+    case $(od -An -tu2 -j18 -N2 "$1" 2>/dev/null | tr -d ' ') in
+        183) q=aarch64 ;;
+        40) q=arm ;;
+        62) q=x86_64 ;;
+        *) return 1 ;;
+    esac
+    for c in "qemu-$q-static" "qemu-$q"; do
+        command -v "$c" >/dev/null 2>&1 && { echo "$c"; return 0; }
+    done
+    return 1
+}
+if [ -n "${CNIBOX_APPLETS:-}" ]; then
+    names=$CNIBOX_APPLETS
+elif ! names=$("$bin" --list 2>/dev/null); then
+    if q=$(qemu_for "$bin") && names=$("$q" "$bin" --list); then
+        :
+    else
+        echo "$me: $bin --list failed; if it is built for another architecture, install" \
+            "qemu-user (apt-get install qemu-user-static) or set CNIBOX_APPLETS to its applet" \
+            "names" >&2
+        exit 1
+    fi
+fi
 if [ "$remove" -eq 1 ]; then
     status=0
     for name in $names; do

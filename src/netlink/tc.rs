@@ -111,13 +111,26 @@ fn qdisc_msg(
     })
 }
 
-/// `tc qdisc add dev IF root handle 1: tbf …`
-pub fn add_tbf(h: &mut Handle, ifindex: u32, t: Tbf) -> Result<()> {
-    // struct tc_tbf_qopt: rate and peakrate ratespecs (12 bytes each), limit, buffer, mtu.
-    let mut parms = vec![0u8; 36];
+/// struct tc_tbf_qopt: rate and peakrate (struct tc_ratespec: cell_log, linklayer, overhead,
+/// cell_align, mpu, then the u32 rate in bytes/s at offset 8; 12 bytes on every architecture),
+/// limit, buffer, mtu; host-endian.
+fn tbf_parms(t: Tbf) -> [u8; 36] {
+    let mut parms = [0u8; 36];
     parms[8..12].copy_from_slice(&(t.rate.min(u64::from(u32::MAX)) as u32).to_ne_bytes());
     parms[24..28].copy_from_slice(&t.limit.to_ne_bytes());
     parms[28..32].copy_from_slice(&t.buffer.to_ne_bytes());
+    parms
+}
+
+/// tcm_info of a filter: priority in the high 16 bits, the protocol in network byte order in
+/// the low 16 (the kernel compares it with skb->protocol as stored).
+fn filter_info(prio: u16, protocol: u16) -> u32 {
+    (u32::from(prio) << 16) | u32::from(protocol.to_be())
+}
+
+/// `tc qdisc add dev IF root handle 1: tbf …`
+pub fn add_tbf(h: &mut Handle, ifindex: u32, t: Tbf) -> Result<()> {
+    let parms = tbf_parms(t);
     let options = |w: &mut Writer| {
         w.attr(TCA_TBF_PARMS, &parms);
         if t.rate >= 1 << 32 {
@@ -167,8 +180,7 @@ pub fn add_ingress(h: &mut Handle, ifindex: u32) -> Result<()> {
 /// `tc filter add dev IF parent ffff: protocol all prio 1 u32 match u32 0 0 flowid 1:1
 ///  action mirred egress redirect dev TARGET`
 pub fn add_redirect(h: &mut Handle, ifindex: u32, target: u32) -> Result<()> {
-    // Priority 1, protocol ETH_P_ALL (network byte order) in tcm_info.
-    let info = (1 << 16) | u32::from(ETH_P_ALL.to_be());
+    let info = filter_info(1, ETH_P_ALL);
     // struct tc_u32_sel with TC_U32_TERMINAL and one all-zero key (match everything):
     // flags, offshift, nkeys, pad, offmask, off, offoff, hoff, hmask, then the 16-byte key.
     let mut sel = [0u8; 32];
@@ -303,6 +315,53 @@ mod tests {
         assert_eq!(t.rate, 1_250_000);
         assert_eq!(t.limit, 31_250 + 536_870_911);
         assert_eq!(t.buffer, u32::MAX);
+    }
+
+    /// TBF parameters at their struct offsets, host-endian, and read back by the dump parser;
+    /// the filter's protocol in network order within a host-order tcm_info.
+    #[test]
+    fn tbf_and_filter_bytes() {
+        let t = Tbf {
+            rate: 1_000_000,
+            limit: 35_000,
+            buffer: 156_250,
+        };
+        let p = tbf_parms(t);
+        assert_eq!(p[8..12], 1_000_000u32.to_ne_bytes());
+        assert_eq!(p[24..28], 35_000u32.to_ne_bytes());
+        assert_eq!(p[28..32], 156_250u32.to_ne_bytes());
+        assert!(
+            p[..8]
+                .iter()
+                .chain(&p[12..24])
+                .chain(&p[32..])
+                .all(|&b| b == 0)
+        );
+        let mut w = Writer::default();
+        w.str(TCA_KIND, "tbf");
+        w.nest(TCA_OPTIONS, |w| w.attr(TCA_TBF_PARMS, &p));
+        let mut body = tcmsg(3, 1 << 16, TC_H_ROOT, 0).to_vec();
+        body.extend_from_slice(&w.buf);
+        let q = parse(&body).unwrap();
+        assert_eq!(
+            (q.kind.as_str(), q.handle, q.parent),
+            ("tbf", 1 << 16, TC_H_ROOT)
+        );
+        assert_eq!(q.tbf, Some(t));
+        // Rates of 4 GiB/s and more: the u32 field saturates, TCA_TBF_RATE64 has the value.
+        let big = tbf_parms(Tbf { rate: 1 << 33, ..t });
+        assert_eq!(big[8..12], [0xff; 4]);
+
+        let info = filter_info(1, ETH_P_ALL);
+        assert_eq!(info >> 16, 1);
+        assert_eq!(
+            (info as u16).to_ne_bytes(),
+            [0x00, 0x03],
+            "ETH_P_ALL in network order"
+        );
+        if cfg!(target_endian = "little") {
+            assert_eq!(info, 0x0001_0300);
+        }
     }
 
     /// struct tcmsg: family (and padding) in the first 4 bytes, then ifindex, handle, parent

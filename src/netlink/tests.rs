@@ -205,9 +205,11 @@ fn error_display_and_conversion() {
     assert_eq!(c.msg, "add link cni0: File exists (os error 17)");
     let mut e = Error::new(libc::EOPNOTSUPP, "add vlan v1");
     e.ext = "Unknown device type".into();
+    // The errno text is the C library's (glibc and musl word EOPNOTSUPP differently).
+    let text = std::io::Error::from_raw_os_error(libc::EOPNOTSUPP);
     assert_eq!(
         e.to_string(),
-        "add vlan v1: Operation not supported (os error 95) (Unknown device type)"
+        format!("add vlan v1: {text} (Unknown device type)")
     );
     assert_eq!(fmt_mac(&[0xde, 0xad, 0, 1, 0x2, 0xff]), "de:ad:00:01:02:ff");
 }
@@ -563,4 +565,15 @@ fn vlan_create_reports_kernel_errors() {
             assert!(e.to_string().starts_with("add vlan tmpvl: "), "{e}");
         }
     }
+}
+
+/// The socket's receive timeout really is set: `setsockopt(SO_RCVTIMEO)` takes a `struct
+/// timeval` whose size depends on the C library's `time_t` (32 or 64 bits on 32-bit ARM); a
+/// mismatch fails with EINVAL, which `open` ignores, and a hung kernel would block forever.
+#[test]
+fn socket_receive_timeout_is_set() {
+    use nix::sys::socket::{getsockopt, sockopt};
+    let s = socket::NlSocket::open(NETLINK_ROUTE, "test").unwrap();
+    let tv = getsockopt(&s, sockopt::ReceiveTimeout).unwrap();
+    assert_eq!((tv.tv_sec(), tv.tv_usec()), (10, 0));
 }

@@ -148,9 +148,13 @@ mod tests {
     #[test]
     fn reads_messages_and_attributes_and_stops_at_garbage() {
         // One message (type 16, flags 2, seq 7) holding attributes 3 = "eth0" and 4 = 1500.
+        // Lengths and types are host-endian: built with to_ne_bytes, so the test holds on
+        // big-endian hosts too.
+        let hdr = |len: u16, ty: u16| [len.to_ne_bytes(), ty.to_ne_bytes()].concat();
         let mut m = vec![0u8; 16];
-        m.extend_from_slice(&[9, 0, 3, 0, b'e', b't', b'h', b'0', 0, 0, 0, 0]);
-        m.extend_from_slice(&[8, 0, 4, 0]);
+        m.extend_from_slice(&hdr(9, 3));
+        m.extend_from_slice(&[b'e', b't', b'h', b'0', 0, 0, 0, 0]);
+        m.extend_from_slice(&hdr(8, 4));
         m.extend_from_slice(&1500u32.to_ne_bytes());
         let len = m.len() as u32;
         m[..4].copy_from_slice(&len.to_ne_bytes());
@@ -168,5 +172,44 @@ mod tests {
         assert_eq!(get_u32(&[1, 2], 0), None);
         assert_eq!(get_ip(&[10, 0, 0, 1]), Some("10.0.0.1".parse().unwrap()));
         assert_eq!(get_ip(&[1, 2, 3]), None);
+    }
+
+    /// The writer's bytes: TLV headers and u16/u32 payloads in host order, be32/be64 payloads
+    /// in network order whatever the host, strings NUL-terminated, everything padded to 4, a
+    /// nest's length covering its content and its type flagged NLA_F_NESTED.
+    #[test]
+    fn writes_known_bytes_in_the_right_byte_order() {
+        let hdr = |len: u16, ty: u16| [len.to_ne_bytes(), ty.to_ne_bytes()].concat();
+        let mut w = Writer::default();
+        w.be32(1, 0x0102_0304);
+        w.be64(2, 0x1122_3344_5566_7788);
+        w.u16(3, 0xabcd);
+        w.u32(4, 0x0a0b_0c0d);
+        w.str(5, "lo");
+        w.nest(6, |w| w.u8(7, 9));
+        let expected = [
+            hdr(8, 1),
+            vec![1, 2, 3, 4],
+            hdr(12, 2),
+            vec![0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88],
+            hdr(6, 3),
+            0xabcdu16.to_ne_bytes().to_vec(),
+            vec![0, 0],
+            hdr(8, 4),
+            0x0a0b_0c0du32.to_ne_bytes().to_vec(),
+            hdr(7, 5),
+            vec![b'l', b'o', 0, 0],
+            hdr(12, 6 | NLA_F_NESTED),
+            hdr(5, 7),
+            vec![9, 0, 0, 0],
+        ]
+        .concat();
+        assert_eq!(w.buf, expected);
+        // On a little-endian host (x86_64, aarch64, armv7) the first header is [8, 0, 1, 0].
+        if cfg!(target_endian = "little") {
+            assert_eq!(w.buf[..4], [8, 0, 1, 0]);
+        } else {
+            assert_eq!(w.buf[..4], [0, 8, 0, 1]);
+        }
     }
 }

@@ -30,6 +30,11 @@ usage: $PROG --bin STATIC_CNIBOX --script TEST_SCRIPT [options]
   --keep             keep the temp dir (initramfs, console log) and print its path
   --accel auto|kvm|tcg   accelerator (default: auto = kvm if /dev/kvm is usable)
   --kernel PATH      kernel image (default: newest /boot/vmlinuz-* with /lib/modules/<ver>)
+  --arch auto|x86_64|aarch64|armv7
+                     guest architecture (default auto: that of --bin). A foreign one boots
+                     under TCG from a sysroot made by tests/vm/fetch-arch.sh (see --sysroot)
+  --sysroot DIR      for a foreign --arch: where its kernel, modules, static busybox and nft
+                     are (default /var/cache/cnibox-vm/ARCH, as fetch-arch.sh fills it)
   --modules "M ..."  extra kernel modules to load (default set: $DEFAULT_MODULES)
   --add SRC[:DEST]   copy an extra file into the initramfs (DEST default /SRC-basename);
                      repeatable
@@ -38,7 +43,8 @@ usage: $PROG --bin STATIC_CNIBOX --script TEST_SCRIPT [options]
   -v, --verbose      stream the whole console (kernel + init), not just the test output
   -h, --help         this text
 
-Environment: CNIBOX_VM_ACCEL, CNIBOX_VM_KERNEL, CNIBOX_VM_TIMEOUT,
+Environment: CNIBOX_VM_ACCEL, CNIBOX_VM_KERNEL, CNIBOX_VM_TIMEOUT, CNIBOX_VM_ARCH,
+CNIBOX_VM_SYSROOT,
 CNIBOX_VM_MEM (MiB, default 512), CNIBOX_VM_SMP (default 2),
 CNIBOX_VM_KVM_BOOT_TIMEOUT (s, default 45: in auto mode, fall back to TCG if
 the KVM guest has not started the test by then), CNIBOX_VM_MODULES_DIR
@@ -58,6 +64,8 @@ BIN= SCRIPT= KEEP=0 VERBOSE=0 LOGCOPY=
 TIMEOUT=${CNIBOX_VM_TIMEOUT:-300}
 ACCEL=${CNIBOX_VM_ACCEL:-auto}
 KERNEL=${CNIBOX_VM_KERNEL:-}
+ARCH=${CNIBOX_VM_ARCH:-auto}
+SYSROOT=${CNIBOX_VM_SYSROOT:-}
 MEM=${CNIBOX_VM_MEM:-512}
 SMP=${CNIBOX_VM_SMP:-2}
 EXTRA_MODULES=
@@ -78,6 +86,10 @@ while [[ $# -gt 0 ]]; do
         --accel=*) ACCEL=${1#*=}; shift ;;
         --kernel) need_arg "$@"; KERNEL=$2; shift 2 ;;
         --kernel=*) KERNEL=${1#*=}; shift ;;
+        --arch) need_arg "$@"; ARCH=$2; shift 2 ;;
+        --arch=*) ARCH=${1#*=}; shift ;;
+        --sysroot) need_arg "$@"; SYSROOT=$2; shift 2 ;;
+        --sysroot=*) SYSROOT=${1#*=}; shift ;;
         --modules) need_arg "$@"; EXTRA_MODULES+=" $2"; shift 2 ;;
         --modules=*) EXTRA_MODULES+=" ${1#*=}"; shift ;;
         --add) need_arg "$@"; ADDS+=("$2"); shift 2 ;;
@@ -99,6 +111,37 @@ done
 [[ $TIMEOUT =~ ^[1-9][0-9]*$ ]] || die $EX_USAGE "--timeout must be a positive integer (seconds)"
 [[ $MEM =~ ^[1-9][0-9]*$ && $SMP =~ ^[1-9][0-9]*$ ]] || die $EX_USAGE "CNIBOX_VM_MEM/CNIBOX_VM_SMP must be positive integers"
 case $ACCEL in auto|kvm|tcg) ;; *) die $EX_USAGE "--accel must be auto, kvm or tcg" ;; esac
+# ELF machine of a file: x86_64, aarch64, armv7 (32-bit ARM) or empty.
+elf_arch() {
+    [[ $(head -c 4 "$1" | od -An -c | tr -d ' ') == '177ELF' ]] || return 0
+    case $(od -An -tu2 -j18 -N2 "$1" | tr -d ' ') in
+        62) echo x86_64 ;;
+        183) echo aarch64 ;;
+        40) echo armv7 ;;
+    esac
+}
+[[ $ARCH != auto ]] || ARCH=$(elf_arch "$BIN")
+# Per architecture: qemu, its machine and CPU under TCG, the serial console, the sysroot.
+case $ARCH in
+    x86_64|'') ARCH=x86_64 QEMU=qemu-system-x86_64 QPKG=qemu-system-x86 CONSOLE=ttyS0
+        MACHINE=() TCG_CPU=max ;;
+    aarch64) QEMU=qemu-system-aarch64 QPKG=qemu-system-arm CONSOLE=ttyAMA0
+        MACHINE=(-M virt) TCG_CPU=cortex-a57 ;;
+    armv7) QEMU=qemu-system-arm QPKG=qemu-system-arm CONSOLE=ttyAMA0
+        MACHINE=(-M virt,highmem=off) TCG_CPU=cortex-a15 ;;
+    *) die $EX_USAGE "--arch must be auto, x86_64, aarch64 or armv7" ;;
+esac
+HOST_ARCH=$(uname -m)
+[[ $HOST_ARCH != armv7* && $HOST_ARCH != armv8l ]] || HOST_ARCH=armv7
+FOREIGN=0
+[[ $ARCH == "$HOST_ARCH" ]] || FOREIGN=1
+if [[ $FOREIGN -eq 1 ]]; then
+    SYSROOT=${SYSROOT:-/var/cache/cnibox-vm/$ARCH}
+    [[ $ACCEL != kvm ]] || die $EX_USAGE "--accel kvm: no KVM for a foreign architecture ($ARCH)"
+    ACCEL=tcg
+    bin_arch=$(elf_arch "$BIN")
+    [[ -z $bin_arch || $bin_arch == "$ARCH" ]] || die $EX_USAGE "--bin $BIN is for $bin_arch, not $ARCH"
+fi
 for e in ${ENVS[@]+"${ENVS[@]}"}; do
     [[ $e =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die $EX_USAGE "--env $e: expected NAME=VALUE"
 done
@@ -108,12 +151,18 @@ missing=()
 need_cmd() { # need_cmd CMD PACKAGE
     command -v "$1" >/dev/null 2>&1 || missing+=("$1 (apt-get install $2)")
 }
-need_cmd qemu-system-x86_64 qemu-system-x86
+need_cmd "$QEMU" "$QPKG"
 need_cmd cpio cpio
 need_cmd gzip gzip
 need_cmd timeout coreutils
 BUSYBOX=/bin/busybox
-[[ -x $BUSYBOX ]] || missing+=("$BUSYBOX (apt-get install busybox-static)")
+FETCH="tests/vm/fetch-arch.sh $ARCH"
+if [[ $FOREIGN -eq 1 ]]; then
+    BUSYBOX=$SYSROOT/bin/busybox
+    [[ -f $BUSYBOX ]] || missing+=("$BUSYBOX (run $FETCH as root)")
+else
+    [[ -x $BUSYBOX ]] || missing+=("$BUSYBOX (apt-get install busybox-static)")
+fi
 
 # A binary is usable in the initramfs only if it is ELF without an interpreter.
 is_static() {
@@ -127,26 +176,28 @@ is_static() {
         ! head -c 4096 "$1" | grep -aq '/ld-linux\|/ld-musl\|/ld64'
     fi
 }
-if [[ -x $BUSYBOX ]] && ! is_static "$BUSYBOX"; then
+if [[ -f $BUSYBOX ]] && ! is_static "$BUSYBOX"; then
     missing+=("$BUSYBOX is dynamically linked; install the static one (apt-get install busybox-static)")
 fi
 
-# kernel + matching modules
+# kernel + matching modules (of the sysroot for a foreign architecture)
+KROOT= KHINT="apt-get install linux-image-amd64"
+[[ $FOREIGN -eq 0 ]] || KROOT=$SYSROOT KHINT="run $FETCH as root"
 if [[ -n $KERNEL ]]; then
     [[ -f $KERNEL ]] || die $EX_USAGE "--kernel $KERNEL: no such file"
     KVER=${KERNEL##*/vmlinuz-}
     [[ $KVER != "$KERNEL" ]] || KVER=
 else
     KERNEL= KVER=
-    for k in $(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -rV); do
-        v=${k#/boot/vmlinuz-}
-        if [[ -f /lib/modules/$v/modules.dep ]]; then KERNEL=$k KVER=$v; break; fi
+    for k in $(ls -1 "$KROOT"/boot/vmlinuz-* 2>/dev/null | sort -rV); do
+        v=${k#"$KROOT"/boot/vmlinuz-}
+        if [[ -f $KROOT/lib/modules/$v/modules.dep ]]; then KERNEL=$k KVER=$v; break; fi
     done
 fi
 if [[ -z $KERNEL ]]; then
-    missing+=("a kernel /boot/vmlinuz-<ver> with /lib/modules/<ver>/modules.dep (apt-get install linux-image-amd64)")
-elif [[ -z $KVER || ! -f /lib/modules/$KVER/modules.dep ]]; then
-    missing+=("/lib/modules/${KVER:-<version of $KERNEL>}/modules.dep for $KERNEL (apt-get install linux-image-amd64)")
+    missing+=("a kernel $KROOT/boot/vmlinuz-<ver> with $KROOT/lib/modules/<ver>/modules.dep ($KHINT)")
+elif [[ -z $KVER || ! -f $KROOT/lib/modules/$KVER/modules.dep ]]; then
+    missing+=("$KROOT/lib/modules/${KVER:-<version of $KERNEL>}/modules.dep for $KERNEL ($KHINT)")
 elif [[ ! -r $KERNEL ]]; then
     missing+=("read permission on $KERNEL (it is mode $(stat -c %a "$KERNEL"); run as root or chmod a+r it)")
 fi
@@ -154,11 +205,15 @@ fi
 if [[ ${#missing[@]} -gt 0 ]]; then
     echo "$PROG: missing host dependencies:" >&2
     printf '  - %s\n' "${missing[@]}" >&2
-    echo "$PROG: e.g. DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-system-x86 linux-image-amd64 busybox-static cpio kmod" >&2
+    if [[ $FOREIGN -eq 1 ]]; then
+        echo "$PROG: e.g. apt-get install -y $QPKG cpio kmod && $FETCH" >&2
+    else
+        echo "$PROG: e.g. DEBIAN_FRONTEND=noninteractive apt-get install -y qemu-system-x86 linux-image-amd64 busybox-static cpio kmod" >&2
+    fi
     exit $EX_MISSING
 fi
 # CNIBOX_VM_MODULES_DIR: alternative module tree for that kernel (custom builds)
-MODDIR=${CNIBOX_VM_MODULES_DIR:-/lib/modules/$KVER}
+MODDIR=${CNIBOX_VM_MODULES_DIR:-$KROOT/lib/modules/$KVER}
 [[ -f $MODDIR/modules.dep ]] || die $EX_MISSING "$MODDIR/modules.dep not found"
 
 is_static "$BIN" || die $EX_USAGE "--bin $BIN is not statically linked; the initramfs has no libc/loader"
@@ -203,20 +258,46 @@ mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,run,tmp,root,etc/cnibox
 ln -s ../run "$ROOT/var/run"
 chmod 1777 "$ROOT/tmp"
 
-# busybox and its applets
+# Run a guest binary on the host (at most 10 s): directly, or with qemu-user for a foreign
+# architecture (qemu-aarch64-static / qemu-arm-static, package qemu-user-static) if installed.
+host_run() {
+    if [[ $FOREIGN -eq 0 ]]; then timeout 10 "$@"; return; fi
+    local q
+    for q in "qemu-${ARCH%v7}-static" "qemu-${ARCH%v7}"; do
+        if command -v "$q" >/dev/null 2>&1; then timeout 10 "$q" "$@"; return; fi
+    done
+    return 127
+}
+
+# busybox and its applets (a foreign busybox that cannot run here links them at boot: init)
 cp "$BUSYBOX" "$ROOT/bin/busybox"
-"$BUSYBOX" --list-full | while read -r p; do
+chmod 0755 "$ROOT/bin/busybox"
+{ host_run "$BUSYBOX" --list-full 2>/dev/null || true; } | while read -r p; do
     [[ $p == bin/busybox || -e $ROOT/$p || -L $ROOT/$p ]] && continue
     mkdir -p "$ROOT/${p%/*}"
     ln -s /bin/busybox "$ROOT/$p"
 done
 [[ -e $ROOT/bin/sh ]] || ln -s busybox "$ROOT/bin/sh"
 
+# A foreign architecture: nft with its libraries from the sysroot (fetch-arch.sh puts them
+# there), so that a test can read the ruleset back.
+if [[ $FOREIGN -eq 1 && -f $SYSROOT/usr/sbin/nft ]]; then
+    cp "$SYSROOT/usr/sbin/nft" "$ROOT/usr/sbin/nft"
+    for d in lib usr/lib; do
+        for t in "$SYSROOT/$d"/*-linux-gnu*; do
+            [[ -d $t ]] || continue
+            mkdir -p "$ROOT/$d/${t##*/}"
+            cp -a "$t"/*.so* "$ROOT/$d/${t##*/}/" 2>/dev/null || true
+        done
+    done
+    cp -a "$SYSROOT"/lib/ld-linux-* "$ROOT/lib/" 2>/dev/null || true
+fi
+
 # cnibox + one link per applet
 cp "$BIN" "$ROOT/opt/cni/bin/cnibox"
 chmod 0755 "$ROOT/opt/cni/bin/cnibox"
 applets=
-if list=$(timeout 10 "$BIN" --list </dev/null 2>/dev/null) && [[ -n $list ]] \
+if list=$(host_run "$BIN" --list </dev/null 2>/dev/null) && [[ -n $list ]] \
     && ! grep -qvE '^[A-Za-z0-9][A-Za-z0-9._+-]*$' <<<"$list"; then
     applets=$list
 else
@@ -344,11 +425,11 @@ if ! (cd "$ROOT" && find . -mindepth 1 | LC_ALL=C sort \
     die $EX_BUILD "cpio/gzip of the initramfs failed"
 fi
 
-info "kernel $KERNEL ($KVER), accel $ACCEL (requested $ACCEL_REQUESTED), ${SMP} cpu, ${MEM} MiB, timeout ${TIMEOUT}s"
+info "$ARCH kernel $KERNEL ($KVER), accel $ACCEL (requested $ACCEL_REQUESTED), ${SMP} cpu, ${MEM} MiB, timeout ${TIMEOUT}s"
 info "initramfs $(du -k "$INITRD" | cut -f1) KiB: busybox, cnibox + $napplets applet links, ${#ORDER[@]} modules (${ORDER[*]##*/})"
 
 # ------------------------------------------------------------------- boot
-APPEND="console=ttyS0 quiet loglevel=4 panic=-1 oops=panic rdinit=/init"
+APPEND="console=$CONSOLE quiet loglevel=4 panic=-1 oops=panic rdinit=/init"
 RAW=$WORK/console.raw
 
 # run_vm ACCEL LIMIT BOOT_LIMIT: boot the VM, stream the console, leave the
@@ -359,12 +440,14 @@ run_vm() {
     local -a accel_args
     case $accel in
         kvm) accel_args=(-accel kvm -cpu host) ;;
-        tcg) accel_args=(-accel tcg -cpu max) ;;
+        tcg) accel_args=(-accel tcg -cpu "$TCG_CPU") ;;
     esac
     : > "$RAW"
     # stdin from /dev/null: no TTY needed, qemu never reads the runner's stdin.
-    timeout --kill-after=10 "$limit" qemu-system-x86_64 "${accel_args[@]}" \
-        -m "$MEM" -smp "$SMP" -nographic -no-reboot -monitor none -nic none -vga none \
+    local -a display=(-vga none)
+    [[ $ARCH == x86_64 ]] || display=()
+    timeout --kill-after=10 "$limit" "$QEMU" ${MACHINE[@]+"${MACHINE[@]}"} "${accel_args[@]}" \
+        -m "$MEM" -smp "$SMP" -nographic -no-reboot -monitor none -nic none ${display[@]+"${display[@]}"} \
         -kernel "$KERNEL" -initrd "$INITRD" -append "$APPEND" \
         </dev/null >"$RAW" 2>&1 &
     QPID=$!
