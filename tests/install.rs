@@ -329,3 +329,20 @@ fn demo_runs_and_cleans_up() {
         "{ns:?}"
     );
 }
+
+/// README's applet table names every applet this build has, with one line each.
+#[test]
+fn readme_lists_every_applet() {
+    let readme = fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("README.md");
+    let list = cnibox(&["--list"]);
+    assert!(list.status_ok, "{list:?}");
+    for applet in list.stdout.lines() {
+        let row = format!("| `{applet}` | ");
+        assert_eq!(
+            readme.matches(&row).count(),
+            1,
+            "README's applet table has no single row for {applet}"
+        );
+    }
+}
