@@ -4,9 +4,13 @@
 # ADDs the plugins in order (each gets the previous result as prevResult), then DELs them in
 # reverse order with the final result, and prints "ADD_NS DEL_NS ERRORS". Only the plugin execs
 # are timed: configs are written to a file before, results read after (bash builtins, no fork).
-# CHAIN_VERBOSE=1 prints each plugin's time to stderr.
+# CHAIN_VERBOSE=1 prints each plugin's time to stderr. A plugin written `=NAME` runs (ADD before
+# the next ones, DEL after them) but is not timed: it builds what the timed one works on (tuning
+# needs an interface in the container). CHAIN_SETUP, when set, is run (eval) before the first ADD.
 dir=$1 bk=$2 cid=$3 netns=$4 data=$5; shift 5
 plugins=("$@")
+# Defaults of the one-applet scenarios (compare.sh sets them per node namespace).
+: "${MACVLAN_MASTER:=mvm0}" "${HOST_DEVICE:=hd0}"
 conf() { # plugin → the plugin's config without its closing brace
     local bk=""; [ -n "$2" ] && bk=",\"backend\":\"$2\""
     case $1 in
@@ -16,24 +20,32 @@ conf() { # plugin → the plugin's config without its closing brace
     portmap) printf '{"cniVersion":"1.0.0","name":"chain","type":"portmap","capabilities":{"portMappings":true}%s,"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8053,"containerPort":53,"protocol":"udp"}]}' "$bk" ;;
     firewall) printf '{"cniVersion":"1.0.0","name":"chain","type":"firewall","backend":"%s"' "${2:-iptables}" ;;
     bandwidth) printf '{"cniVersion":"1.0.0","name":"chain","type":"bandwidth","ingressRate":100000000,"ingressBurst":1000000,"egressRate":100000000,"egressBurst":1000000' ;;
+    ptp) printf '{"cniVersion":"1.0.0","name":"chain","type":"ptp","ipam":{"type":"host-local","subnet":"10.231.0.0/16","dataDir":"%s"}' "$data" ;;
+    macvlan) printf '{"cniVersion":"1.0.0","name":"chain","type":"macvlan","master":"%s","mode":"bridge","ipam":{"type":"host-local","subnet":"10.232.0.0/16","dataDir":"%s"}' "$MACVLAN_MASTER" "$data" ;;
+    tuning) printf '{"cniVersion":"1.0.0","name":"chain","type":"tuning","mtu":1400,"promisc":true,"txQLen":500,"sysctl":{"net.ipv4.conf.eth0.rp_filter":"2"},"dataDir":"%s/tuning"' "$data" ;;
+    tap) printf '{"cniVersion":"1.1.0","name":"chain","type":"tap","mtu":1400,"ipam":{"type":"host-local","subnet":"10.233.0.0/16","dataDir":"%s"}' "$data" ;;
+    host-device) printf '{"cniVersion":"1.0.0","name":"chain","type":"host-device","device":"%s"' "$HOST_DEVICE" ;;
+    flannel) printf '{"cniVersion":"1.1.0","name":"chain","type":"flannel","subnetFile":"%s/subnet.env","dataDir":"%s/flannel","delegate":{"bridge":"cfl"},"ipam":{"dataDir":"%s"}' "$data" "$data" "$data" ;;
     esac
 }
 export CNI_CONTAINERID=$cid CNI_NETNS=$netns CNI_IFNAME=eth0 CNI_PATH=$dir
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 add=0 del=0 err=0 res=""
-for p in "${plugins[@]}"; do
+[ -n "${CHAIN_SETUP:-}" ] && eval "$CHAIN_SETUP"
+for q in "${plugins[@]}"; do
+    p=${q#=}
     c=$(conf "$p" "$bk")
     if [ -n "$res" ]; then printf '%s,"prevResult":%s}' "$c" "$res" > "$tmp/in"; else printf '%s}' "$c" > "$tmp/in"; fi
     t=${EPOCHREALTIME/./}
     CNI_COMMAND=ADD "$dir/$p" < "$tmp/in" > "$tmp/out" || { err=1; echo "ADD $p: $(<"$tmp/out")" >&2; }
-    add=$(( add + ${EPOCHREALTIME/./} - t )); [ -n "${CHAIN_VERBOSE:-}" ] && echo "ADD $p $(( ${EPOCHREALTIME/./} - t ))us" >&2
+    [ "$q" = "$p" ] && add=$(( add + ${EPOCHREALTIME/./} - t )); [ -n "${CHAIN_VERBOSE:-}" ] && echo "ADD $p $(( ${EPOCHREALTIME/./} - t ))us" >&2
     res=$(<"$tmp/out")
 done
 for (( i=${#plugins[@]}-1; i>=0; i-- )); do
-    p=${plugins[$i]}
+    q=${plugins[$i]}; p=${q#=}
     printf '%s,"prevResult":%s}' "$(conf "$p" "$bk")" "$res" > "$tmp/in"
     t=${EPOCHREALTIME/./}
     CNI_COMMAND=DEL "$dir/$p" < "$tmp/in" > "$tmp/out" || { err=1; echo "DEL $p: $(<"$tmp/out")" >&2; }
-    del=$(( del + ${EPOCHREALTIME/./} - t )); [ -n "${CHAIN_VERBOSE:-}" ] && echo "DEL $p $(( ${EPOCHREALTIME/./} - t ))us" >&2
+    [ "$q" = "$p" ] && del=$(( del + ${EPOCHREALTIME/./} - t )); [ -n "${CHAIN_VERBOSE:-}" ] && echo "DEL $p $(( ${EPOCHREALTIME/./} - t ))us" >&2
 done
 echo "$((add * 1000)) $((del * 1000)) $err"
