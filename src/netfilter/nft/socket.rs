@@ -11,29 +11,36 @@ pub struct Nftables {
 }
 
 pub(super) static LINGER: AtomicBool = AtomicBool::new(false);
-/// The one socket kept open for exit (-1: none); a newer one replaces (closes) it, so a GC
-/// that commits many batches holds one extra descriptor, not one per batch.
-pub(super) static LINGERING: Mutex<Option<OwnedFd>> = Mutex::new(None);
+/// A batch was committed by this process (through any socket).
+static COMMITTED: AtomicBool = AtomicBool::new(false);
+/// Sockets kept open for exit, at most [`LINGER_MAX`] (a GC that commits many batches closes
+/// the rest as it goes).
+pub(super) static LINGERING: Mutex<Vec<OwnedFd>> = Mutex::new(Vec::new());
+const LINGER_MAX: usize = 8;
 
-/// Keep sockets that committed a batch open until the process exits instead of closing them
-/// when dropped. Closing a netfilter socket waits until the kernel has destroyed what earlier
-/// commits deleted (`nft_rcv_nl_event` flushes the destroy work, an RCU grace period of
-/// 10–30 ms); deferred to exit, that wait overlaps the applet's remaining work (a bridge DEL
-/// deletes its veth meanwhile, which waits for grace periods of its own). For the
-/// short-lived plugin process only: `main` calls it, library users and tests do not.
+/// Keep netfilter sockets open until the process exits instead of closing them when dropped,
+/// once a batch was committed. Closing any netfilter socket (not only the one that committed:
+/// a later query's too) waits until the kernel has destroyed what earlier commits deleted
+/// (`nft_rcv_nl_event` flushes the destroy work, an RCU grace period of 10–30 ms); deferred
+/// to exit, that wait overlaps the applet's remaining work (a bridge DEL deletes its veth
+/// meanwhile, which waits for grace periods of its own). For the short-lived plugin process
+/// only: `main` calls it, library users and tests do not.
 pub fn linger_at_exit() {
     LINGER.store(true, Ordering::Relaxed);
 }
 
 impl Drop for Nftables {
     fn drop(&mut self) {
-        if self.applied && LINGER.load(Ordering::Relaxed) {
-            // A duplicate keeps the socket alive; the kernel closes it at exit. Replacing an
-            // older one closes that (at most one lingers).
-            if let Ok(copy) = self.sock.as_fd().try_clone_to_owned()
-                && let Ok(mut slot) = LINGERING.lock()
+        if self.applied {
+            COMMITTED.store(true, Ordering::Relaxed);
+        }
+        if COMMITTED.load(Ordering::Relaxed) && LINGER.load(Ordering::Relaxed) {
+            // A duplicate keeps the socket alive; the kernel closes it at exit.
+            if let Ok(mut kept) = LINGERING.lock()
+                && kept.len() < LINGER_MAX
+                && let Ok(copy) = self.sock.as_fd().try_clone_to_owned()
             {
-                *slot = Some(copy);
+                kept.push(copy);
             }
         }
     }
