@@ -31,32 +31,47 @@ impl<T> Slot<T> {
 /// Start `job` on a new thread; when no thread can be made, it runs here and now instead, so
 /// the caller never needs a second code path.
 pub fn spawn<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Pending<T> {
-    extern "C" fn start<T>(p: *mut c_void) -> *mut c_void {
-        // SAFETY: `p` points to the slot that `spawn` boxed; its `Pending` joins this thread
-        // before the box is freed or read, so this is the only access meanwhile.
-        unsafe { (*p.cast::<Slot<T>>()).run() };
-        std::ptr::null_mut()
-    }
+    start(job, true)
+}
+
+/// Run `job` here and now, for a caller that has nothing to overlap it with (a thread would
+/// only cost its creation).
+pub fn here<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static) -> Pending<T> {
+    start(job, false)
+}
+
+fn start<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static, thread: bool) -> Pending<T> {
     let mut slot = Box::new(Slot {
         job: Some(Box::new(job) as Box<dyn FnOnce() -> T + Send>),
         out: None,
     });
-    let p: *mut Slot<T> = &mut *slot;
-    // SAFETY: the attribute object is initialised before use and destroyed after; the slot
-    // outlives the thread (see `start`).
-    let thread = unsafe {
-        let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
-        libc::pthread_attr_init(attr.as_mut_ptr());
-        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), 256 << 10);
-        let mut t: libc::pthread_t = std::mem::zeroed();
-        let r = libc::pthread_create(&mut t, attr.as_ptr(), start::<T>, p.cast());
-        libc::pthread_attr_destroy(attr.as_mut_ptr());
-        (r == 0).then_some(t)
-    };
+    let thread = if thread { new_thread(&mut slot) } else { None };
     if thread.is_none() {
         slot.run();
     }
     Pending { thread, slot }
+}
+
+/// A thread running `slot`'s job, or None when none can be made.
+fn new_thread<T>(slot: &mut Slot<T>) -> Option<libc::pthread_t> {
+    extern "C" fn entry<T>(p: *mut c_void) -> *mut c_void {
+        // SAFETY: `p` points to the slot that `start` boxed; its `Pending` joins this thread
+        // before the box is freed or read, so this is the only access meanwhile.
+        unsafe { (*p.cast::<Slot<T>>()).run() };
+        std::ptr::null_mut()
+    }
+    let p: *mut Slot<T> = slot;
+    // SAFETY: the attribute object is initialised before use and destroyed after; the slot
+    // outlives the thread (see `entry`).
+    unsafe {
+        let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+        libc::pthread_attr_init(attr.as_mut_ptr());
+        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), 256 << 10);
+        let mut t: libc::pthread_t = std::mem::zeroed();
+        let r = libc::pthread_create(&mut t, attr.as_ptr(), entry::<T>, p.cast());
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        (r == 0).then_some(t)
+    }
 }
 
 impl<T> Pending<T> {
@@ -92,6 +107,12 @@ mod tests {
         let (tid, v) = p.wait().unwrap();
         assert_ne!(tid, me);
         assert_eq!(v, 42);
+    }
+
+    #[test]
+    fn here_runs_on_this_thread() {
+        let me = unsafe { libc::gettid() };
+        assert_eq!(here(move || unsafe { libc::gettid() }).wait(), Some(me));
     }
 
     #[test]

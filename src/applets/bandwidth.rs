@@ -16,7 +16,6 @@ use crate::hash::sha512_hex;
 use crate::netlink::tc::{self, Tbf};
 use crate::netlink::{Handle, Link, fmt_mac};
 use crate::netns::NetNs;
-use crate::overlap;
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -218,16 +217,6 @@ fn add(req: &Request) -> Result<CniResult> {
 fn del(req: &Request) -> Result<()> {
     let l = limits(req)?;
     let mut host = Handle::new()?;
-    // Deleting the ifb waits in the kernel for an RCU grace period (10-20 ms): it runs on a
-    // thread of its own while the qdiscs on the host veth go here.
-    let ifb = ifb_name(&req.conf.name, &req.env.container_id);
-    let gone = match host.link_by_name(&ifb)? {
-        Some(link) => {
-            let mut h = Handle::new()?;
-            Some(overlap::spawn(move || h.del_link(link.index)))
-        }
-        None => None,
-    };
     // What ADD put on the host veth goes too (upstream leaves it for the veth's deletion,
     // which a host interface that outlives the container never gets). Best effort: the
     // container and its veth may already be gone.
@@ -243,13 +232,16 @@ fn del(req: &Request) -> Result<()> {
                 .ctx(format_args!("delete qdisc on {}", hv.name))?;
         }
     }
-    match gone.map(overlap::Pending::wait) {
-        Some(Some(Err(e))) if !e.is_not_found() => {
-            Err(Error::from(e).ctx(format_args!("delete {ifb}")))
+    let ifb = ifb_name(&req.conf.name, &req.env.container_id);
+    if let Some(l) = host.link_by_name(&ifb)? {
+        match host.del_link(l.index) {
+            Err(e) if !e.is_not_found() => {
+                return Err(Error::from(e).ctx(format_args!("delete {ifb}")));
+            }
+            _ => {}
         }
-        Some(None) => Err(Error::internal(format!("delete {ifb}: did not run"))),
-        _ => Ok(()),
     }
+    Ok(())
 }
 
 fn check(req: &Request) -> Result<()> {

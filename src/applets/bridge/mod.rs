@@ -410,9 +410,9 @@ fn chain_after(prev: CniResult, mut ours: CniResult) -> CniResult {
 
 fn del(req: &Request) -> Result<()> {
     let b = load(req)?;
-    // Deleting the veth waits in the kernel for an RCU grace period (10-20 ms): it runs on a
-    // thread of its own while the masquerading rules go here, so that their grace periods
-    // (nftables' deferred destruction, iptables-restore's exit) overlap it.
+    // Deleting the veth waits in the kernel for an RCU grace period (10-30 ms): with ipMasq it
+    // runs on a thread of its own while the masquerading rules go here, so that their grace
+    // periods (nftables' deferred destruction, iptables-restore's exit) overlap it.
     let veth = del_veth(req, &b)?;
     let masq = if b.c.ip_masq {
         // Found by name, so an empty CNI_NETNS does not leak rules.
@@ -471,7 +471,13 @@ fn del_veth(req: &Request, b: &Bridge) -> Result<Option<overlap::Pending<netlink
         }
         return Ok(None);
     }
-    Ok(Some(overlap::spawn(move || h.del_link(l.index))))
+    // Without masquerading there is nothing to overlap the deletion with.
+    let job = move || h.del_link(l.index);
+    Ok(Some(if b.c.ip_masq {
+        overlap::spawn(job)
+    } else {
+        overlap::here(job)
+    }))
 }
 
 fn status(req: &Request) -> Result<()> {
