@@ -12,6 +12,7 @@ pub mod ipam;
 pub mod netfilter;
 pub mod netlink;
 pub mod netns;
+pub mod overlap;
 pub mod random;
 pub mod sysctl;
 #[cfg(test)]

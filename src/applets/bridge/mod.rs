@@ -27,7 +27,7 @@ use crate::netfilter::masq;
 use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
-use crate::{random, sysctl};
+use crate::{overlap, random, sysctl};
 use ipnet::IpNet;
 use serde::Deserialize;
 use std::net::IpAddr;
@@ -410,38 +410,29 @@ fn chain_after(prev: CniResult, mut ours: CniResult) -> CniResult {
 
 fn del(req: &Request) -> Result<()> {
     let b = load(req)?;
-    if b.c.ip_masq {
-        // Found by name, so an empty CNI_NETNS does not leak rules. First: the kernel's
-        // deferred destruction of the deleted rules then overlaps the veth deletion below.
-        masq::teardown(&req.conf.name, &req.env.container_id, &req.env.ifname)?;
-    }
-    // Attached by the chained mode: detached, never deleted (an unreadable prevResult must
-    // not block DEL; without one, a container link on a bridge or not a veth is not ours).
-    let chained = req.prev_result().ok().flatten();
-    if let Some(in_container) = chained.and_then(|p| chain::attached_in(&p, &b, &req.env.ifname)) {
-        chain::detach(req, &b, in_container)?;
-    } else if let Some(ns) = NetNs::open_existing(&req.env.netns)? {
-        let mut h = Handle::in_netns(&ns)?;
-        if let Some(l) = h.link_by_name(&req.env.ifname)? {
-            if l.master.is_some() || l.kind.as_deref() != Some("veth") {
-                eprintln!(
-                    "bridge: {} in {} was not made by bridge: left in place",
-                    l.name, req.env.netns
+    // Deleting the veth waits in the kernel for an RCU grace period (10-30 ms): with ipMasq it
+    // runs on a thread of its own while the masquerading rules go here, so that their grace
+    // periods (nftables' deferred destruction, iptables-restore's exit) overlap it.
+    let veth = del_veth(req, &b)?;
+    let masq = if b.c.ip_masq {
+        // Found by name, so an empty CNI_NETNS does not leak rules.
+        masq::teardown(&req.conf.name, &req.env.container_id, &req.env.ifname)
+    } else {
+        Ok(())
+    };
+    if let Some(p) = veth {
+        match p.wait() {
+            Some(Err(e)) if !e.is_not_found() => {
+                return Err(
+                    Error::from(e).ctx(format_args!("failed to delete {:?}", req.env.ifname))
                 );
-                if l.master.is_some() {
-                    chain::detach(req, &b, true)?;
-                }
-            } else {
-                match h.del_link(l.index) {
-                    Err(e) if !e.is_not_found() => {
-                        return Err(Error::from(e)
-                            .ctx(format_args!("failed to delete {:?}", req.env.ifname)));
-                    }
-                    _ => {}
-                }
             }
+            None => return Err(Error::internal("veth deletion did not run")),
+            _ => {}
         }
     }
+    masq?;
+    // The address is released once the veth holding it is gone.
     if let Some(name) = req.ipam_type() {
         delegate::del(name, req)?;
     }
@@ -452,6 +443,41 @@ fn del(req: &Request) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// DEL's container side: the veth ADD made, deleted on a thread ([`overlap`]); a link the
+/// chained mode attached is detached here instead, never deleted (an unreadable prevResult
+/// must not block DEL; without one, a container link on a bridge or not a veth is not ours).
+fn del_veth(req: &Request, b: &Bridge) -> Result<Option<overlap::Pending<netlink::Result<()>>>> {
+    let chained = req.prev_result().ok().flatten();
+    if let Some(in_container) = chained.and_then(|p| chain::attached_in(&p, b, &req.env.ifname)) {
+        chain::detach(req, b, in_container)?;
+        return Ok(None);
+    }
+    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+        return Ok(None);
+    };
+    let mut h = Handle::in_netns(&ns)?;
+    let Some(l) = h.link_by_name(&req.env.ifname)? else {
+        return Ok(None);
+    };
+    if l.master.is_some() || l.kind.as_deref() != Some("veth") {
+        eprintln!(
+            "bridge: {} in {} was not made by bridge: left in place",
+            l.name, req.env.netns
+        );
+        if l.master.is_some() {
+            chain::detach(req, b, true)?;
+        }
+        return Ok(None);
+    }
+    // Without masquerading there is nothing to overlap the deletion with.
+    let job = move || h.del_link(l.index);
+    Ok(Some(if b.c.ip_masq {
+        overlap::spawn(job)
+    } else {
+        overlap::here(job)
+    }))
 }
 
 fn status(req: &Request) -> Result<()> {

@@ -18,9 +18,8 @@ use crate::netlink::socket::{NlSocket, message};
 use netlink_sys::protocols::NETLINK_NETFILTER;
 use nix::errno::Errno;
 use std::fmt;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::path::Path;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 const SUBSYS: u16 = 10; // NFNL_SUBSYS_NFTABLES

@@ -11,32 +11,55 @@ pub struct Nftables {
 }
 
 pub(super) static LINGER: AtomicBool = AtomicBool::new(false);
-/// The one socket kept open for exit (-1: none); a newer one replaces (closes) it, so a GC
-/// that commits many batches holds one extra descriptor, not one per batch.
-pub(super) static LINGERING: Mutex<Option<OwnedFd>> = Mutex::new(None);
 
-/// Keep sockets that committed a batch open until the process exits instead of closing them
-/// when dropped. Closing a netfilter socket waits until the kernel has destroyed what earlier
-/// commits deleted (`nft_rcv_nl_event` flushes the destroy work, an RCU grace period of
-/// 10–30 ms); deferred to exit, that wait overlaps the applet's remaining work (a bridge DEL
-/// deletes its veth meanwhile, which waits for grace periods of its own). For the
-/// short-lived plugin process only: `main` calls it, library users and tests do not.
+/// Release netfilter sockets in the background when they are dropped, for the short-lived
+/// plugin process only: `main` calls it, library users and tests do not.
+///
+/// Closing any netfilter socket (not only one that committed: a query's too) waits until the
+/// kernel has destroyed what earlier commits in the namespace deleted: `nft_rcv_nl_event`
+/// flushes nf_tables' destroy work, an RCU grace period of 10–30 ms, and a process closes its
+/// sockets at exit at the latest, so every plugin whose DEL deleted a rule paid that wait.
+/// Instead the socket is handed to the kernel ([`release_in_background`]).
 pub fn linger_at_exit() {
     LINGER.store(true, Ordering::Relaxed);
 }
 
 impl Drop for Nftables {
     fn drop(&mut self) {
-        if self.applied && LINGER.load(Ordering::Relaxed) {
-            // A duplicate keeps the socket alive; the kernel closes it at exit. Replacing an
-            // older one closes that (at most one lingers).
-            if let Ok(copy) = self.sock.as_fd().try_clone_to_owned()
-                && let Ok(mut slot) = LINGERING.lock()
-            {
-                *slot = Some(copy);
-            }
+        if LINGER.load(Ordering::Relaxed) {
+            // On failure the socket is closed below as usual (and waits).
+            let _ = release_in_background(self.sock.as_fd());
         }
     }
+}
+
+/// Let the kernel release `fd`'s socket after we close it, in a kernel worker rather than in
+/// this process: a copy travels, with one end of a unix socket pair, into that end's own
+/// receive queue. Once both ends are closed nothing can read it: an unreachable cycle that the
+/// unix sockets' garbage collector frees, closing our socket — in a workqueue since Linux
+/// 6.10, in the closing process before (then it is a plain close). The kernel's work is the
+/// same either way (what was deleted is destroyed after the grace period; the next commit in
+/// the namespace waits for that as it would for our own close); only our exit stops waiting.
+fn release_in_background(fd: BorrowedFd) -> nix::Result<()> {
+    use nix::sys::socket::{AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType};
+    use nix::sys::socket::{sendmsg, socketpair};
+    use std::os::fd::AsRawFd;
+    let (a, b) = socketpair(
+        AddressFamily::Unix,
+        SockType::Datagram,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )?;
+    let fds = [a.as_raw_fd(), fd.as_raw_fd()];
+    let msg = [std::io::IoSlice::new(b"x")];
+    sendmsg::<()>(
+        b.as_raw_fd(),
+        &msg,
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    Ok(())
 }
 
 pub(super) fn strerror(errno: i32) -> &'static str {
