@@ -1,4 +1,5 @@
-//! Overlapping a kernel wait with other work: one job on a thread of its own.
+//! Threads: the crate's one pthread wrapper ([`spawn_raw`], used by the dhcp daemon too), and
+//! overlapping a kernel wait with other work: one job on a thread of its own ([`spawn`]).
 //!
 //! Deleting a link returns only after the kernel has waited for an RCU grace period
 //! (`rcu_barrier()` in `netdev_run_todo`, 10–20 ms, most of a DEL). Work that does not depend
@@ -8,10 +9,61 @@
 
 use std::ffi::c_void;
 
+/// What a thread runs.
+pub type Job = Box<dyn FnOnce() + Send>;
+
+/// A joinable thread from [`spawn_raw`].
+pub struct Thread(libc::pthread_t);
+
+// SAFETY: a pthread_t is a plain handle; joining it from another thread is allowed.
+unsafe impl Send for Thread {}
+
+impl Thread {
+    /// Wait for the thread to end.
+    pub fn join(self) {
+        // SAFETY: a joinable thread, joined once (`self` is consumed).
+        unsafe { libc::pthread_join(self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// Run `job` on a new thread with `stack` bytes of stack: `Some` joinable thread, or `None`
+/// when `detached`. The crate's one place that makes threads (the dhcp daemon's, and
+/// [`spawn`]'s overlap).
+///
+/// # Safety
+/// Whatever `job` borrows through raw pointers must outlive the thread.
+pub unsafe fn spawn_raw(job: Job, stack: usize, detached: bool) -> std::io::Result<Option<Thread>> {
+    extern "C" fn start(p: *mut c_void) -> *mut c_void {
+        // SAFETY: `p` is the box `spawn_raw` leaked for this thread, taken back once, here.
+        let job = unsafe { Box::from_raw(p.cast::<Job>()) };
+        job();
+        std::ptr::null_mut()
+    }
+    let p = Box::into_raw(Box::new(job));
+    // SAFETY: the attribute object is initialised before use and destroyed after; `p` goes to
+    // the new thread, or is taken back when there is none.
+    unsafe {
+        let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+        libc::pthread_attr_init(attr.as_mut_ptr());
+        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), stack);
+        if detached {
+            libc::pthread_attr_setdetachstate(attr.as_mut_ptr(), libc::PTHREAD_CREATE_DETACHED);
+        }
+        let mut t: libc::pthread_t = std::mem::zeroed();
+        let r = libc::pthread_create(&mut t, attr.as_ptr(), start, p.cast());
+        libc::pthread_attr_destroy(attr.as_mut_ptr());
+        if r != 0 {
+            drop(Box::from_raw(p));
+            return Err(std::io::Error::from_raw_os_error(r));
+        }
+        Ok((!detached).then_some(Thread(t)))
+    }
+}
+
 /// A job started by [`spawn`]; [`Pending::wait`] takes its result. Dropping it waits too (the
 /// thread uses memory the value owns).
 pub struct Pending<T> {
-    thread: Option<libc::pthread_t>,
+    thread: Option<Thread>,
     slot: Box<Slot<T>>,
 }
 
@@ -53,32 +105,25 @@ fn start<T: Send + 'static>(job: impl FnOnce() -> T + Send + 'static, thread: bo
 }
 
 /// A thread running `slot`'s job, or None when none can be made.
-fn new_thread<T>(slot: &mut Slot<T>) -> Option<libc::pthread_t> {
-    extern "C" fn entry<T>(p: *mut c_void) -> *mut c_void {
+fn new_thread<T: 'static>(slot: &mut Slot<T>) -> Option<Thread> {
+    struct SlotPtr<T>(*mut Slot<T>);
+    // SAFETY: the slot is only touched by the new thread until `Pending` joins it.
+    unsafe impl<T> Send for SlotPtr<T> {}
+    let p = SlotPtr(slot);
+    let job: Job = Box::new(move || {
+        let p = p;
         // SAFETY: `p` points to the slot that `start` boxed; its `Pending` joins this thread
         // before the box is freed or read, so this is the only access meanwhile.
-        unsafe { (*p.cast::<Slot<T>>()).run() };
-        std::ptr::null_mut()
-    }
-    let p: *mut Slot<T> = slot;
-    // SAFETY: the attribute object is initialised before use and destroyed after; the slot
-    // outlives the thread (see `entry`).
-    unsafe {
-        let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
-        libc::pthread_attr_init(attr.as_mut_ptr());
-        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), 256 << 10);
-        let mut t: libc::pthread_t = std::mem::zeroed();
-        let r = libc::pthread_create(&mut t, attr.as_ptr(), entry::<T>, p.cast());
-        libc::pthread_attr_destroy(attr.as_mut_ptr());
-        (r == 0).then_some(t)
-    }
+        unsafe { (*p.0).run() }
+    });
+    // SAFETY: the job only borrows the slot, which `Pending` keeps alive until it joins.
+    unsafe { spawn_raw(job, 256 << 10, false) }.ok().flatten()
 }
 
 impl<T> Pending<T> {
     fn join(&mut self) {
         if let Some(t) = self.thread.take() {
-            // SAFETY: a joinable thread, joined once (taken out of the option).
-            unsafe { libc::pthread_join(t, std::ptr::null_mut()) };
+            t.join();
         }
     }
 

@@ -19,6 +19,7 @@ use crate::cni::env::validate_ifname;
 use crate::cni::result::{CniResult, IpConfig, Route};
 use crate::error::{Error, Result};
 use crate::netns::NetNs;
+use crate::overlap::{Job, Thread, spawn_raw};
 use ipnet::{IpNet, Ipv4Net};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -39,13 +40,8 @@ struct Slot {
     ifname: String,
     mailbox: Arc<Mailbox>,
     ack: Arc<Mutex<Msg>>,
-    thread: Thread,
+    thread: Option<Thread>,
 }
-
-/// A joinable thread.
-struct Thread(libc::pthread_t);
-// SAFETY: a pthread_t is an ID that any thread may join (musl's is a pointer, hence not Send).
-unsafe impl Send for Thread {}
 
 struct Daemon {
     leases: Mutex<HashMap<Vec<u8>, Slot>>,
@@ -54,46 +50,10 @@ struct Daemon {
     generation: AtomicU64,
 }
 
-type Job = Box<dyn FnOnce() + Send>;
-
-/// Run `job` on a thread of its own (1 MiB of stack), detached or to be [`join`]ed. Plain
-/// pthreads: std's threads bring about 12 KB of machinery (stack-overflow handlers, spawn
-/// hooks, names) this daemon does not need.
-fn spawn(job: Job, detached: bool) -> Result<Thread> {
-    extern "C" fn start(p: *mut libc::c_void) -> *mut libc::c_void {
-        // SAFETY: `p` is the box `spawn` leaked for this thread, taken back once, here.
-        let job = unsafe { Box::from_raw(p.cast::<Job>()) };
-        job();
-        std::ptr::null_mut()
-    }
-    let p = Box::into_raw(Box::new(job));
-    // SAFETY: the attribute object is initialised before use and destroyed after; `p` goes to
-    // the new thread, or is taken back when there is none.
-    unsafe {
-        let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
-        libc::pthread_attr_init(attr.as_mut_ptr());
-        libc::pthread_attr_setstacksize(attr.as_mut_ptr(), 1 << 20);
-        if detached {
-            libc::pthread_attr_setdetachstate(attr.as_mut_ptr(), libc::PTHREAD_CREATE_DETACHED);
-        }
-        let mut t: libc::pthread_t = std::mem::zeroed();
-        let r = libc::pthread_create(&mut t, attr.as_ptr(), start, p.cast());
-        libc::pthread_attr_destroy(attr.as_mut_ptr());
-        if r != 0 {
-            drop(Box::from_raw(p));
-            return Err(Error::io(
-                "start a thread",
-                std::io::Error::from_raw_os_error(r),
-            ));
-        }
-        Ok(Thread(t))
-    }
-}
-
-/// Wait for a thread [`spawn`]ed not detached.
-fn join(t: Thread) {
-    // SAFETY: `t` is a joinable thread, joined once (it is consumed).
-    unsafe { libc::pthread_join(t.0, std::ptr::null_mut()) };
+/// Run `job` on a thread of its own (1 MiB of stack), detached or to be joined.
+fn spawn(job: Job, detached: bool) -> Result<Option<Thread>> {
+    // SAFETY: the daemon's jobs own what they use (no borrowed raw pointers).
+    unsafe { spawn_raw(job, 1 << 20, detached) }.map_err(|e| Error::io("start a thread", e))
 }
 
 /// What SIGTERM and SIGINT remove: the socket (unless systemd's) and the pidfile.
@@ -409,7 +369,9 @@ impl Daemon {
         let slot = lock(&self.leases).remove(id);
         if let Some(s) = slot {
             s.mailbox.post(Cmd::Stop);
-            join(s.thread);
+            if let Some(t) = s.thread {
+                t.join();
+            }
         }
     }
 
