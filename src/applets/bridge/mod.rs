@@ -315,6 +315,27 @@ fn add_steps<'a>(
         result.dns = Dns::clone(dns);
     }
 
+    // The host side (gateway, ipMasq) before the container interface comes up: its IPv6
+    // stack then starts DAD, router solicitation and MLD, which the kernel sends from a worker
+    // holding the RTNL lock and the bridge floods to every port — work that grows with the
+    // containers on the bridge and would delay each of our RTNL requests after it.
+    let vlan_gateway = if b.c.is_gateway {
+        setup_gateway(host, b, br, &result)?
+    } else {
+        None
+    };
+    if b.c.ip_masq {
+        let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
+        undo.push("ipMasq", move || masq::teardown(network, cid, ifname));
+        masq::setup(
+            b.c.ip_masq_backend.as_deref(),
+            &req.conf.name,
+            &req.env.container_id,
+            ifname,
+            &nets,
+        )
+        .ctx("failed to set up IP masquerading")?;
+    }
     ns.enter(|| {
         let v6 = format!("net/ipv6/conf/{ifname}");
         let _ = sysctl::set(
@@ -341,23 +362,6 @@ fn add_steps<'a>(
         {
             iface::wait_dad(cont, cv.index, Duration::from_secs(5))?;
         }
-    }
-    let vlan_gateway = if b.c.is_gateway {
-        setup_gateway(host, b, br, &result)?
-    } else {
-        None
-    };
-    if b.c.ip_masq {
-        let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
-        undo.push("ipMasq", move || masq::teardown(network, cid, ifname));
-        masq::setup(
-            b.c.ip_masq_backend.as_deref(),
-            &req.conf.name,
-            &req.env.container_id,
-            ifname,
-            &nets,
-        )
-        .ctx("failed to set up IP masquerading")?;
     }
     if !b.c.disable_container_interface {
         wait_oper_up(host, hv.index, &host_name)?;
@@ -413,7 +417,10 @@ fn del(req: &Request) -> Result<()> {
     if b.c.ip_masq {
         // Found by name, so an empty CNI_NETNS does not leak rules. First: the kernel's
         // deferred destruction of the deleted rules then overlaps the veth deletion below.
-        masq::teardown(&req.conf.name, &req.env.container_id, &req.env.ifname)?;
+        let ips: Vec<IpNet> = (req.prev_result().ok().flatten())
+            .map(|p| p.ips.iter().map(|ip| ip.address).collect())
+            .unwrap_or_default();
+        masq::teardown_with(&req.conf.name, &req.env.container_id, &req.env.ifname, &ips)?;
     }
     // Attached by the chained mode: detached, never deleted (an unreadable prevResult must
     // not block DEL; without one, a container link on a bridge or not a veth is not ours).

@@ -36,6 +36,7 @@ const NEWRULE: u8 = 6;
 const GETRULE: u8 = 7;
 const DELRULE: u8 = 8;
 pub(crate) const F_DUMP: u16 = crate::netlink::socket::NLM_F_DUMP;
+const F_ECHO: u16 = 0x8;
 const F_CREATE: u16 = 0x400;
 const F_APPEND: u16 = 0x800;
 const TRIES: u32 = 3;
