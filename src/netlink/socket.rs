@@ -197,7 +197,7 @@ impl NlSocket {
     pub fn batch(
         &mut self,
         mut msgs: Vec<(Vec<u8>, u16)>,
-    ) -> std::result::Result<Vec<(u16, Vec<u8>)>, (Option<usize>, Error)> {
+    ) -> std::result::Result<Echoed, (Option<usize>, Error)> {
         let count = msgs.len().saturating_sub(2);
         let first = self.seq.wrapping_add(1);
         let mut buf = Vec::new();
@@ -240,6 +240,9 @@ impl NlSocket {
         failed.map_or(Ok(echoed), Err)
     }
 }
+
+/// What a batch got back besides its ACKs: `(message type, payload)` of each echoed message.
+pub type Echoed = Vec<(u16, Vec<u8>)>;
 
 impl AsFd for NlSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {

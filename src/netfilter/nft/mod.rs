@@ -14,7 +14,7 @@ use super::rule::Rule;
 use super::validate;
 use crate::error::{Error, Result};
 use crate::netlink::Error as NlError;
-use crate::netlink::socket::{NlSocket, message};
+use crate::netlink::socket::{Echoed, NlSocket, message};
 use netlink_sys::protocols::NETLINK_NETFILTER;
 use nix::errno::Errno;
 use std::fmt;

@@ -96,7 +96,7 @@ impl Nftables {
             .collect())
     }
 
-    fn apply_inner(&mut self, batch: &Batch, echo: bool) -> Result<Vec<(u16, Vec<u8>)>> {
+    fn apply_inner(&mut self, batch: &Batch, echo: bool) -> Result<Echoed> {
         if let Some(e) = &batch.err {
             return Err(e.clone());
         }
@@ -136,7 +136,7 @@ impl Nftables {
         &mut self,
         batch: &Batch,
         echo: bool,
-    ) -> std::result::Result<Vec<(u16, Vec<u8>)>, (Option<usize>, NlError)> {
+    ) -> std::result::Result<Echoed, (Option<usize>, NlError)> {
         let mut msgs = Vec::with_capacity(batch.ops.len() + 2);
         msgs.push((nf_message(BATCH_BEGIN, 0, SUBSYS, &[]), 0));
         for op in &batch.ops {
