@@ -9,7 +9,10 @@
 # Writes benches/growth.csv (one row per container count: ADD and DEL ms per variant) and
 # benches/growth.svg (per-ADD and per-DEL latency against the number of containers), and prints
 # a Markdown section to stdout: medians with 1–10 vs N-9–N containers present and their ratio.
-# GROWTH_BASE=OTHER_BINARY adds that binary's two variants (before/after comparisons).
+# GROWTH_BASE=OTHER_BINARY adds that binary's two variants (before/after comparisons);
+# GROWTH_ROUNDS=R (default 3); GROWTH_NOV6=1 disables IPv6 in the containers, whose router
+# solicitations and MLD reports the bridge floods to every port (kernel work that grows with
+# the node, see benches/notes/growth.md), to see the plugins' own growth.
 # Needs root. It reports; it never fails on numbers.
 set -euo pipefail
 bin=${1:?usage: growth.sh CNIBOX_BINARY [N]}
@@ -71,17 +74,25 @@ run() { # verb label i → sample (ns) or E
     CNI_CONTAINERID=growth-$i CNI_NETNS=/run/netns/${cns[$i]} CNI_IFNAME=eth${ifn[$v]} CNI_PATH=$dir \
         nsenter --net="/run/netns/${node[$v]}" bash "$work/one.sh" "$verb" "$dir" "$c" "$res" 2>>"$work/errors" || echo E
 }
+# The variants' labels for container i, rotated by i: a call's cost depends on the call
+# before it (a DEL waits for grace periods the previous one started), so no variant always
+# follows the same one.
+order() {
+    local k=${#variants[@]} j x
+    for (( j = 0; j < k; j++ )); do x=${variants[$(( (j + $1) % k ))]}; echo "${x%% *}"; done
+}
 # Raw samples, one line each: op label containers-present ns|E
 samples=$work/samples; : > "$samples"
 for r in $(seq "$rounds"); do
     newnodes; cns=()
     for i in $(seq "$n"); do
         newns; cns[$i]=$NS
-        for x in "${variants[@]}"; do set -- $x; echo "add $1 $i $(run ADD "$1" "$i")" >> "$samples"; done
+        [ -z "${GROWTH_NOV6:-}" ] || ip netns exec "$NS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1
+        for x in $(order "$i"); do echo "add $x $i $(run ADD "$x" "$i")" >> "$samples"; done
         [ $((i % 50)) = 0 ] && echo "growth.sh: round $r/$rounds: $i containers" >&2
     done
     for (( i = n; i >= 1; i-- )); do
-        for x in "${variants[@]}"; do set -- $x; echo "del $1 $i $(run DEL "$1" "$i")" >> "$samples"; done
+        for x in $(order "$i"); do echo "del $x $i $(run DEL "$x" "$i")" >> "$samples"; done
         ip netns del "${cns[$i]}"
     done
     for x in "${variants[@]}"; do set -- $x; ip netns del "${node[$1]}"; done
@@ -115,7 +126,8 @@ win() { awk -v op="$1" -v l="$2" -v lo="$3" -v hi="$4" '$1==op && $2==l && $3>=l
 lo=$((n - 9))
 echo "## Cost against the number of containers (ipMasq, one /24 bridge)"
 echo
-echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg). $rounds rounds of: $n containers ADDed one by one, then DELed newest first, each variant in its own node namespace, interleaved container by container. Medians (ms) of the $((rounds * 10)) calls made with 1–10 and with $lo–$n containers on the bridge (for DEL: before the call); ratio = later / first (target ≤ 1.2×)."
+v6="IPv6 on in the containers"; [ -z "${GROWTH_NOV6:-}" ] || v6="IPv6 off in the containers (GROWTH_NOV6)"
+echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), $v6. $rounds rounds of: $n containers ADDed one by one, then DELed newest first, each variant in its own node namespace, interleaved container by container. Medians (ms) of the $((rounds * 10)) calls made with 1–10 and with $lo–$n containers on the bridge (for DEL: before the call); ratio = later / first (target ≤ 1.2×)."
 echo
 echo "| variant | ADD 1–10 | ADD $lo–$n | ratio | DEL 1–10 | DEL $lo–$n | ratio |"
 echo "|---|---|---|---|---|---|---|"
