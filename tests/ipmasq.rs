@@ -7,6 +7,7 @@
 //! 2. rules: the exact iptables nat layout / nftables rules (names and comments recomputed here
 //!    from sha512), all gone after DEL with an empty CNI_NETNS, after the netns was deleted, and
 //!    with the other backend in the DEL config; DEL twice is fine; parallel ADD/DEL;
+//!    DEL by recorded nftables handles / prevResult addresses, safe when those hints are wrong;
 //! 3. GC with `cni.dev/valid-attachments` keeps the valid container's rules only;
 //! 4. the reference's rules are removed by our DEL/GC and ours by the reference's DEL; both write
 //!    identical nat tables (IPv4 and IPv6) for the same network and container IDs.
@@ -433,6 +434,57 @@ variants!(rules:
     rules_ours_nftables => NFT,
     rules_ours_backend_unset_is_iptables => UNSET,
     rules_reference => REF,
+);
+
+/// O(1) DEL: nftables rules are deleted by the handles ADD recorded, iptables jumps by the
+/// exact rules built from prevResult's addresses. Wrong hints cost only speed: a record naming
+/// another container's rule, or a prevResult with another container's address, still removes
+/// exactly this container's rules; the record is gone after DEL.
+fn hints(v: Variant) {
+    if skip("hints", v, NEEDS) {
+        return;
+    }
+    let lab = Lab::new("ipmasq-hints", v);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = (lab.id("one"), lab.id("two"));
+    let mut res = Vec::new();
+    for (c, id) in [(&c1, &id1), (&c2, &id2)] {
+        let out = lab.plugin().add("bridge", &env_for(c, id), &lab.conf(true));
+        assert!(out.status_ok, "bridge ADD for {id}: {out:?}");
+        res.push(out.json);
+    }
+    let (ip1, ip2) = (cont_ip(&res[0], false), cont_ip(&res[1], false));
+    lab.assert_masq(&id1, &ip1);
+    lab.assert_masq(&id2, &ip2);
+    let state = std::env::var("CNIBOX_STATE_DIR").unwrap_or("/var/lib/cni/cnibox".into());
+    let record = |id: &str| Path::new(&state).join(format!("ipmasq/{}/{id}:eth0", lab.net()));
+    if lab.uses_nft() {
+        let handle = |id: &str| lab.nft_rules_of(id)[0]["handle"].to_string();
+        let rec = std::fs::read_to_string(record(&id1)).expect("handle record of ADD");
+        assert_eq!(rec.trim(), handle(&id1), "recorded handle");
+        // The record names the other container's rule: DEL must not trust it.
+        std::fs::write(record(&id1), format!("{}\n", handle(&id2))).unwrap();
+    }
+    let del = |c: &NetNs, id: &str, prev: &Value| {
+        let mut conf = lab.conf(true);
+        conf["prevResult"] = prev.clone();
+        let out = lab.plugin().del("bridge", &env_for(c, id), &conf);
+        assert!(out.status_ok, "DEL of {id}: {out:?}");
+    };
+    // prevResult of the other container: the quick iptables DEL finds no such jump.
+    del(&c1, &id1, &res[1]);
+    lab.assert_gone(&id1, "DEL with wrong hints");
+    lab.assert_masq(&id2, &ip2);
+    assert!(!record(&id1).exists(), "record left after DEL");
+    del(&c2, &id2, &res[1]);
+    lab.assert_gone(&id2, "DEL with its own hints");
+    assert!(!record(&id2).exists(), "record left after DEL");
+    lab.assert_clean();
+}
+
+variants!(hints:
+    hints_ours_iptables => IPT,
+    hints_ours_nftables => NFT,
 );
 
 /// Eight containers ADDed and DELeted at once: every one gets exactly its rules (the shared

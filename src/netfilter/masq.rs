@@ -21,7 +21,7 @@ use super::{
     Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, Table, delete_commented,
     instance_tag, network_tag, owner_comment,
 };
-use crate::attachment::Attachment;
+use crate::attachment::{self, Attachment};
 use crate::error::Result;
 use crate::hash::sha512_hex;
 use crate::undo::ErrorList;
@@ -30,6 +30,8 @@ use std::collections::HashSet;
 
 const NFT_TABLE: &str = "cni_plugins_masquerade";
 const NFT_CHAIN: &str = "masq_checks";
+/// Attachment records (`attachment`) of the handles of each attachment's nftables rules.
+const HINTS: &str = "ipmasq";
 
 /// `CNI-` + 24 hex of sha512(network + containerID).
 pub fn chain_name(network: &str, cid: &str) -> String {
@@ -93,7 +95,8 @@ fn iptables_rules(network: &str, cid: &str, ip: &IpNet) -> (String, [String; 2],
 fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
     for proto in families(ips) {
         let ipt = Iptables::new(proto)?;
-        ipt.transact("nat", |saved| {
+        let chain = chain_name(network, cid);
+        ipt.transact_new("nat", &[&chain], |saved| {
             let mut s = Script::new();
             for ip in ips.iter().filter(|ip| Proto::of(&ip.addr()) == proto) {
                 let (chain, rules, jump) = iptables_rules(network, cid, ip);
@@ -112,8 +115,8 @@ fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
 fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Result<()> {
     let t = table();
     let mut nft = Nftables::open()?;
-    let snap = nft.snapshot(&t)?;
-    let prefix = instance_tag(network, ifname, cid);
+    // Only the fixed chain's rules are read: masq_checks holds one rule per container.
+    let snap = nft.snapshot_of(&t, &["postrouting"])?;
     let mut b = Batch::new();
     b.ensure_table(
         &snap,
@@ -137,8 +140,8 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
         ],
     );
     // A repeated ADD replaces the attachment's rules.
-    for (h, c) in snap.comments_in(NFT_CHAIN) {
-        if c.starts_with(&prefix) {
+    if snap.has_chain(NFT_CHAIN) {
+        for h in own_rules(&mut nft, network, cid, ifname)? {
             b.del_rule(&t, NFT_CHAIN, h);
         }
     }
@@ -154,11 +157,107 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
                 .comment(c.clone()),
         );
     }
-    nft.apply(&b)
+    let added = nft.apply_echo(&b)?;
+    let handles: Vec<String> = added
+        .iter()
+        .filter(|r| r.chain == NFT_CHAIN && r.comment.as_deref() == Some(c.as_str()))
+        .map(|r| r.handle.to_string())
+        .collect();
+    // A hint only (see `own_rules`): without it the next DEL scans, as upstream does.
+    if handles.len() == ips.len() {
+        let _ = attachment::record(HINTS, network, cid, ifname, &handles);
+    } else {
+        attachment::forget(HINTS, network, cid, ifname);
+    }
+    Ok(())
+}
+
+/// The handles of the attachment's rules in masq_checks. The handles its last ADD recorded
+/// (`HINTS`) are looked up one by one and trusted when each still holds a rule with the
+/// attachment's comment: ADD and DEL then cost the same with 1 or 1,000 containers. Without a
+/// record (a fresh attachment, or one the Go plugins made) an ADD finds nothing to replace and
+/// a DEL scans the chain; a record that no longer matches the rules makes both scan.
+fn own_rules(nft: &mut Nftables, network: &str, cid: &str, ifname: &str) -> Result<Vec<u64>> {
+    let t = table();
+    let c = owner_comment(network, ifname, cid);
+    let recorded = attachment::get(HINTS, network, cid, ifname);
+    let mut found = Vec::new();
+    for h in &recorded {
+        let Ok(h) = h.parse::<u64>() else { break };
+        match nft.rule(&t, NFT_CHAIN, h)? {
+            Some(r) if r.comment.as_deref() == Some(c.as_str()) => found.push(h),
+            _ => break,
+        }
+    }
+    if !recorded.is_empty() && found.len() == recorded.len() {
+        return Ok(found);
+    }
+    if recorded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let prefix = instance_tag(network, ifname, cid);
+    Ok(nft
+        .rules(&t, Some(NFT_CHAIN))?
+        .into_iter()
+        .filter(|r| r.comment.as_deref().is_some_and(|x| x.starts_with(&prefix)))
+        .map(|r| r.handle)
+        .collect())
+}
+
+/// DEL's iptables part for one family. With the addresses, one restore deletes the jumps
+/// from POSTROUTING by their exact rules and then the chain; it fails as a whole (the chain
+/// still referenced, a rule not there) unless that is everything, and the table is then saved
+/// and searched for every jump to the chain.
+fn teardown_iptables(ipt: &Iptables, network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
+    let chain = chain_name(network, cid);
+    let mine: Vec<&IpNet> = ips
+        .iter()
+        .filter(|ip| Proto::of(&ip.addr()) == ipt.proto)
+        .collect();
+    if !mine.is_empty() {
+        let mut s = Script::new();
+        for ip in mine {
+            s.delete("POSTROUTING", &iptables_rules(network, cid, ip).2);
+        }
+        s.flush(&chain).delete_chain(&chain);
+        if ipt.restore("nat", &s).is_ok() {
+            return Ok(());
+        }
+    }
+    ipt.transact("nat", |saved| {
+        let mut s = Script::new();
+        s.remove_chain(saved, &chain);
+        Ok(s)
+    })
+}
+
+/// DEL's nftables part: the attachment's rules by their recorded handles, else by a scan of
+/// their comments.
+fn teardown_nftables(network: &str, cid: &str, ifname: &str) -> Result<()> {
+    let recorded = !attachment::get(HINTS, network, cid, ifname).is_empty();
+    if recorded && let Ok(mut nft) = Nftables::open() {
+        let t = table();
+        let mut b = Batch::new();
+        for h in own_rules(&mut nft, network, cid, ifname)? {
+            b.del_rule(&t, NFT_CHAIN, h);
+        }
+        nft.apply(&b)?;
+    } else {
+        let prefix = instance_tag(network, ifname, cid);
+        delete_commented(&table(), &[NFT_CHAIN], |c| c.starts_with(&prefix))?;
+    }
+    attachment::forget(HINTS, network, cid, ifname);
+    Ok(())
 }
 
 /// Remove the container's masquerading from both backends; everything is found by name.
 pub fn teardown(network: &str, cid: &str, ifname: &str) -> Result<()> {
+    teardown_with(network, cid, ifname, &[])
+}
+
+/// [`teardown`] given the addresses ADD masqueraded (DEL's prevResult), a hint that saves the
+/// iptables backend reading the whole nat table; wrong or missing addresses only cost that.
+pub fn teardown_with(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Result<()> {
     let mut failures = ErrorList::new();
     let chain = chain_name(network, cid);
     for proto in [Proto::V4, Proto::V6] {
@@ -168,16 +267,9 @@ pub fn teardown(network: &str, cid: &str, ifname: &str) -> Result<()> {
         let Ok(ipt) = Iptables::new(proto) else {
             continue;
         };
-        failures.check(ipt.transact("nat", |saved| {
-            let mut s = Script::new();
-            s.remove_chain(saved, &chain);
-            Ok(s)
-        }));
+        failures.check(teardown_iptables(&ipt, network, cid, ips));
     }
-    let prefix = instance_tag(network, ifname, cid);
-    failures.check(delete_commented(&table(), &[NFT_CHAIN], |c| {
-        c.starts_with(&prefix)
-    }));
+    failures.check(teardown_nftables(network, cid, ifname));
     failures.into_result()
 }
 
@@ -210,6 +302,15 @@ pub fn gc(network: &str, valid: &[Attachment]) -> Result<()> {
     failures.check(delete_commented(&table(), &[NFT_CHAIN], |c| {
         c.starts_with(&of_network) && !keep.contains(c)
     }));
+    let valid: HashSet<(&str, &str)> = valid
+        .iter()
+        .map(|a| (a.container_id.as_str(), a.ifname.as_str()))
+        .collect();
+    for (cid, ifname, _) in attachment::list(HINTS, network) {
+        if !valid.contains(&(cid.as_str(), ifname.as_str())) {
+            attachment::forget(HINTS, network, &cid, &ifname);
+        }
+    }
     failures.into_result()
 }
 

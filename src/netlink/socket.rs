@@ -191,11 +191,13 @@ impl NlSocket {
     /// Send `msgs` (each built by [`message`], flags included: NLM_F_REQUEST is added, and
     /// NLM_F_ACK to all but the first and last, the batch delimiters) in one datagram and wait
     /// for the ACK of each message between the delimiters. Returns the first failure with the
-    /// index of the message it belongs to (`None`: the batch as a whole).
+    /// index of the message it belongs to (`None`: the batch as a whole). On success, the type
+    /// and payload of every other message that came back before the ACKs: what the kernel
+    /// echoed for messages flagged `NLM_F_ECHO` (nf_tables: the created objects, with handles).
     pub fn batch(
         &mut self,
         mut msgs: Vec<(Vec<u8>, u16)>,
-    ) -> std::result::Result<(), (Option<usize>, Error)> {
+    ) -> std::result::Result<Echoed, (Option<usize>, Error)> {
         let count = msgs.len().saturating_sub(2);
         let first = self.seq.wrapping_add(1);
         let mut buf = Vec::new();
@@ -211,10 +213,14 @@ impl NlSocket {
         self.send(&buf).map_err(|e| (None, e))?;
         let mut pending = count;
         let mut failed = None;
+        let mut echoed = Vec::new();
         while pending > 0 {
             let n = self.recv().map_err(|e| (None, e))?;
             for m in wire::messages(&self.buf[..n]) {
                 if m.ty != NLMSG_ERROR {
+                    if m.seq.wrapping_sub(first) <= count as u32 {
+                        echoed.push((m.ty, m.payload.to_vec()));
+                    }
                     continue;
                 }
                 let st = status(m.flags, m.payload);
@@ -231,9 +237,12 @@ impl NlSocket {
                 }
             }
         }
-        failed.map_or(Ok(()), Err)
+        failed.map_or(Ok(echoed), Err)
     }
 }
+
+/// What a batch got back besides its ACKs: `(message type, payload)` of each echoed message.
+pub type Echoed = Vec<(u16, Vec<u8>)>;
 
 impl AsFd for NlSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {

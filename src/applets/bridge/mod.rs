@@ -415,8 +415,12 @@ fn del(req: &Request) -> Result<()> {
     // periods (nftables' deferred destruction, iptables-restore's exit) overlap it.
     let veth = del_veth(req, &b)?;
     let masq = if b.c.ip_masq {
-        // Found by name, so an empty CNI_NETNS does not leak rules.
-        masq::teardown(&req.conf.name, &req.env.container_id, &req.env.ifname)
+        // Found by name, so an empty CNI_NETNS does not leak rules; prevResult's addresses
+        // let it delete the exact rules without reading the whole table.
+        let ips: Vec<IpNet> = (req.prev_result().ok().flatten())
+            .map(|p| p.ips.iter().map(|ip| ip.address).collect())
+            .unwrap_or_default();
+        masq::teardown_with(&req.conf.name, &req.env.container_id, &req.env.ifname, &ips)
     } else {
         Ok(())
     };

@@ -316,6 +316,27 @@ impl Iptables {
         ))
     }
 
+    /// [`Iptables::transact`] for changes that create `chains`: while none of them can exist
+    /// ([`may_hold`], no exec), `plan` runs against an empty table and its script is restored
+    /// without saving the table first — an ADD then costs one exec whatever the table holds
+    /// (`iptables-save` of a nat table with a chain and a jump per container grows with the
+    /// node). Rules of other chains the plan appends to are then appended without a duplicate
+    /// check: they jump to one of the new chains, so none can exist yet. Any failure falls
+    /// back to the full transaction.
+    pub fn transact_new(
+        &self,
+        table: &str,
+        chains: &[&str],
+        mut plan: impl FnMut(&Saved) -> Result<Script>,
+    ) -> Result<()> {
+        if !may_hold(self.proto, table, chains)
+            && self.restore(table, &plan(&Saved::default())?).is_ok()
+        {
+            return Ok(());
+        }
+        self.transact(table, plan)
+    }
+
     /// Save `table`, let `plan` compute the changes, restore them; recompute and retry when
     /// the table changed in between (the restore then fails as a whole).
     pub fn transact(

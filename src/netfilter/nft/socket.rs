@@ -104,18 +104,34 @@ impl Nftables {
     /// Apply all operations of `batch` atomically. Transient conflicts (EBUSY, EINTR, EAGAIN,
     /// ERESTART) are retried a few times before failing with a try-again error.
     pub fn apply(&mut self, batch: &Batch) -> Result<()> {
+        self.apply_inner(batch, false).map(drop)
+    }
+
+    /// [`Nftables::apply`], returning the rules the batch added as the kernel reports them
+    /// (with their handles, which a later delete needs).
+    pub fn apply_echo(&mut self, batch: &Batch) -> Result<Vec<RuleInfo>> {
+        let echoed = self.apply_inner(batch, true)?;
+        Ok(echoed
+            .iter()
+            .filter(|(ty, _)| *ty == nft_type(NEWRULE))
+            .filter_map(|(_, m)| m.get(4..))
+            .map(|body| super::dump::parse_rule(body).1)
+            .collect())
+    }
+
+    fn apply_inner(&mut self, batch: &Batch, echo: bool) -> Result<Echoed> {
         if let Some(e) = &batch.err {
             return Err(e.clone());
         }
         if batch.ops.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let mut tries = 0;
         loop {
-            let (what, errno, ext) = match self.apply_once(batch) {
-                Ok(()) => {
+            let (what, errno, ext) = match self.apply_once(batch, echo) {
+                Ok(echoed) => {
                     self.applied = true;
-                    return Ok(());
+                    return Ok(echoed);
                 }
                 Err((i, e)) => (
                     i.map_or("apply batch", |i| batch.ops[i].what.as_str()),
@@ -142,12 +158,14 @@ impl Nftables {
     pub(super) fn apply_once(
         &mut self,
         batch: &Batch,
-    ) -> std::result::Result<(), (Option<usize>, NlError)> {
+        echo: bool,
+    ) -> std::result::Result<Echoed, (Option<usize>, NlError)> {
         let mut msgs = Vec::with_capacity(batch.ops.len() + 2);
         msgs.push((nf_message(BATCH_BEGIN, 0, SUBSYS, &[]), 0));
         for op in &batch.ops {
             let m = nf_message(nft_type(op.ty), op.family as u8, 0, &op.body);
-            msgs.push((m, op.flags));
+            let echo = if echo && op.ty == NEWRULE { F_ECHO } else { 0 };
+            msgs.push((m, op.flags | echo));
         }
         msgs.push((nf_message(BATCH_END, 0, SUBSYS, &[]), 0));
         self.sock.batch(msgs)
