@@ -299,13 +299,14 @@ RAW=1 row "size on disk (bytes): cnibox vs the ${#names[@]} reference plugins it
 tgt "binary < 1.5 MB and ≤ 1/30 of the ${#names[@]} reference plugins it replaces" "$(ratio "$have" "$size_o"), $(awk -v b="$size_o" 'BEGIN {printf "%.2f MB", b/1e6}')" "$( [ "$(ge "$have" "$size_o" 30)" = met ] && [ "$size_o" -lt 1500000 ] && echo met || echo missed)"
 
 # >>> growth hook (issue 16, growth lane): benches/growth.sh, when present, is run as
-#   benches/growth.sh OURS_DIR OUT_DIR [--quick]
+#   benches/growth.sh CNIBOX_BINARY [N]   (--quick: 60 containers, one round)
 # Its stdout is a markdown section placed after the targets table; lines of it that start with
 # "target: " are rows of the targets table instead ("target: | TARGET | MEASURED | met |").
 growth_md=""
 if [ -f "$here/growth.sh" ]; then
-    gargs=("$work/ours" "$(dirname "$out")"); [ $quick = 1 ] && gargs+=(--quick)
-    gout=$(bash "$here/growth.sh" "${gargs[@]}") || echo "compare.sh: growth.sh failed" >&2
+    gargs=("$work/ours/cnibox"); genv=()
+    [ $quick = 1 ] && { gargs+=(60); genv=(GROWTH_ROUNDS=1); }
+    gout=$(env "${genv[@]}" bash "$here/growth.sh" "${gargs[@]}") || echo "compare.sh: growth.sh failed" >&2
     while IFS= read -r l; do
         case $l in "target: "*) targets+=("${l#target: }") ;; *) growth_md+="$l"$'\n' ;; esac
     done <<<"${gout:-}"
