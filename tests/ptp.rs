@@ -219,6 +219,52 @@ fn ipmasq_and_del_without_netns() {
     assert_eq!(nd.reservations(), 0);
 }
 
+/// ipMasq on iptables: DEL with the ADD's result as prevResult (as runtimes send it) removes
+/// exactly that container's masquerade chain and POSTROUTING jump; the other's stay.
+#[test]
+fn ipmasq_iptables_del_with_prev_result() {
+    if !require_root("ptp ipmasq_iptables_del_with_prev_result") {
+        return;
+    }
+    let nd = node("ptp-masq-ipt", Impl::Ours, 96);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let conf = nd.conf(
+        "1.0.0",
+        json!({"ipMasq": true, "ipMasqBackend": "iptables"}),
+    );
+    let pl = nd.plugin();
+    let r1 = pl.add("ptp", &env_for(&c1, "i1"), &conf).ok().clone();
+    let r2 = pl.add("ptp", &env_for(&c2, "i2"), &conf).ok().clone();
+    let masq_lines = || {
+        nd.node
+            .sh(&["iptables-save", "-t", "nat"])
+            .lines()
+            .filter(|l| l.contains("ptpnet96"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let before = masq_lines();
+    let ip = |r: &Value| {
+        r["ips"][0]["address"]
+            .as_str()
+            .unwrap()
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    assert!(before.iter().any(|l| l.contains(&ip(&r1))), "{before:?}");
+    pl.del("ptp", &env_for(&c1, "i1"), &with_prev(&conf, &r1))
+        .ok();
+    let after = masq_lines();
+    assert!(!after.iter().any(|l| l.contains(&ip(&r1))), "{after:?}");
+    assert!(after.iter().any(|l| l.contains(&ip(&r2))), "{after:?}");
+    assert_eq!(after.len() * 2, before.len(), "{before:?}\n{after:?}");
+    pl.del("ptp", &env_for(&c2, "i2"), &with_prev(&conf, &r2))
+        .ok();
+    assert!(masq_lines().is_empty(), "{:?}", masq_lines());
+}
+
 /// A failure after the veth exists (the gateway's route is taken in the container) removes
 /// the veth and releases the address; missing IPAM is a config error.
 #[test]

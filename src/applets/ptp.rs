@@ -233,11 +233,13 @@ fn del(req: &Request) -> Result<()> {
     delegate::del(p.ipam, req)?;
     let mut errors = ErrorList::new();
     if p.c.ip_masq {
-        // Found by name: no link or namespace needed.
-        errors.check(masq::teardown(
+        // Found by name: no link or namespace needed; prevResult's addresses spare the
+        // iptables backend reading the whole nat table.
+        errors.check(masq::teardown_with(
             &req.conf.name,
             &req.env.container_id,
             &req.env.ifname,
+            &req.prev_addresses(),
         ));
     }
     if let Some(ns) = NetNs::open_existing(&req.env.netns)? {

@@ -92,6 +92,16 @@ impl Request {
         Ok(Some(prev))
     }
 
+    /// prevResult's addresses, empty when there is none or it cannot be read: DEL's hints
+    /// (e.g. which masquerading rules to delete without reading the whole table).
+    pub fn prev_addresses(&self) -> Vec<ipnet::IpNet> {
+        self.prev_result()
+            .ok()
+            .flatten()
+            .map(|p| p.ips.iter().map(|ip| ip.address).collect())
+            .unwrap_or_default()
+    }
+
     /// The IPAM plugin's type, if the config names one.
     pub fn ipam_type(&self) -> Option<&str> {
         self.conf

@@ -417,9 +417,7 @@ fn del(req: &Request) -> Result<()> {
     let masq = if b.c.ip_masq {
         // Found by name, so an empty CNI_NETNS does not leak rules; prevResult's addresses
         // let it delete the exact rules without reading the whole table.
-        let ips: Vec<IpNet> = (req.prev_result().ok().flatten())
-            .map(|p| p.ips.iter().map(|ip| ip.address).collect())
-            .unwrap_or_default();
+        let ips = req.prev_addresses();
         masq::teardown_with(&req.conf.name, &req.env.container_id, &req.env.ifname, &ips)
     } else {
         Ok(())
