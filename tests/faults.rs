@@ -274,13 +274,11 @@ fn bridge_killed_at_any_instant() {
         let c = NetNs::create();
         let cid = format!("killbr{i}");
         let delay = Duration::from_micros(rng.next() % span);
-        let killed = run_and_kill(
-            &prog,
-            Some(&node),
-            &vars("ADD", &cid, &c.path(), &path),
-            &conf,
-            delay,
-        );
+        let (state, netns) = (sb.state_dir(), c.path());
+        let mut env_vars = vars("ADD", &cid, &netns, &path);
+        // The records DEL reads (Plugin::run puts them in the sandbox too).
+        env_vars.push(("CNIBOX_STATE_DIR", &state));
+        let killed = run_and_kill(&prog, Some(&node), &env_vars, &conf, delay);
         let holding = reservations(&dir)
             .iter()
             .any(|(_, c)| c.starts_with(&format!("{cid}\r\n")));
@@ -315,6 +313,8 @@ fn bridge_killed_at_any_instant() {
         );
         let nft = node.sh(&["nft", "list", "ruleset"]);
         assert!(!nft.contains(&cid), "run {i}: rules left:\n{nft}");
+        let record = Path::new(&sb.state_dir()).join(format!("ipmasq/faultnet/{cid}:eth0"));
+        assert!(!record.exists(), "run {i}: owner record left: {record:?}");
     }
     sb.plugin_in(Impl::Ours, &node)
         .run("bridge", "DEL", &e0, &conf)

@@ -456,7 +456,7 @@ fn hints(v: Variant) {
     let (ip1, ip2) = (cont_ip(&res[0], false), cont_ip(&res[1], false));
     lab.assert_masq(&id1, &ip1);
     lab.assert_masq(&id2, &ip2);
-    let state = std::env::var("CNIBOX_STATE_DIR").unwrap_or("/var/lib/cni/cnibox".into());
+    let state = lab.sb.state_dir();
     let record = |id: &str| Path::new(&state).join(format!("ipmasq/{}/{id}:eth0", lab.net()));
     if lab.uses_nft() {
         let handle = |id: &str| lab.nft_rules_of(id)[0]["handle"].to_string();

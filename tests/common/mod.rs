@@ -156,6 +156,11 @@ impl Sandbox {
         p
     }
 
+    /// Where cnibox keeps its GC owner records when this sandbox's plugins run.
+    pub fn state_dir(&self) -> String {
+        self.path("cnibox-state").display().to_string()
+    }
+
     /// A scratch path inside the sandbox (for data dirs etc.).
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)
@@ -362,6 +367,12 @@ impl Plugin<'_> {
         .filter(|(_, v)| !v.is_empty())
         .collect();
         vars.extend(env.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        // cnibox's GC owner records go to the sandbox, not the machine's /var/lib/cni/cnibox
+        // (a test that sets CNIBOX_STATE_DIR itself keeps its own).
+        let state = self.sb.state_dir();
+        if !vars.iter().any(|(k, _)| *k == "CNIBOX_STATE_DIR") {
+            vars.push(("CNIBOX_STATE_DIR", state.as_str()));
+        }
         match self.node {
             None => exec(&self.program(applet), &[], &vars, stdin),
             Some(node) => {
