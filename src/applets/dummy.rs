@@ -56,11 +56,7 @@ fn add(req: &Request) -> Result<CniResult> {
         Ok(Handle::in_netns(ns_ref)?.del_link(index)?)
     });
     let r = (|| {
-        let mut result = delegate::add(ipam, req)?;
-        undo.push(format!("IPAM {ipam}"), move || delegate::del(ipam, req));
-        if result.ips.is_empty() {
-            return Err(Error::internal("IPAM plugin returned missing IP config"));
-        }
+        let mut result = iface::ipam_add(ipam, req, &mut undo)?;
         for ip in &mut result.ips {
             ip.interface = Some(0);
         }

@@ -367,11 +367,7 @@ fn add(req: &Request) -> Result<CniResult> {
         let Some(ipam) = c.ipam else {
             return Ok(result);
         };
-        let r = delegate::add(ipam, req)?;
-        undo.push(format!("IPAM {ipam}"), move || delegate::del(ipam, req));
-        if r.ips.is_empty() {
-            return Err(Error::internal("IPAM plugin returned missing IP config"));
-        }
+        let r = iface::ipam_add(ipam, req, &mut undo)?;
         result.ips = r.ips;
         result.routes = r.routes;
         for ip in &mut result.ips {

@@ -1,6 +1,6 @@
 //! Apply an IPAM result to an interface inside a container namespace: addresses, link up,
 //! routes — upstream's `pkg/ipam.ConfigureIface`, shared by the applets that make a container
-//! interface (bridge, vlan, macvlan, ipvlan, ptp).
+//! interface (bridge, vlan, macvlan, ipvlan, ptp); and the IPAM ADD they all start with.
 //!
 //! As upstream: IPv6 is enabled on the interface (and `lo`) when it gets an IPv6 address, with
 //! `keep_addr_on_down=1`; a route without `gw` uses the gateway of the interface's address of
@@ -8,13 +8,28 @@
 //! `table`, `scope` and `priority` are applied, `mtu`/`advmss` are not (upstream does not).
 
 use crate::cni::result::CniResult;
+use crate::cni::{Request, delegate};
 use crate::error::{Context, Error, Result};
 use crate::netlink::{self, Family, Handle, Link, NextHop};
 use crate::netns::NetNs;
 use crate::sysctl;
+use crate::undo::Undo;
 use std::time::{Duration, Instant};
 
 const IFA_F_TENTATIVE: u32 = 0x40;
+
+/// IPAM ADD for a plugin that makes a container interface: the result, with the IPAM's DEL
+/// pushed onto `undo`; as upstream, a result without an address is an error.
+pub fn ipam_add<'a>(ipam: &'a str, req: &'a Request, undo: &mut Undo<'a>) -> Result<CniResult> {
+    let r = delegate::add(ipam, req)?;
+    undo.push(format!("IPAM {ipam}"), move || delegate::del(ipam, req));
+    if r.ips.is_empty() {
+        return Err(Error::internal(format!(
+            "IPAM plugin {ipam:?} returned missing IP config"
+        )));
+    }
+    Ok(r)
+}
 
 /// Configure `ifname` (index `index` in `ns`) with the result's IPs whose `interface` points at
 /// `if_pos` (or that have no index), then set it up and add the routes.

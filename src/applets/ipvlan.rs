@@ -203,16 +203,7 @@ fn configure<'a>(
     let ifname = &req.env.ifname;
     let mut result = match (chained, c.ipam) {
         (Some(prev), _) => prev,
-        (None, Some(ipam)) => {
-            let r = delegate::add(ipam, req)?;
-            undo.push(format!("IPAM {ipam}"), move || delegate::del(ipam, req));
-            if r.ips.is_empty() {
-                return Err(Error::internal(format!(
-                    "IPAM plugin {ipam:?} returned missing IP config"
-                )));
-            }
-            r
-        }
+        (None, Some(ipam)) => iface::ipam_add(ipam, req, undo)?,
         (None, None) => unreachable!("checked in add"),
     };
     for ip in &mut result.ips {

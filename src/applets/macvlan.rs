@@ -213,13 +213,7 @@ fn configure<'a>(
     };
     match c.ipam {
         Some(ipam) => {
-            let r = delegate::add(ipam, req)?;
-            undo.push(format!("IPAM {ipam}"), move || delegate::del(ipam, req));
-            if r.ips.is_empty() {
-                return Err(Error::internal(format!(
-                    "IPAM plugin {ipam:?} returned missing IP config"
-                )));
-            }
+            let r = iface::ipam_add(ipam, req, undo)?;
             result.ips = r.ips;
             result.routes = r.routes;
             for ip in &mut result.ips {

@@ -88,16 +88,7 @@ fn add_steps<'a>(
     undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
     let ifname = &req.env.ifname;
-    let mut result = delegate::add(p.ipam, req)?;
-    undo.push(format!("IPAM {}", p.ipam), move || {
-        delegate::del(p.ipam, req)
-    });
-    if result.ips.is_empty() {
-        return Err(Error::internal(format!(
-            "IPAM plugin {:?} returned missing IP config",
-            p.ipam
-        )));
-    }
+    let mut result = iface::ipam_add(p.ipam, req, undo)?;
     let gateways: Vec<_> = result
         .ips
         .iter()

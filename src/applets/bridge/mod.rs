@@ -299,13 +299,7 @@ fn add_steps<'a>(
         spoofcheck::setup(&host_name, cid, ifname, mac).ctx("failed to set up macspoofchk")?;
     }
     if let Some(name) = req.ipam_type() {
-        let r = delegate::add(name, req)?;
-        undo.push(format!("IPAM {name}"), move || delegate::del(name, req));
-        if r.ips.is_empty() {
-            return Err(Error::internal(format!(
-                "IPAM plugin {name:?} returned missing IP config"
-            )));
-        }
+        let r = iface::ipam_add(name, req, undo)?;
         result.ips = r.ips;
         result.routes = r.routes;
         result.dns = r.dns;
