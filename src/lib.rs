@@ -3,6 +3,18 @@
 //! Layers point one way: `applets` use `cni` (the protocol), `ipam`, `netlink`, `netns`,
 //! `netfilter`, `tc` and `sysctl`; none of those know about applets.
 
+/// `eprintln!` that cannot panic. Plugins run with SIGPIPE ignored (Rust's start-up) and their
+/// stderr is a pipe the runtime may close early: `eprintln!` would then panic half-way through
+/// an ADD, and a panic aborts without running the undo guard. A message that cannot be
+/// written is dropped instead.
+#[macro_export]
+macro_rules! warn {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod applets;
 pub mod attachment;
 pub mod cni;

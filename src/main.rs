@@ -29,6 +29,13 @@ fn run(applet: &'static cnibox::cni::Applet, mut args: std::env::ArgsOs) -> i32 
     skel::run(applets::TABLE, applet)
 }
 
+/// Writes `text` and a newline, then returns `status`. A closed pipe (`cnibox --list | head -1`)
+/// or a full disk is not worth a panic: the write's error is dropped, as the shell's tools do.
+fn say(mut to: impl std::io::Write, text: &str, status: i32) -> i32 {
+    let _ = writeln!(to, "{text}");
+    status
+}
+
 fn real_main() -> i32 {
     let mut args = std::env::args_os();
     let argv0 = args.next().unwrap_or_default();
@@ -42,8 +49,8 @@ fn real_main() -> i32 {
         return run(applet, args);
     }
     if !base.starts_with("cnibox") {
-        eprintln!("cnibox: unknown applet {base:?} (cnibox --list shows the applets)");
-        return 1;
+        let text = format!("cnibox: unknown applet {base:?} (cnibox --list shows the applets)");
+        return say(std::io::stderr(), &text, 1);
     }
     let first = args
         .next()
@@ -51,42 +58,36 @@ fn real_main() -> i32 {
         .unwrap_or_default();
     match first.as_str() {
         "--list" | "-l" => {
-            for a in applets::TABLE {
-                println!("{}", a.name);
-            }
-            0
+            let names: Vec<&str> = applets::TABLE.iter().map(|a| a.name).collect();
+            say(std::io::stdout(), &names.join("\n"), 0)
         }
         "--version" | "-V" => {
-            println!(
+            let text = format!(
                 "cnibox {} (containernetworking/plugins v{} compatible)\nCNI protocol versions supported: {}",
                 env!("CARGO_PKG_VERSION"),
                 cnibox::cni::version::UPSTREAM_RELEASE,
                 cnibox::cni::version::list(cnibox::cni::Version::ALL)
             );
-            0
+            say(std::io::stdout(), &text, 0)
         }
-        "--help" | "-h" => {
-            println!("{USAGE}");
-            0
-        }
-        "" => {
-            eprintln!("{USAGE}");
-            1
-        }
+        "--help" | "-h" => say(std::io::stdout(), USAGE, 0),
+        "" => say(std::io::stderr(), USAGE, 1),
         // Internal: the tap applet creating a device in an SELinux label (src/tuntap.rs).
         cnibox::tuntap::HELPER_OPTION => {
             let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
             cnibox::tuntap::helper_main(&rest)
         }
-        opt if opt.starts_with('-') => {
-            eprintln!("cnibox: unknown option {opt:?}\n{USAGE}");
-            2
-        }
+        opt if opt.starts_with('-') => say(
+            std::io::stderr(),
+            &format!("cnibox: unknown option {opt:?}\n{USAGE}"),
+            2,
+        ),
         name => match applets::find(name) {
             Some(applet) => run(applet, args),
             None => {
-                eprintln!("cnibox: unknown applet {name:?} (cnibox --list shows the applets)");
-                1
+                let text =
+                    format!("cnibox: unknown applet {name:?} (cnibox --list shows the applets)");
+                say(std::io::stderr(), &text, 1)
             }
         },
     }

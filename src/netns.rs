@@ -178,7 +178,7 @@ struct Restore(NetNs);
 impl Drop for Restore {
     fn drop(&mut self) {
         if let Err(e) = self.0.set() {
-            eprintln!("cnibox: cannot return to the original network namespace: {e}");
+            crate::warn!("cnibox: cannot return to the original network namespace: {e}");
             std::process::abort();
         }
     }

@@ -131,7 +131,7 @@ pub fn helper_main(args: &[String]) -> i32 {
     let flags = args.first().and_then(|f| f.parse::<u16>().ok());
     let (Some(flags), Some(owner), Some(group)) = (flags, num(args.get(1)), num(args.get(2)))
     else {
-        eprintln!("usage: cnibox {HELPER_OPTION} FLAGS OWNER|- GROUP|-");
+        crate::warn!("usage: cnibox {HELPER_OPTION} FLAGS OWNER|- GROUP|-");
         return 2;
     };
     match create_here(&Tap {
@@ -140,11 +140,15 @@ pub fn helper_main(args: &[String]) -> i32 {
         group,
     }) {
         Ok(name) => {
-            println!("{name}");
-            0
+            use std::io::Write as _;
+            // The parent reads the name from this pipe; without it, it reports the failure.
+            match writeln!(std::io::stdout(), "{name}") {
+                Ok(()) => 0,
+                Err(_) => 1,
+            }
         }
         Err(e) => {
-            eprintln!("{e}");
+            crate::warn!("{e}");
             1
         }
     }

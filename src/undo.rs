@@ -118,7 +118,7 @@ impl Drop for Undo<'_> {
             return;
         }
         if let Err(e) = self.rollback().into_result() {
-            eprintln!("{}: {}", self.applet, e.msg);
+            crate::warn!("{}: {}", self.applet, e.msg);
         }
     }
 }

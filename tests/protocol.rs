@@ -619,3 +619,46 @@ fn args_and_runtime_config_must_be_objects() {
         assert!(msg.contains(names), "{msg}");
     }
 }
+
+/// Output into a pipe nobody reads (`cnibox --list | head -1`, a runtime that closed the
+/// plugin's stderr) fails with EPIPE, since Rust ignores SIGPIPE: that must end the run with a
+/// status, never a panic (which aborts: no undo, a signal for the runtime).
+#[test]
+fn closed_pipes_end_quietly() {
+    use std::os::fd::OwnedFd;
+    use std::process::{Command, Stdio};
+    // A pipe whose read end is already closed: every write to it fails with EPIPE.
+    let broken = || -> Stdio {
+        let (r, w): (OwnedFd, OwnedFd) = nix::unistd::pipe().expect("pipe");
+        drop(r);
+        Stdio::from(w)
+    };
+    let run = |args: &[&str], out_broken: bool| {
+        let mut cmd = Command::new(bin());
+        cmd.args(args)
+            .env_remove("CNI_COMMAND")
+            .stdin(Stdio::null());
+        if out_broken {
+            cmd.stdout(broken()).stderr(Stdio::piped());
+        } else {
+            cmd.stdout(Stdio::piped()).stderr(broken());
+        }
+        let out = cmd.output().expect("run cnibox");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.code().is_some(),
+            "{args:?}: killed by a signal: {:?} {text}",
+            out.status
+        );
+        assert!(!text.contains("panicked"), "{args:?}: {text}");
+        out.status.code()
+    };
+    assert_eq!(run(&["--list"], true), Some(0));
+    assert_eq!(run(&["--version"], true), Some(0));
+    assert_eq!(run(&["--help"], true), Some(0));
+    assert_eq!(run(&[], false), Some(1));
+    // The about banner of a plugin run without CNI_COMMAND goes to stderr.
+    assert_eq!(run(&["bridge"], false), Some(0));
+    assert_eq!(run(&["--bogus"], false), Some(2));
+}

@@ -111,7 +111,7 @@ pub fn delete_own_link(req: &Request, applet: &str, kind: &str) -> Result<()> {
     match cont.link_by_name(ifname)? {
         None => Ok(()),
         Some(l) if l.kind.as_deref() != Some(kind) => {
-            eprintln!(
+            crate::warn!(
                 "{applet}: {ifname} in {} is a {} link, not a {kind}: left alone",
                 req.env.netns,
                 l.kind.as_deref().unwrap_or("physical")

@@ -315,7 +315,7 @@ fn store(f: &Flannel, cid: &str, text: &str) -> Result<()> {
 /// host is as it was.
 fn unstore(f: &Flannel, cid: &str) {
     if let Err(e) = remove(&stored_path(f, cid)) {
-        eprintln!("flannel: {e}");
+        crate::warn!("flannel: {e}");
     }
     let _ = std::fs::remove_dir(&f.data_dir);
 }
@@ -368,7 +368,7 @@ fn add(req: &Request) -> Result<CniResult> {
             let undone = match delegate::plugin(Command::Del, kind, text.as_bytes(), req) {
                 Ok(_) => true,
                 Err(e) => {
-                    eprintln!("flannel: DEL after the failed ADD: {e}");
+                    crate::warn!("flannel: DEL after the failed ADD: {e}");
                     false
                 }
             };
@@ -391,7 +391,7 @@ fn del(req: &Request) -> Result<()> {
     let kind = match serde_json::from_slice::<Value>(&text) {
         Ok(Value::Object(conf)) => delegate_type(&conf).to_string(),
         _ => {
-            eprintln!("flannel: {} is not a JSON object; removed", path.display());
+            crate::warn!("flannel: {} is not a JSON object; removed", path.display());
             return remove(&path);
         }
     };

@@ -133,7 +133,9 @@ fn create(c: &Config, ns: &NetNs, cont: &mut Handle) -> Result<u32> {
     let name = ns.enter(|| match c.label.as_deref() {
         Some(label) if tuntap::selinux_enabled() => tuntap::create_labelled(&c.tap, label),
         Some(label) => {
-            eprintln!("tap: SELinux is not enabled on this host: selinuxContext {label:?} ignored");
+            crate::warn!(
+                "tap: SELinux is not enabled on this host: selinuxContext {label:?} ignored"
+            );
             tuntap::create_here(&c.tap)
         }
         None => tuntap::create_here(&c.tap),

@@ -223,7 +223,7 @@ fn del(req: &Request) -> Result<()> {
     let v = match h.link_by_name(&c.vrfname)? {
         None => return Ok(()),
         Some(l) if l.kind.as_deref() != Some("vrf") => {
-            eprintln!("vrf: {} is not a VRF: left alone", c.vrfname);
+            crate::warn!("vrf: {} is not a VRF: left alone", c.vrfname);
             return Ok(());
         }
         Some(v) => v,

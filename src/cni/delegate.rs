@@ -166,7 +166,7 @@ pub fn add(name: &str, req: &Request) -> Result<CniResult> {
     if out.is_err()
         && let Err(e) = delegate(Command::Del, name, req)
     {
-        eprintln!("{name}: DEL after a failed ADD: {e}");
+        crate::warn!("{name}: DEL after a failed ADD: {e}");
     }
     out?.ok_or_else(|| Error::internal(format!("{name}: ADD printed no result")))
 }

@@ -42,7 +42,7 @@ pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
     let env = match Env::from_process() {
         Ok(Some(env)) => env,
         Ok(None) => {
-            eprintln!("{}", version::about(applet.name, applet.versions));
+            crate::warn!("{}", version::about(applet.name, applet.versions));
             return 0;
         }
         Err(e) => return print_error(&e, Version::LATEST),

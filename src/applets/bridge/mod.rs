@@ -435,7 +435,7 @@ fn del(req: &Request) -> Result<()> {
     if b.c.macspoofchk {
         // As upstream: a leftover anti-spoofing rule must not fail the DEL.
         if let Err(e) = spoofcheck::teardown(&req.env.container_id, &req.env.ifname) {
-            eprintln!("bridge: macspoofchk teardown: {e}");
+            crate::warn!("bridge: macspoofchk teardown: {e}");
         }
     }
     Ok(())
@@ -458,9 +458,10 @@ fn del_veth(req: &Request, b: &Bridge) -> Result<Option<overlap::Pending<netlink
         return Ok(None);
     };
     if l.master.is_some() || l.kind.as_deref() != Some("veth") {
-        eprintln!(
+        crate::warn!(
             "bridge: {} in {} was not made by bridge: left in place",
-            l.name, req.env.netns
+            l.name,
+            req.env.netns
         );
         if l.master.is_some() {
             chain::detach(req, b, true)?;

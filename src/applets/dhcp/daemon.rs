@@ -77,18 +77,18 @@ pub fn main(args: &[String]) -> i32 {
     let f = match Flags::parse(args) {
         Ok(f) => f,
         Err(Stop::Help) => {
-            eprintln!("{USAGE}");
+            crate::warn!("{USAGE}");
             return 0;
         }
         Err(Stop::Bad(m)) => {
-            eprintln!("{m}\n{USAGE}");
+            crate::warn!("{m}\n{USAGE}");
             return 2;
         }
     };
     match run(f) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("dhcp daemon: {e}");
+            crate::warn!("dhcp daemon: {e}");
             1
         }
     }
@@ -129,7 +129,7 @@ fn run(f: Flags) -> std::result::Result<(), String> {
             )
         };
     }
-    eprintln!("dhcp daemon: listening on {path}");
+    crate::warn!("dhcp daemon: listening on {path}");
     let d: &'static Daemon = Box::leak(Box::new(Daemon {
         leases: Mutex::new(HashMap::new()),
         hostprefix: f.hostprefix,
@@ -145,11 +145,11 @@ fn run(f: Flags) -> std::result::Result<(), String> {
         match conn {
             Ok(c) => {
                 if let Err(e) = spawn(Box::new(move || serve(d, c)), true) {
-                    eprintln!("dhcp daemon: {e}");
+                    crate::warn!("dhcp daemon: {e}");
                 }
             }
             Err(e) => {
-                eprintln!("dhcp daemon: accept: {e}");
+                crate::warn!("dhcp daemon: accept: {e}");
                 std::thread::sleep(Duration::from_millis(100));
             }
         }

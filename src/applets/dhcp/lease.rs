@@ -485,5 +485,5 @@ impl Client {
 }
 
 pub fn log(id: &str, what: &str) {
-    eprintln!("dhcp daemon: {id}: {what}");
+    crate::warn!("dhcp daemon: {id}: {what}");
 }

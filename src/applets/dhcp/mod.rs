@@ -239,7 +239,7 @@ fn del(req: &Request) -> Result<()> {
     match proto::call(&sock, &base(req, "del")) {
         Ok(_) => Ok(()),
         Err(CallError::Unreachable(e)) => {
-            eprintln!("dhcp: {e}: no lease to release");
+            crate::warn!("dhcp: {e}: no lease to release");
             Ok(())
         }
         Err(CallError::Failed(e)) => Err(e),

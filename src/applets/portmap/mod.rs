@@ -343,7 +343,9 @@ fn add(req: &Request) -> Result<CniResult> {
                 && let Err(e) =
                     crate::netfilter::conntrack::delete_udp_dport(cip.addr().is_ipv6(), &udp)
             {
-                eprintln!("portmap: failed to delete stale UDP conntrack entries for {cip}: {e}");
+                crate::warn!(
+                    "portmap: failed to delete stale UDP conntrack entries for {cip}: {e}"
+                );
             }
             if pm.snat && cip.addr().is_ipv4() {
                 enable_route_localnet(cip.addr())?;

@@ -394,7 +394,7 @@ fn del(req: &Request) -> Result<()> {
         .map_err(Error::from)
         .and_then(|mut h| restore(&mut h, &req.env.ifname, &backup))
     {
-        eprintln!("tuning: DEL: {e}");
+        crate::warn!("tuning: DEL: {e}");
     }
     Ok(())
 }

@@ -61,7 +61,7 @@ impl Store {
             Ok(())
         })();
         if let Err(e) = built {
-            eprintln!(
+            crate::warn!(
                 "host-local: could not rebuild the index of {} (answering from the reservations): {e}",
                 self.dir.display()
             );
@@ -115,7 +115,7 @@ impl Store {
             write_atomic(&path, entry_text(owner, ips).as_bytes())
         };
         if let Err(e) = res {
-            eprintln!("host-local: index entry {}: {e}", path.display());
+            crate::warn!("host-local: index entry {}: {e}", path.display());
             self.broken = true;
         }
     }

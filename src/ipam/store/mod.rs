@@ -424,7 +424,7 @@ impl Drop for Store {
             && let Err(e) = self.seal()
         {
             // Not fatal: the next operation rebuilds the index.
-            eprintln!(
+            crate::warn!(
                 "host-local: could not seal index of {}: {e}",
                 self.dir.display()
             );
