@@ -21,7 +21,7 @@ cargo_for = $(CARGO)$(if $(call has_std,$(RUST_SYSROOT),$(1)),,$(if \
 FORCE   ?=
 BACKUPDIR ?= $(DESTDIR)$(BINDIR).pre-cnibox
 
-.PHONY: all build build-arm test test-unit test-unit-arm test-vm test-vm-arm bench bench-compare install uninstall check demo clean fuzz
+.PHONY: all build build-arm test test-unit test-unit-arm test-vm test-vm-arm bench bench-compare hot-order install uninstall check demo clean fuzz
 
 all: build
 
@@ -81,6 +81,13 @@ bench:
 
 bench-compare: build
 	benches/compare.sh $(BIN)
+
+# Regenerates .cargo/hot-functions.txt, the functions the linker packs together (.cargo/ld-order),
+# from callgrind runs of an unstripped release build (benches/hot-order.sh: root, valgrind).
+# Commit the list with the code it describes; tests/install.rs fails when it has gone stale.
+hot-order:
+	CARGO_PROFILE_RELEASE_STRIP=false $(CARGO) build --release --target $(TARGET) --target-dir target/hot
+	benches/hot-order.sh target/hot/$(TARGET)/release/cnibox
 
 # Installs what `make` built (building only when there is no binary yet, so that `sudo make
 # install` works where root has no cargo), then links the applets.

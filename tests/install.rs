@@ -346,3 +346,69 @@ fn readme_lists_every_applet() {
         );
     }
 }
+
+/// The release build is linked with the functions of `.cargo/hot-functions.txt` packed together
+/// (`.cargo/ld-order`). When the code moves on and the list no longer names the functions it
+/// has, the packing quietly stops working (a bridge ADD maps 1.1 MB of text instead of ~0.6):
+/// this fails first. `make hot-order` regenerates the list.
+#[test]
+fn hot_function_list_matches_the_release_build() {
+    let Some(bin) = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty()) else {
+        assert!(
+            !require_all(),
+            "CNIBOX_STATIC is not set (make test sets it)"
+        );
+        skip_note(
+            "hot_function_list",
+            "CNIBOX_STATIC is not set (make test sets it)",
+        );
+        return;
+    };
+    let deps = Path::new(&bin).parent().expect("binary dir").join("deps");
+    let newest = fs::read_dir(&deps)
+        .expect("deps dir of the release build")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with("cnibox-") && n.ends_with(".order")
+        })
+        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
+        .expect("no cnibox-*.order: the release build was not linked by .cargo/ld-order");
+    let keys = |text: String| -> std::collections::BTreeSet<String> {
+        let mut child = Command::new(repo().join(".cargo/ld-order"))
+            .arg("--keys")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("ld-order --keys");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let feeder = std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = stdin.write_all(text.as_bytes());
+        });
+        let out = child.wait_with_output().expect("ld-order --keys");
+        feeder.join().expect("feeder");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    // Rust functions only: musl's C names are ordered by name whatever the build.
+    let rust = |k: &String| k.contains("::");
+    let ordered = keys(fs::read_to_string(newest.path()).expect("order file"));
+    let listed: Vec<String> = fs::read_to_string(repo().join(".cargo/hot-functions.txt"))
+        .expect("hot list")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(str::to_owned)
+        .filter(rust)
+        .collect();
+    let found = listed.iter().filter(|k| ordered.contains(*k)).count();
+    assert!(
+        listed.len() > 500 && found * 10 >= listed.len() * 9,
+        "only {found} of the {} functions in .cargo/hot-functions.txt are in the release build \
+         ({}): the list is stale, run `make hot-order`",
+        listed.len(),
+        newest.path().display()
+    );
+}
