@@ -111,7 +111,7 @@ impl NetNs {
     }
 
     /// A new, empty, anonymous namespace that lives as long as the returned value (host-device
-    /// renames a device there, out of sight of udev and of the names on either side). Dropped
+    /// renames a device there when its name is taken in the container). Dropped
     /// while it still holds a device, the kernel destroys a virtual one and hands a physical one
     /// to the initial namespace, so callers move devices out before dropping it.
     pub fn temporary() -> error::Result<NetNs> {

@@ -5,7 +5,9 @@
 //! for the plugin alone), traffic through the moved device, CHECK passing then failing, DEL
 //! putting it back under its name, DPDK devices left alone, failed ADDs undone, DEL tolerating a
 //! missing netns or device, and the Go plugin side by side (same results, each DEL undoing the
-//! other's ADD).
+//! other's ADD). The common case makes no temporary namespace (strace: no unshare); a container
+//! that already has a link of the device's host name makes one, a device named like CNI_IFNAME
+//! does not; a DEL whose name is taken on the host again leaves the device as it was.
 
 mod common;
 use common::lab::unique_n;
@@ -135,6 +137,56 @@ impl Node {
             &vars,
             &conf.to_string(),
         )
+    }
+
+    /// Run our `cmd` in the node under strace: its output, and whether it created a network
+    /// namespace (`unshare`). None for the latter when strace cannot run (a skip note).
+    fn run_traced(&self, cmd: &str, env: &Env, conf: &Value) -> (Output, Option<bool>) {
+        let strace = Path::new("/usr/bin/strace");
+        if !strace.exists() || !exec(strace, &["-qq", "-o", "/dev/null", "true"], &[], "").status_ok
+        {
+            skip_note(
+                "host-device namespace count",
+                "strace missing or not allowed to trace",
+            );
+            let pl = self.plugin(Impl::Ours);
+            return (pl.run("host-device", cmd, env, &conf.to_string()), None);
+        }
+        let prog = self.sb.bin.join("host-device").display().to_string();
+        let path = self.sb.bin.display().to_string();
+        let state = self.sb.state_dir();
+        let log = self.sb.path("unshare.log");
+        let log_s = log.display().to_string();
+        let vars = [
+            ("CNI_COMMAND", cmd),
+            ("CNI_CONTAINERID", env.container_id.as_str()),
+            ("CNI_NETNS", env.netns.as_str()),
+            ("CNI_IFNAME", env.ifname.as_str()),
+            ("CNI_PATH", path.as_str()),
+            ("CNIBOX_STATE_DIR", state.as_str()),
+        ];
+        let out = exec(
+            Path::new("ip"),
+            &[
+                "netns",
+                "exec",
+                &self.node.name,
+                "strace",
+                "-f",
+                "-qq",
+                "-o",
+                &log_s,
+                "-e",
+                "trace=unshare,clone,clone3",
+                "-e",
+                "signal=none",
+                &prog,
+            ],
+            &vars,
+            &conf.to_string(),
+        );
+        let log = std::fs::read_to_string(&log).unwrap_or_default();
+        (out, Some(log.contains("CLONE_NEWNET")))
     }
 
     /// The device is back in the node under its name, without the alias ADD gave it.
@@ -383,6 +435,21 @@ fn failed_add_is_undone() {
     nd.assert_home();
     assert!(only_lo(&cont));
     assert_eq!(nd.reservations(), 0);
+
+    // A device the kernel will not move (a bridge is local to its namespace): the move fails,
+    // the bridge stays as it was.
+    let br = format!("hdbr{}", nd.n);
+    nd.node.sh(&["ip", "link", "add", &br, "type", "bridge"]);
+    nd.node.sh(&["ip", "link", "set", &br, "up"]);
+    let out = pl.add("host-device", &env, &nd.conf(json!({"device": br})));
+    assert!(
+        out.err(999).contains(&format!("failed to move {br:?}")),
+        "{out:?}"
+    );
+    let l = nd.node.sh(&["ip", "-d", "link", "show", &br]);
+    assert!(l.contains(",UP") && !l.contains("alias"), "{l}");
+    assert!(only_lo(&cont));
+    assert_eq!(nd.reservations(), 0);
 }
 
 /// DEL succeeds when the container netns is gone (the veth went with it), when CNI_NETNS is
@@ -469,4 +536,153 @@ fn matches_reference() {
             assert_eq!(nd.reservations(), 0);
         }
     }
+}
+
+/// `ns` has `name`, a veth whose peer is `peer`, not the moved device.
+#[track_caller]
+fn assert_own_veth(ns: &NetNs, name: &str, peer: &str) {
+    let l = ns.sh(&["ip", "-o", "link", "show", name]);
+    assert!(l.contains(&format!("{name}@{peer}")), "{l}");
+}
+
+/// The common case takes one namespace move each way and no temporary namespace; a container
+/// that has a link of the device's host name makes ADD (and DEL) go through one, and the
+/// container's own link is left alone. A link of that name made in the container after ADD
+/// does the same for DEL. (The Go plugin v1.1.1 fails the first: its move collides.)
+#[test]
+fn host_name_taken_in_container() {
+    if !require_root("host-device host_name_taken_in_container") {
+        return;
+    }
+    let nd = node("hd-taken");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "t1");
+    let conf = nd.conf(json!({}));
+    let tmp_ns = |out: &Output, made: Option<bool>, want: bool, what: &str| {
+        assert!(out.status_ok, "{what}: {out:?}");
+        if let Some(made) = made {
+            assert_eq!(made, want, "{what}: temporary namespace");
+        }
+    };
+
+    let (out, made) = nd.run_traced("ADD", &env, &conf);
+    tmp_ns(&out, made, false, "plain ADD");
+    assert_moved_in(&nd, &cont);
+    let (out, made) = nd.run_traced("DEL", &env, &conf);
+    tmp_ns(&out, made, false, "plain DEL");
+    nd.assert_home();
+    assert!(only_lo(&cont));
+
+    // The container has its own hdN before ADD.
+    let peer = format!("{}p", nd.dev);
+    cont.sh(&[
+        "ip", "link", "add", &nd.dev, "type", "veth", "peer", "name", &peer,
+    ]);
+    let (out, made) = nd.run_traced("ADD", &env, &conf);
+    tmp_ns(&out, made, true, "ADD, host name taken");
+    assert_eq!(out.json["interfaces"][0]["mac"], nd.mac.as_str());
+    assert_moved_in(&nd, &cont);
+    assert_own_veth(&cont, &nd.dev, &peer);
+    assert_eq!(nd.reservations(), 1);
+    let (out, made) = nd.run_traced("DEL", &env, &conf);
+    tmp_ns(&out, made, true, "DEL, host name taken");
+    nd.assert_home();
+    assert_own_veth(&cont, &nd.dev, &peer);
+    assert!(cont.exec(&["ip", "link", "show", "eth0"]).stdout.is_empty());
+    assert_eq!(nd.reservations(), 0);
+
+    // ... and only after ADD.
+    cont.sh(&["ip", "link", "del", &nd.dev]);
+    let (out, made) = nd.run_traced("ADD", &env, &conf);
+    tmp_ns(&out, made, false, "ADD again");
+    cont.sh(&[
+        "ip", "link", "add", &nd.dev, "type", "veth", "peer", "name", &peer,
+    ]);
+    let (out, made) = nd.run_traced("DEL", &env, &conf);
+    tmp_ns(&out, made, true, "DEL, host name taken after ADD");
+    nd.assert_home();
+    assert_own_veth(&cont, &nd.dev, &peer);
+    assert_eq!(nd.reservations(), 0);
+}
+
+/// A device whose host name is CNI_IFNAME keeps it (no rename needed); both sides' DEL take
+/// back both sides' ADD.
+#[test]
+fn device_named_like_ifname() {
+    if !require_root("host-device device_named_like_ifname") {
+        return;
+    }
+    let nd = node("hd-same");
+    let cont = NetNs::create();
+    let env = Env {
+        ifname: nd.dev.clone(),
+        ..env_for(&cont, "n1")
+    };
+    let conf = nd.conf(json!({"ipam": null}));
+    let sides: &[(Impl, Impl)] = if reference_available("host-device") {
+        &[
+            (Impl::Ours, Impl::Ours),
+            (Impl::Ours, Impl::Reference),
+            (Impl::Reference, Impl::Ours),
+        ]
+    } else {
+        &[(Impl::Ours, Impl::Ours)]
+    };
+    for &(a, d) in sides {
+        // Ours, traced: no rename, so no temporary namespace either way.
+        let r = if a == Impl::Ours {
+            let (out, made) = nd.run_traced("ADD", &env, &conf);
+            assert!(made != Some(true) && out.status_ok, "{out:?}");
+            out.json
+        } else {
+            nd.plugin(a).add("host-device", &env, &conf).ok().clone()
+        };
+        assert_eq!(r["interfaces"][0]["name"], nd.dev.as_str(), "{r}");
+        assert_eq!(r["interfaces"][0]["mac"], nd.mac.as_str(), "{r}");
+        let l = cont.sh(&["ip", "-d", "link", "show", &nd.dev]);
+        assert!(l.contains(&nd.mac) && l.contains(",UP"), "{a:?}: {l}");
+        assert!(l.contains(&format!("alias {}", nd.dev)), "{a:?}: {l}");
+        if d == Impl::Ours {
+            let (out, made) = nd.run_traced("DEL", &env, &conf);
+            assert!(made != Some(true) && out.status_ok, "{out:?}");
+        } else {
+            nd.plugin(d).del("host-device", &env, &conf).ok();
+        }
+        let l = nd.node.sh(&["ip", "link", "show", &nd.dev]);
+        assert!(l.contains(&nd.mac) && only_lo(&cont), "{a:?}/{d:?}: {l}");
+        // The Go plugin before v1.2 leaves the alias.
+        nd.node.sh(&["ip", "link", "set", &nd.dev, "alias", ""]);
+        nd.assert_home();
+    }
+}
+
+/// DEL when the node has a link of the device's name again: the move out fails and the device
+/// stays in the container as it was (name, alias, up); a DEL after that link went succeeds.
+#[test]
+fn del_with_host_name_taken_on_host() {
+    if !require_root("host-device del_with_host_name_taken_on_host") {
+        return;
+    }
+    let nd = node("hd-back");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "h1");
+    let conf = nd.conf(json!({}));
+    let pl = nd.plugin(Impl::Ours);
+    pl.add("host-device", &env, &conf).ok();
+    let peer = format!("{}q", nd.dev);
+    nd.node.sh(&[
+        "ip", "link", "add", &nd.dev, "type", "veth", "peer", "name", &peer,
+    ]);
+    let out = pl.del("host-device", &env, &conf);
+    assert!(!out.status_ok, "{out:?}");
+    assert!(out.stdout.contains(&nd.dev), "{out:?}");
+    let l = cont.sh(&["ip", "-d", "link", "show", "eth0"]);
+    assert!(l.contains(&nd.mac) && l.contains(",UP"), "{l}");
+    assert!(l.contains(&format!("alias {}", nd.dev)), "{l}");
+    assert_own_veth(&nd.node, &nd.dev, &peer);
+    nd.node.sh(&["ip", "link", "del", &nd.dev]);
+    pl.del("host-device", &env, &conf).ok();
+    nd.assert_home();
+    assert!(only_lo(&cont));
+    assert_eq!(nd.reservations(), 0);
 }

@@ -9,18 +9,21 @@
 //! (`/sys/bus/auxiliary/devices/<id>/net/`) and takes `pciBusID`'s place. `ipam` (optional),
 //! `dns`, and `DPDKMode` (Go's untagged field, so any case of that key, as upstream).
 //!
-//! ADD moves the device into a temporary namespace, renames it to CNI_IFNAME there, stores its
-//! host name in its alias (IFLA_IFALIAS, what upstream's DEL reads), moves it into the container
-//! and sets it up; with IPAM it then applies the addresses and routes. Renaming out of sight
-//! means neither a host interface called CNI_IFNAME nor udev gets in the way. A PCI device bound
+//! ADD moves the device into the container, renames it to CNI_IFNAME there, stores its host
+//! name in its alias (IFLA_IFALIAS, what upstream's DEL reads) and sets it up; with IPAM it then
+//! applies the addresses and routes. Renaming in the container means neither a host interface
+//! called CNI_IFNAME nor udev gets in the way (upstream v1.2+ renames in a temporary namespace
+//! for that, two namespace moves where this is one). Only when the container already has a
+//! link of the device's host name does it go through a temporary namespace. A PCI device bound
 //! to a userspace driver (`vfio-pci`, `uio_pci_generic`, `igb_uio`: DPDK) has no netdev: it is
 //! not moved, the result just names CNI_IFNAME (and the IPAM addresses, not applied), as
 //! upstream. A failed ADD moves the device back under its name, up again if it was, and
 //! releases the addresses (upstream only releases them).
 //!
-//! DEL releases the addresses, then moves CNI_IFNAME back to the host — through a temporary
-//! namespace again — under the name in its alias and clears the alias; it is left down, as
-//! upstream (its earlier state is unknown); addresses went with the move. A missing namespace
+//! DEL releases the addresses, then renames CNI_IFNAME in the container to the name in its
+//! alias, clears the alias and moves it back to the host (through a temporary namespace only
+//! when the container has another link of that name); it is left down, as upstream (its
+//! earlier state is unknown); addresses went with the move. A missing namespace
 //! or device is success (upstream fails), and a DEL without CNI_NETNS still releases the
 //! addresses (upstream does nothing). CHECK runs IPAM's CHECK, then (not for DPDK devices)
 //! compares CNI_IFNAME's MAC, addresses and routes with the prevResult. STATUS and GC go to
@@ -235,12 +238,47 @@ fn find(c: &Config, host: &mut Handle) -> Result<Link> {
         .ok_or_else(|| Error::internal(format!("link {name:?} not found")))
 }
 
-/// In the temporary namespace `t`: give the link `index` the name `name` (the kernel accepts
-/// the name it already has) and the alias `alias`, and move it to `to`.
-fn rename_and_move(t: &mut Handle, index: u32, name: &str, alias: &str, to: &NetNs) -> Result<()> {
-    t.rename(index, name)?;
-    t.set_alias(index, alias)?;
-    t.set_netns(index, to)?;
+/// A link's name and alias: what it has before a move, or what it gets.
+type Names<'a> = (&'a str, &'a str);
+
+/// In the namespace of `h`: give the (down) link `index` the name and alias `to` (the kernel
+/// accepts the name a link already has).
+fn rename(h: &mut Handle, index: u32, to: Names) -> Result<()> {
+    h.rename(index, to.0)?;
+    h.set_alias(index, to.1)?;
+    Ok(())
+}
+
+/// In the namespace of `h`: rename the link `index` to `to` and move it to `ns`.
+fn rename_and_move(h: &mut Handle, index: u32, to: Names, ns: &NetNs) -> Result<()> {
+    rename(h, index, to)?;
+    h.set_netns(index, ns)?;
+    Ok(())
+}
+
+/// Move the link `index` from `src` (a handle in `src_ns`) to `dst_ns` through a temporary
+/// namespace, where it is renamed from `from` to `to`: for a link whose name is taken on the
+/// side it would be renamed on. Two moves where the direct paths make one. On failure it is
+/// back in `src_ns` as `from` (down).
+fn via_temporary(
+    src: &mut Handle,
+    index: u32,
+    from: Names,
+    to: Names,
+    src_ns: &NetNs,
+    dst_ns: &NetNs,
+) -> Result<()> {
+    let tmp = NetNs::temporary()?;
+    src.set_netns(index, &tmp).ctx(format_args!(
+        "failed to move {:?} to a temporary netns",
+        from.0
+    ))?;
+    let mut t = Handle::in_netns(&tmp)?;
+    // The index stays: the new namespace has only `lo`.
+    if let Err(e) = rename_and_move(&mut t, index, to, dst_ns) {
+        let e = e.ctx(format_args!("failed to move {:?} on as {:?}", from.0, to.0));
+        return Err(and_undo(e, rename_and_move(&mut t, index, from, src_ns)));
+    }
     Ok(())
 }
 
@@ -252,29 +290,32 @@ fn and_undo(mut e: Error, u: Result<()>) -> Error {
     e
 }
 
-/// Move the host device `dev` into `ns` as `ifname`, through a temporary namespace, and set it
-/// up there. On failure it is back on the host under its name, with its alias, up if it was.
-fn move_in(host: &mut Handle, dev: &Link, ns: &NetNs, ifname: &str) -> Result<Link> {
+/// Move the host device `dev` into `ns` (`cont`: a handle there) as `ifname`, its host name in
+/// its alias, and set it up there. On failure it is back on the host under its name, with its
+/// alias, up if it was.
+///
+/// It moves straight in under its host name and is renamed in the container: one namespace
+/// move, and the new name is never seen on the host (by udev or NetworkManager, which is why
+/// upstream renames out of the host's sight). Only when the container already has a link of
+/// the host name, which would make that move fail, does it go through a temporary namespace.
+fn move_in(
+    host: &mut Handle,
+    cont: &mut Handle,
+    dev: &Link,
+    ns: &NetNs,
+    ifname: &str,
+) -> Result<Link> {
     let host_ns = NetNs::current()?;
-    let tmp = NetNs::temporary()?;
-    host.set_netns(dev.index, &tmp).ctx(format_args!(
-        "failed to move {:?} to a temporary netns",
-        dev.name
-    ))?;
-    let mut t = Handle::in_netns(&tmp)?;
-    // The index stays: the new namespace has only `lo`.
-    let index = dev.index;
-    let old_alias = dev.alias.as_deref().unwrap_or("");
-    if let Err(e) = rename_and_move(&mut t, index, ifname, &dev.name, ns) {
-        let e = e.ctx(format_args!(
-            "failed to move {:?} in as {ifname:?}",
-            dev.name
-        ));
-        let u = rename_and_move(&mut t, index, &dev.name, old_alias, &host_ns)
-            .and_then(|()| restore_up(host, dev));
-        return Err(and_undo(e, u));
+    let from = (dev.name.as_str(), dev.alias.as_deref().unwrap_or(""));
+    let to = (ifname, dev.name.as_str());
+    let moved = if dev.name != ifname && cont.link_by_name(&dev.name)?.is_some() {
+        via_temporary(host, dev.index, from, to, &host_ns, ns)
+    } else {
+        move_then_rename(host, cont, dev.index, from, to, ns, &host_ns)
+    };
+    if let Err(e) = moved {
+        return Err(and_undo(e, restore_up(host, dev)));
     }
-    let mut cont = Handle::in_netns(ns)?;
     let up = cont.link(ifname).and_then(|l| {
         cont.set_up(l.index, true)?;
         cont.link(ifname)
@@ -283,6 +324,27 @@ fn move_in(host: &mut Handle, dev: &Link, ns: &NetNs, ifname: &str) -> Result<Li
         let e = Error::from(e).ctx(format_args!("failed to set {ifname:?} up"));
         let u = back_to_host(ns, ifname, &host_ns).and_then(|_| restore_up(host, dev));
         and_undo(e, u)
+    })
+}
+
+/// ADD's direct path: move the host's link `index` (named `from.0`, free in `ns`) into `ns`,
+/// then rename it there to `to`. On failure it is back on the host as `from`.
+fn move_then_rename(
+    host: &mut Handle,
+    cont: &mut Handle,
+    index: u32,
+    from: Names,
+    to: Names,
+    ns: &NetNs,
+    host_ns: &NetNs,
+) -> Result<()> {
+    host.set_netns(index, ns)
+        .ctx(format_args!("failed to move {:?} to {}", from.0, ns.path()))?;
+    // The index changes when the container has a link with the same one.
+    let index = cont.link(from.0)?.index;
+    rename(cont, index, to).map_err(|e| {
+        let e = e.ctx(format_args!("failed to rename {:?} to {:?}", from.0, to.0));
+        and_undo(e, rename_and_move(cont, index, from, host_ns))
     })
 }
 
@@ -297,9 +359,12 @@ fn restore_up(host: &mut Handle, dev: &Link) -> Result<()> {
     Ok(())
 }
 
-/// Move CNI_IFNAME from the container `ns` to `host_ns` under the name in its alias (cleared),
-/// through a temporary namespace. `Ok(None)`: there is no such link. On failure the link is
-/// back in the container as it was.
+/// Move CNI_IFNAME from the container `ns` to `host_ns` under the name in its alias (cleared).
+/// `Ok(None)`: there is no such link. On failure the link is back in the container as it was.
+///
+/// It is renamed in the container, then moved out: one move, and the host sees only its own
+/// name come back. Only when the container has another link of that name does it go through
+/// a temporary namespace.
 fn back_to_host(ns: &NetNs, ifname: &str, host_ns: &NetNs) -> Result<Option<String>> {
     let mut cont = Handle::in_netns(ns)?;
     let Some(l) = cont.link_by_name(ifname)? else {
@@ -310,21 +375,31 @@ fn back_to_host(ns: &NetNs, ifname: &str, host_ns: &NetNs) -> Result<Option<Stri
             "failed to find original ifname for {ifname:?} (alias is not set)"
         ))
     })?;
-    let tmp = NetNs::temporary()?;
-    cont.set_netns(l.index, &tmp).ctx(format_args!(
-        "failed to move {ifname:?} to a temporary netns"
-    ))?;
-    let mut t = Handle::in_netns(&tmp)?;
-    let index = t.link(ifname)?.index;
-    if let Err(e) = rename_and_move(&mut t, index, &orig, "", host_ns) {
-        let e = e.ctx(format_args!("failed to move {ifname:?} back as {orig:?}"));
-        let u = rename_and_move(&mut t, index, ifname, &orig, ns).and_then(|()| {
+    let from = (ifname, orig.as_str());
+    let to = (orig.as_str(), "");
+    let moved = if orig != ifname && cont.link_by_name(&orig)?.is_some() {
+        via_temporary(&mut cont, l.index, from, to, ns, host_ns)
+    } else {
+        let r = (|| {
+            // Only a link that is down can be renamed.
+            if l.up {
+                cont.set_up(l.index, false)?;
+            }
+            rename_and_move(&mut cont, l.index, to, host_ns)
+        })();
+        r.map_err(|e| {
+            let e = e.ctx(format_args!("failed to move {ifname:?} back as {orig:?}"));
+            and_undo(e, rename(&mut cont, l.index, from))
+        })
+    };
+    if let Err(e) = moved {
+        let u = (|| {
             if l.up {
                 let i = cont.link(ifname)?.index;
                 cont.set_up(i, true)?;
             }
             Ok(())
-        });
+        })();
         return Err(and_undo(e, u));
     }
     Ok(Some(orig))
@@ -355,7 +430,7 @@ fn add(req: &Request) -> Result<CniResult> {
                     "container interface name provided ({ifname}) already exists"
                 )));
             }
-            let link = move_in(&mut host, &dev, &ns, ifname)?;
+            let link = move_in(&mut host, &mut cont, &dev, &ns, ifname)?;
             let ns_ref = &ns;
             undo.push(format!("move {ifname} back to {}", dev.name), move || {
                 back_to_host(ns_ref, ifname, &NetNs::current()?)?;
