@@ -15,6 +15,7 @@ macro_rules! warn {
     }};
 }
 
+pub mod alloc;
 pub mod applets;
 pub mod attachment;
 pub mod cni;

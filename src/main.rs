@@ -13,6 +13,9 @@ usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in th
        cnibox --help          this text
 Install the applet links with `symlinks.sh [DIR]` (default /opt/cni/bin).";
 
+#[global_allocator]
+static ALLOC: cnibox::alloc::Classes = cnibox::alloc::Classes::new();
+
 fn main() {
     std::process::exit(real_main());
 }
