@@ -1,5 +1,16 @@
 //! argv[0] dispatch: `bridge`, `host-local`, … run that applet; `cnibox APPLET` does too;
 //! `cnibox --list | --version | --help` describe the binary.
+//!
+//! The process starts at C's `main`, not at std's runtime: a plugin lives a few milliseconds and
+//! std's start-up (a poll of fds 0–2, an alternate signal stack mapped and guarded, SIGSEGV and
+//! SIGBUS handlers to print "stack overflow", 14 system calls in all, and their undoing at exit)
+//! is a tenth of a VERSION call. What a plugin needs of it is kept: SIGPIPE ignored, so a write
+//! to a closed pipe is an error to handle rather than a kill, and stdout flushed at exit
+//! (`std::process::exit`). Arguments come from `main`'s argv (musl gives std none without its
+//! runtime).
+#![cfg_attr(not(test), no_main)]
+// Under `cargo test` the harness brings its own main and nothing here is reached.
+#![cfg_attr(test, allow(dead_code))]
 
 use cnibox::applets;
 use cnibox::cni::skel;
@@ -16,13 +27,23 @@ Install the applet links with `symlinks.sh [DIR]` (default /opt/cni/bin).";
 #[global_allocator]
 static ALLOC: cnibox::alloc::Classes = cnibox::alloc::Classes::new();
 
-fn main() {
-    std::process::exit(real_main());
+#[cfg(not(test))]
+#[unsafe(no_mangle)]
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
+    use std::os::unix::ffi::OsStrExt as _;
+    // SAFETY: setting a signal's disposition to SIG_IGN, before any other thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let args: Vec<std::ffi::OsString> = (0..usize::try_from(argc).unwrap_or(0))
+        // SAFETY: the C runtime passes argc valid, NUL-terminated strings in argv.
+        .map(|i| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) })
+        .map(|a| std::ffi::OsStr::from_bytes(a.to_bytes()).to_owned())
+        .collect();
+    std::process::exit(real_main(args.into_iter()))
 }
 
 /// Run `applet` as a plugin or, given `daemon` as its first argument (`dhcp daemon …`), as the
 /// daemon it also is.
-fn run(applet: &'static cnibox::cni::Applet, mut args: std::env::ArgsOs) -> i32 {
+fn run(applet: &'static cnibox::cni::Applet, mut args: Args) -> i32 {
     if args.next().is_some_and(|a| a == "daemon") {
         let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
         if let Some(status) = applets::daemon(applet.name, &rest) {
@@ -39,8 +60,9 @@ fn say(mut to: impl std::io::Write, text: &str, status: i32) -> i32 {
     status
 }
 
-fn real_main() -> i32 {
-    let mut args = std::env::args_os();
+type Args = std::vec::IntoIter<std::ffi::OsString>;
+
+fn real_main(mut args: Args) -> i32 {
     let argv0 = args.next().unwrap_or_default();
     let base = std::path::Path::new(&argv0)
         .file_name()
