@@ -46,7 +46,7 @@ for v in "${variants[@]}"; do
         for size in 3 "$n"; do
             node="gch-$$-$v-$bk-$size"; nodes+=("$node")
             ip netns add "$node"
-            ip netns exec "$node" sh -c 'ip link set lo up; ip link add d0 type dummy; ip addr add 10.240.0.1/16 dev d0; ip link set d0 up'
+            ip netns exec "$node" sh -c 'ip link set lo up; ip link add d0 type veth peer name d1; ip link set d1 up; ip addr add 10.240.0.1/16 dev d0; ip link set d0 up'
             mkdir -p "$work/state-$node"
             # Fill: ADD portmap + firewall for `size` other containers (untimed).
             ip netns exec "$node" bash -c '
