@@ -334,7 +334,12 @@ impl Iptables {
         assumed: &[(&str, &str)],
         mut plan: impl FnMut(&Saved) -> Result<Script>,
     ) -> Result<()> {
+        // A chain of the assumed rules that cannot exist (a first ADD on the node) makes the
+        // quick restore fail anyway: save right away.
+        let mut theirs: Vec<&str> = assumed.iter().map(|(c, _)| *c).collect();
+        theirs.dedup();
         if !may_hold(self.proto, table, chains)
+            && theirs.iter().all(|c| may_hold(self.proto, table, &[c]))
             && let Ok(p) = plan(&Saved::assumed(assumed))
         {
             let mut s = Script::new();
