@@ -440,6 +440,22 @@ mod tests {
             "PREROUTING",
             "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT"
         ));
+        let a = Saved::assumed(&[
+            (
+                "PREROUTING",
+                "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+            ),
+            (
+                "CNI-HOSTPORT-MASQ",
+                "-m mark --mark 0x2000/0x2000 -j MASQUERADE",
+            ),
+        ]);
+        assert!(a.has_chain("CNI-HOSTPORT-DNAT") && a.has_chain("CNI-HOSTPORT-MASQ"));
+        assert!(a.has_rule(
+            "PREROUTING",
+            "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT"
+        ));
+        assert_eq!(a.rules().count(), 2);
         let j: Vec<_> = s.jumps_to("CNI-DN-x").collect();
         assert_eq!(j.len(), 2);
         assert_eq!(s.jumps_to("CNI-DN").count(), 0);

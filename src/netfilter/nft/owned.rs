@@ -106,3 +106,26 @@ pub fn delete_owned(
     }
     nft.apply(&b)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_lines_round_trip() {
+        let r = RuleRef::new(&Table::new(Family::Ip6, "cni_hostport"), "hostports", 42);
+        assert_eq!(r.line(), "ip6 cni_hostport hostports 42");
+        assert_eq!(RuleRef::parse(&r.line()), Some(r));
+        // Older records (bare handles) and anything else are not rule references.
+        for bad in [
+            "42",
+            "ip t c",
+            "ip t c x",
+            "arp t c 1",
+            "ip t c 1 extra",
+            "",
+        ] {
+            assert_eq!(RuleRef::parse(bad), None, "{bad:?}");
+        }
+    }
+}
