@@ -830,3 +830,130 @@ fn long_container_id_ours_iptables() {
 fn long_container_id_ours_nftables() {
     long_container_id("nftables");
 }
+
+// ---------------------------------------------------------------------------------------------
+// 5. Cost that does not grow with the node (issue 16): records of the nftables rules' handles
+
+/// ADD records the handles of its nftables rules; a repeated ADD replaces them (found through
+/// the record); a record naming another container's rules, or rules that are gone, is not
+/// trusted: DEL then scans and still removes exactly this container's rules; no record is left
+/// after DEL.
+#[test]
+fn nftables_handle_records_ours() {
+    if skip("nftables_handle_records_ours", OURS_NFTABLES, NEEDS) {
+        return;
+    }
+    let lab = Lab::new("fw-rec", OURS_NFTABLES);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = (format!("fw-rec1-{}", lab.n), format!("fw-rec2-{}", lab.n));
+    let (id1, id2) = (id1.as_str(), id2.as_str());
+    let r1 = lab.attach("a", &c1, id1);
+    let r2 = lab.attach("a", &c2, id2);
+    let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
+    let (cf1, cf2) = (
+        lab.fw_conf("a", None, Some(&r1)),
+        lab.fw_conf("a", None, Some(&r2)),
+    );
+    let state = lab.sb.state_dir();
+    let record = |id: &str| {
+        std::path::Path::new(&state).join(format!("firewall-nft/{}/{id}:eth0", lab.net("a").0))
+    };
+    lab.plugin().add("firewall", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().add("firewall", &env_for(&c2, id2), &cf2).ok();
+    let rec1 = std::fs::read_to_string(record(id1)).expect("handle record of ADD");
+    let lines: Vec<&str> = rec1.lines().collect();
+    assert!(
+        lines.len() == 2
+            && lines
+                .iter()
+                .all(|l| l.starts_with("inet cni_plugins_firewall cni-forward ")),
+        "record of {id1}: {rec1:?}"
+    );
+    // A repeated ADD replaces the rules its record names: still two.
+    lab.plugin().add("firewall", &env_for(&c1, id1), &cf1).ok();
+    assert_eq!(
+        lab.nft_fw_rules_with(&ip1).len(),
+        2,
+        "rules after a second ADD"
+    );
+    assert_ne!(
+        std::fs::read_to_string(record(id1)).unwrap(),
+        rec1,
+        "the second ADD records its new rules"
+    );
+    // Container 1's record names container 2's rules: DEL must not trust it.
+    let rec2 = std::fs::read_to_string(record(id2)).unwrap();
+    std::fs::write(record(id1), &rec2).unwrap();
+    lab.plugin().del("firewall", &env_for(&c1, id1), &cf1).ok();
+    assert!(
+        lab.nft_fw_rules_with(&ip1).is_empty(),
+        "rules naming {ip1} after DEL with a foreign record"
+    );
+    assert_eq!(
+        lab.nft_fw_rules_with(&ip2).len(),
+        2,
+        "the other container's rules survive a DEL with a record naming them"
+    );
+    assert!(!record(id1).exists(), "record left after DEL");
+    // A record naming rules that no longer exist: scanned as well.
+    std::fs::write(
+        record(id2),
+        "inet cni_plugins_firewall cni-forward 999999\n",
+    )
+    .unwrap();
+    lab.plugin().del("firewall", &env_for(&c2, id2), &cf2).ok();
+    assert!(
+        lab.nft_fw_rules_with(&ip2).is_empty(),
+        "rules naming {ip2} after DEL with a stale record"
+    );
+    assert!(!record(id2).exists(), "record left after DEL");
+}
+
+/// The iptables DEL deletes the per-address rules by their exact spec; when that fails (an
+/// address without rules), the saved table decides, and the rules that exist still go.
+#[test]
+fn iptables_del_exact_and_fallback_ours() {
+    if skip("iptables_del_exact_and_fallback_ours", OURS_IPTABLES, NEEDS) {
+        return;
+    }
+    let lab = Lab::new("fw-exact", OURS_IPTABLES);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = (format!("fw-ex1-{}", lab.n), format!("fw-ex2-{}", lab.n));
+    let (id1, id2) = (id1.as_str(), id2.as_str());
+    let r1 = lab.attach("a", &c1, id1);
+    let r2 = lab.attach("a", &c2, id2);
+    let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
+    let cf2 = lab.fw_conf("a", None, Some(&r2));
+    lab.plugin()
+        .add(
+            "firewall",
+            &env_for(&c1, id1),
+            &lab.fw_conf("a", None, Some(&r1)),
+        )
+        .ok();
+    lab.plugin().add("firewall", &env_for(&c2, id2), &cf2).ok();
+    // prevResult with an extra address that has no rules: the exact deletion fails as a whole.
+    let mut prev = r1.clone();
+    let mut extra = prev["ips"][0].clone();
+    extra["address"] = json!(format!("10.{}.0.250/24", lab.n));
+    prev["ips"].as_array_mut().unwrap().push(extra);
+    lab.plugin()
+        .del(
+            "firewall",
+            &env_for(&c1, id1),
+            &lab.fw_conf("a", None, Some(&prev)),
+        )
+        .ok();
+    let filter = lab.filter_rules();
+    assert!(
+        per_ip_rules(&filter, &ip1).is_empty(),
+        "rules of {ip1} after DEL:\n{filter}"
+    );
+    assert_eq!(per_ip_rules(&filter, &ip2).len(), 2, "{filter}");
+    lab.plugin().del("firewall", &env_for(&c2, id2), &cf2).ok();
+    let filter = lab.filter_rules();
+    assert!(
+        per_ip_rules(&filter, &ip2).is_empty(),
+        "rules of {ip2} after DEL:\n{filter}"
+    );
+}

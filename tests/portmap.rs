@@ -1270,3 +1270,150 @@ fn long_container_id_ours_nftables() {
 fn long_container_id_ours_iptables() {
     long_container_id("iptables");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cost that does not grow with the node (issue 16)
+
+/// nftables: ADD records the handles of its rules; a repeated ADD replaces them (found through
+/// the record); a record naming another container's rules, or rules that are gone, is not
+/// trusted: DEL then scans and still removes exactly this container's rules; no record is left
+/// after DEL.
+#[test]
+fn handle_records_ours_nftables() {
+    if skip("handle_records", OURS_NFTABLES, NEEDS) {
+        return;
+    }
+    let lab = Lab::new("pm-rec", OURS_NFTABLES, false);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = (format!("pm-rec1-{}", lab.n), format!("pm-rec2-{}", lab.n));
+    let (id1, id2) = (id1.as_str(), id2.as_str());
+    let r1 = lab.attach(&c1, id1, "1.0.0");
+    let r2 = lab.attach(&c2, id2, "1.0.0");
+    let cf1 = lab.pm_conf("1.0.0", std_mappings(), Some(&r1));
+    let cf2 = lab.pm_conf("1.0.0", std_mappings(), Some(&r2));
+    let state = lab.sb.state_dir();
+    let record =
+        |id: &str| std::path::Path::new(&state).join(format!("portmap-nft/{}/{id}:eth0", lab.net));
+    lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
+    let n1 = lab.rules_of(id1).len();
+    let rec1 = std::fs::read_to_string(record(id1)).expect("handle record of ADD");
+    assert!(
+        n1 > 0
+            && rec1.lines().count() == n1
+            && rec1.lines().all(|l| l.starts_with("ip cni_hostport ")),
+        "record of {id1} ({n1} rules): {rec1:?}"
+    );
+    // A repeated ADD replaces the rules its record names.
+    lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
+    assert_eq!(lab.rules_of(id1).len(), n1, "rules after a second ADD");
+    // Container 1's record names container 2's rules: DEL must not trust it.
+    let n2 = lab.rules_of(id2).len();
+    std::fs::write(record(id1), std::fs::read_to_string(record(id2)).unwrap()).unwrap();
+    lab.plugin().del("portmap", &env_for(&c1, id1), &cf1).ok();
+    assert!(
+        lab.rules_of(id1).is_empty(),
+        "rules of {id1} after DEL with a foreign record: {:?}",
+        lab.rules_of(id1)
+    );
+    assert_eq!(
+        lab.rules_of(id2).len(),
+        n2,
+        "the other container's rules survive a DEL with a record naming them"
+    );
+    assert!(!record(id1).exists(), "record left after DEL");
+    // A record naming rules that no longer exist: scanned as well.
+    std::fs::write(record(id2), "ip cni_hostport hostports 999999\n").unwrap();
+    lab.plugin().del("portmap", &env_for(&c2, id2), &cf2).ok();
+    assert!(
+        lab.rules_of(id2).is_empty(),
+        "rules of {id2} after DEL with a stale record"
+    );
+    assert!(!record(id2).exists(), "record left after DEL");
+}
+
+/// iptables: the second container's ADD takes the quick path (the shared rules checked with
+/// `-C`, not saved) and must leave the same layout: the shared rules once, its own chain and
+/// entries. DEL deletes the entries by their exact rules; a DEL whose mappings differ from the
+/// ADD's (the exact deletion fails) still removes the container's chain and entries.
+#[test]
+fn quick_paths_ours_iptables() {
+    if skip("quick_paths", OURS_IPTABLES, NEEDS) {
+        return;
+    }
+    let lab = Lab::new("pm-quick", OURS_IPTABLES, false);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = (format!("pm-q1-{}", lab.n), format!("pm-q2-{}", lab.n));
+    let (id1, id2) = (id1.as_str(), id2.as_str());
+    let r1 = lab.attach(&c1, id1, "1.0.0");
+    let r2 = lab.attach(&c2, id2, "1.0.0");
+    let cf1 = lab.pm_conf("1.0.0", std_mappings(), Some(&r1));
+    let cf2 = lab.pm_conf("1.0.0", std_mappings(), Some(&r2));
+    lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
+    let first = lab.nat_rules(false);
+    // A shared rule gone (an administrator's flush): the quick path's `-C` fails, and the
+    // saved table's transaction puts it back.
+    let jump = [
+        "-m",
+        "addrtype",
+        "--dst-type",
+        "LOCAL",
+        "-j",
+        "CNI-HOSTPORT-DNAT",
+    ];
+    lab.node
+        .sh(&[&["iptables", "-t", "nat", "-D", "OUTPUT"][..], &jump[..]].concat());
+    lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
+    let nat = lab.nat_rules(false);
+    let count = |s: &str, pat: &str| s.lines().filter(|l| l.contains(pat)).count();
+    for pat in [
+        "-A POSTROUTING -m comment --comment \"CNI portfwd requiring masquerade\"",
+        "-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+        "-A OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+        "-A CNI-HOSTPORT-SETMARK ",
+        "-A CNI-HOSTPORT-MASQ ",
+    ] {
+        assert_eq!(count(&nat, pat), 1, "{pat:?} once after two ADDs:\n{nat}");
+    }
+    // The second container's lines are the first's with its own names and address.
+    let (ch1, ch2) = (dn_chain(&lab.net, id1), dn_chain(&lab.net, id2));
+    let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
+    let mine = |s: &str, id: &str, ch: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.contains(id) || l.contains(ch))
+            .map(str::to_string)
+            .collect()
+    };
+    let want: Vec<String> = mine(&first, id1, &ch1)
+        .iter()
+        .map(|l| l.replace(id1, id2).replace(&ch1, &ch2).replace(&ip1, &ip2))
+        .collect();
+    assert_eq!(
+        mine(&nat, id2, &ch2),
+        want,
+        "second container's rules:\n{nat}"
+    );
+    // DEL with other mappings than ADD's: the exact deletion fails, the saved table decides.
+    let other = lab.pm_conf(
+        "1.0.0",
+        json!([{"hostPort": 9999, "containerPort": 80, "protocol": "tcp"}]),
+        Some(&r1),
+    );
+    lab.plugin().del("portmap", &env_for(&c1, id1), &other).ok();
+    assert!(
+        lab.rules_of(id1).is_empty(),
+        "rules of {id1}: {:?}",
+        lab.rules_of(id1)
+    );
+    assert_eq!(
+        mine(&lab.nat_rules(false), id2, &ch2),
+        want,
+        "the other container's"
+    );
+    lab.plugin().del("portmap", &env_for(&c2, id2), &cf2).ok();
+    assert!(
+        lab.rules_of(id2).is_empty(),
+        "rules of {id2}: {:?}",
+        lab.rules_of(id2)
+    );
+}

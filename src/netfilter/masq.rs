@@ -18,8 +18,8 @@
 
 use super::iptables::{self, Iptables, Proto, Saved, Script};
 use super::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, Table, delete_commented,
-    instance_tag, network_tag, owner_comment,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, RuleRef, Table,
+    delete_commented, instance_tag, network_tag, owner_comment,
 };
 use crate::attachment::{self, Attachment};
 use crate::error::Result;
@@ -96,7 +96,7 @@ fn setup_iptables(network: &str, cid: &str, ips: &[IpNet]) -> Result<()> {
     for proto in families(ips) {
         let ipt = Iptables::new(proto)?;
         let chain = chain_name(network, cid);
-        ipt.transact_new("nat", &[&chain], |saved| {
+        ipt.transact_new("nat", &[&chain], &[], |saved| {
             let mut s = Script::new();
             for ip in ips.iter().filter(|ip| Proto::of(&ip.addr()) == proto) {
                 let (chain, rules, jump) = iptables_rules(network, cid, ip);
@@ -179,27 +179,21 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
 /// a DEL scans the chain; a record that no longer matches the rules makes both scan.
 fn own_rules(nft: &mut Nftables, network: &str, cid: &str, ifname: &str) -> Result<Vec<u64>> {
     let t = table();
-    let c = owner_comment(network, ifname, cid);
-    let recorded = attachment::get(HINTS, network, cid, ifname);
-    let mut found = Vec::new();
-    for h in &recorded {
-        let Ok(h) = h.parse::<u64>() else { break };
-        match nft.rule(&t, NFT_CHAIN, h)? {
-            Some(r) if r.comment.as_deref() == Some(c.as_str()) => found.push(h),
-            _ => break,
-        }
-    }
-    if !recorded.is_empty() && found.len() == recorded.len() {
-        return Ok(found);
-    }
-    if recorded.is_empty() {
-        return Ok(Vec::new());
-    }
-    let prefix = instance_tag(network, ifname, cid);
-    Ok(nft
-        .rules(&t, Some(NFT_CHAIN))?
+    // The record holds bare handles (all in masq_checks).
+    let recorded: Vec<String> = attachment::get(HINTS, network, cid, ifname)
         .into_iter()
-        .filter(|r| r.comment.as_deref().is_some_and(|x| x.starts_with(&prefix)))
+        .map(|h| match h.parse::<u64>() {
+            Ok(h) => RuleRef::new(&t, NFT_CHAIN, h).line(),
+            Err(_) => h,
+        })
+        .collect();
+    let prefix = instance_tag(network, ifname, cid);
+    let comment = owner_comment(network, ifname, cid);
+    Ok(nft
+        .owned_rules(&recorded, &comment, false, &[t], &[NFT_CHAIN], |c| {
+            c.starts_with(&prefix)
+        })?
+        .into_iter()
         .map(|r| r.handle)
         .collect())
 }

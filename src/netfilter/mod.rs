@@ -22,8 +22,8 @@ mod tests;
 pub mod validate;
 
 pub use nft::{
-    BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nftables, Policy, RuleInfo, Snapshot,
-    Table, delete_commented,
+    BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nftables, Policy, RuleInfo, RuleRef,
+    Snapshot, Table, delete_commented, delete_owned,
 };
 pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
 

@@ -117,7 +117,9 @@ pub(super) fn ipt_check(fw: &Firewall, ips: &[IpAddr]) -> Result<()> {
     Ok(())
 }
 
-/// Delete the per-address rules of `ips` that exist.
+/// Delete the per-address rules of `ips` that exist: first all of them by their exact spec in
+/// one restore (which fails as a whole if any is missing), then, if that failed, those a
+/// saved table shows.
 pub(super) fn ipt_remove(ips: &[IpAddr]) -> Result<()> {
     for (proto, mine) in by_family(ips) {
         if !netfilter::iptables::may_hold(proto, "filter", &[FORWARD_CHAIN]) {
@@ -126,7 +128,13 @@ pub(super) fn ipt_remove(ips: &[IpAddr]) -> Result<()> {
         let Ok(ipt) = Iptables::new(proto) else {
             continue;
         };
-        ipt.transact("filter", |saved: &Saved| {
+        let mut exact = Script::new();
+        for ip in &mine {
+            for r in ip_rules(*ip) {
+                exact.delete(FORWARD_CHAIN, &r);
+            }
+        }
+        ipt.transact_exact("filter", &exact, |saved: &Saved| {
             let mut s = Script::new();
             for ip in &mine {
                 for r in ip_rules(*ip) {

@@ -39,8 +39,8 @@ use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
 use crate::netfilter;
 use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, Table, ct,
-    delete_commented, network_tag, owner_comment, validate,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, RuleRef, Table, ct,
+    delete_commented, delete_owned, network_tag, owner_comment, validate,
 };
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
@@ -68,6 +68,8 @@ const NFT_STAGE1: &str = "isolation-stage-1";
 const NFT_STAGE2: &str = "isolation-stage-2";
 /// Owner records of the iptables backend: the addresses whose rules an attachment added.
 const OWNERS: &str = "firewall-ipt";
+/// Records of the nftables backend: the handles of an attachment's rules (a hint for DEL).
+const NFT_OWNERS: &str = "firewall-nft";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -247,12 +249,12 @@ fn del(req: &Request) -> Result<()> {
             ips.push(ip);
         }
     }
-    let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
     let mut errors = ErrorList::new();
     errors.check(ipt_remove(&ips));
-    errors.check(nft_delete(|c| c == comment));
+    errors.check(nft_delete_owned(&fw));
     errors.into_result()?;
     attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    attachment::forget(NFT_OWNERS, &fw.network, &fw.cid, &fw.ifname);
     Ok(())
 }
 
@@ -311,6 +313,11 @@ fn gc(req: &Request) -> Result<()> {
     failures.check(nft_delete(|c| {
         c.starts_with(&of_network) && !keep_comments.contains(c)
     }));
+    for (cid, ifname, _) in attachment::list(NFT_OWNERS, network) {
+        if !keep.contains(&(cid.as_str(), ifname.as_str())) {
+            attachment::forget(NFT_OWNERS, network, &cid, &ifname);
+        }
+    }
     failures.into_result()
 }
 

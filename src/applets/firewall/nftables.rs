@@ -47,8 +47,11 @@ pub(super) fn nft_isolation_rules(
 pub(super) fn nft_add(fw: &Firewall, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
     let t = nft_table();
     let mut nft = Nftables::open()?;
-    let snap = nft.snapshot(&t)?;
+    // The fixed chain and the isolation chains (rules per bridge) are read; cni-forward, with
+    // two rules per address of every container, is not.
+    let snap = nft.snapshot_of(&t, &["forward", NFT_STAGE1, NFT_STAGE2])?;
     let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
+    let recorded = attachment::get(NFT_OWNERS, &fw.network, &fw.cid, &fw.ifname);
     let mut b = Batch::new();
     b.ensure_table(&snap, &t, Some("CNI firewall plugin rules"));
     for chain in [NFT_ADMIN, NFT_FORWARD, NFT_STAGE1, NFT_STAGE2] {
@@ -65,11 +68,12 @@ pub(super) fn nft_add(fw: &Firewall, ips: &[IpAddr], bridge: Option<&str>) -> Re
             Rule::new().jump(NFT_FORWARD),
         ],
     );
-    // A repeated ADD replaces the attachment's rules.
-    for (h, c) in snap.comments_in(NFT_FORWARD) {
-        if c == comment {
-            b.del_rule(&t, NFT_FORWARD, h);
-        }
+    // A repeated ADD replaces the attachment's rules (found through its record).
+    let table = std::slice::from_ref(&t);
+    for r in nft.owned_rules(&recorded, &comment, false, table, &[NFT_FORWARD], |c| {
+        c == comment
+    })? {
+        b.del_rule(&t, &r.chain, r.handle);
     }
     for ip in ips {
         b.add_rule(
@@ -98,8 +102,21 @@ pub(super) fn nft_add(fw: &Firewall, ips: &[IpAddr], bridge: Option<&str>) -> Re
             }
         }
     }
-    nft.apply(&b)
-        .ctx("unable to set up nftables firewall rules")
+    let echoed = nft
+        .apply_echo(&b)
+        .ctx("unable to set up nftables firewall rules")?;
+    let lines: Vec<String> = echoed
+        .iter()
+        .filter(|r| r.chain == NFT_FORWARD && r.comment.as_deref() == Some(comment.as_str()))
+        .map(|r| RuleRef::new(&t, &r.chain, r.handle).line())
+        .collect();
+    // A hint for the next ADD and DEL (see `owned_rules`); without it they scan.
+    if lines.len() == 2 * ips.len() {
+        let _ = attachment::record(NFT_OWNERS, &fw.network, &fw.cid, &fw.ifname, &lines);
+    } else {
+        attachment::forget(NFT_OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    }
+    Ok(())
 }
 
 pub(super) fn nft_check(fw: &Firewall, ips: &[IpAddr]) -> Result<()> {
@@ -121,6 +138,17 @@ pub(super) fn nft_check(fw: &Firewall, ips: &[IpAddr]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Delete one attachment's `cni-forward` rules: by the handles its record names, else by its
+/// comment (no table is fine).
+pub(super) fn nft_delete_owned(fw: &Firewall) -> Result<()> {
+    let comment = owner_comment(&fw.network, &fw.ifname, &fw.cid);
+    let recorded = attachment::get(NFT_OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    delete_owned(&recorded, &comment, &[nft_table()], &[NFT_FORWARD], |c| {
+        c == comment
+    })
+    .ctx("error deleting nftables firewall rules")
 }
 
 /// Delete the `cni-forward` rules whose comment `doomed` picks (no table is fine).

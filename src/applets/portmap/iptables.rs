@@ -91,45 +91,63 @@ pub(super) fn entry_rules(pm: &Portmap, v6: bool) -> Vec<String> {
     out
 }
 
+/// The rules every container's ADD ensures in the shared chains, `(chain, spec)`.
+pub(super) fn shared_rules(pm: &Portmap) -> Vec<(&'static str, String)> {
+    let mut v = Vec::new();
+    if pm.snat && pm.set_mark_chain.is_none() {
+        let def = mark_def(pm.mark);
+        v.push((
+            SETMARK,
+            format!(
+                "{} -j MARK --set-xmark {def}",
+                netfilter::iptables::comment("CNI portfwd masquerade mark")
+            ),
+        ));
+        v.push((MARK_MASQ, format!("-m mark --mark {def} -j MASQUERADE")));
+        v.push((
+            "POSTROUTING",
+            format!(
+                "{} -j {MARK_MASQ}",
+                netfilter::iptables::comment("CNI portfwd requiring masquerade")
+            ),
+        ));
+    }
+    for entry in ["PREROUTING", "OUTPUT"] {
+        v.push((entry, format!("-m addrtype --dst-type LOCAL -j {TOP_DNAT}")));
+    }
+    v
+}
+
+/// The container's chain and its rules for `cip`'s family. Without the container's chain and
+/// with the shared rules in place (the usual ADD), one `iptables-restore` checks the shared
+/// rules and adds the container's ([`Iptables::transact_new`]); otherwise the nat table is
+/// saved first.
 pub(super) fn ipt_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
     let ipt = Iptables::new(Proto::of(&cip.addr()))?;
     let v6 = cip.addr().is_ipv6();
     let chain = dnat_chain(&pm.network, &pm.cid);
     let rules = dn_rules(pm, cip);
     let entries = entry_rules(pm, v6);
-    ipt.transact("nat", |saved| {
+    let shared = shared_rules(pm);
+    let assumed: Vec<(&str, &str)> = shared.iter().map(|(c, r)| (*c, r.as_str())).collect();
+    ipt.transact_new("nat", &[&chain], &assumed, |saved| {
         let mut s = Script::new();
-        if pm.snat && pm.set_mark_chain.is_none() {
-            let def = mark_def(pm.mark);
-            s.ensure_chain(saved, SETMARK).append_unique(
-                saved,
-                SETMARK,
-                &format!(
-                    "{} -j MARK --set-xmark {def}",
-                    netfilter::iptables::comment("CNI portfwd masquerade mark")
-                ),
-            );
-            s.ensure_chain(saved, MARK_MASQ).append_unique(
-                saved,
-                MARK_MASQ,
-                &format!("-m mark --mark {def} -j MASQUERADE"),
-            );
-            s.insert_unique(
-                saved,
-                "POSTROUTING",
-                &format!(
-                    "{} -j {MARK_MASQ}",
-                    netfilter::iptables::comment("CNI portfwd requiring masquerade")
-                ),
-            );
+        for (c, r) in &shared {
+            match *c {
+                SETMARK | MARK_MASQ => {
+                    s.ensure_chain(saved, c).append_unique(saved, c, r);
+                }
+                "POSTROUTING" => {
+                    s.insert_unique(saved, c, r);
+                }
+                _ => {}
+            }
         }
         s.ensure_chain(saved, TOP_DNAT);
-        for entry in ["PREROUTING", "OUTPUT"] {
-            s.append_unique(
-                saved,
-                entry,
-                &format!("-m addrtype --dst-type LOCAL -j {TOP_DNAT}"),
-            );
+        for (c, r) in &shared {
+            if ["PREROUTING", "OUTPUT"].contains(c) {
+                s.append_unique(saved, c, r);
+            }
         }
         // Replace whatever this container had (a repeated ADD must not duplicate rules).
         if saved.has_chain(&chain) {
@@ -211,8 +229,23 @@ pub(super) fn ipt_check(pm: &Portmap, cip: &IpNet) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn ipt_remove(ipt: &Iptables, chains: &[String]) -> Result<()> {
-    ipt.transact("nat", |saved| {
+/// Remove the container's chains (`chains`: DNAT and the old SNAT chain) and every jump to
+/// them. With `pm` (its mappings and conditions, as DEL gets them) and no old SNAT chain, one
+/// restore deletes the entry rules ADD wrote by their exact spec, then flushes and deletes the
+/// chain: it fails as a whole unless those were all the jumps to the chain (`-X` of a chain
+/// still referenced fails), and the table is then saved and searched.
+pub(super) fn ipt_remove(ipt: &Iptables, pm: Option<&Portmap>, chains: &[String]) -> Result<()> {
+    let mut exact = Script::new();
+    if let Some(pm) = pm
+        && !pm.maps.is_empty()
+        && !netfilter::iptables::may_hold(ipt.proto, "nat", &[&chains[1]])
+    {
+        for e in entry_rules(pm, ipt.proto == Proto::V6) {
+            exact.delete(TOP_DNAT, &e);
+        }
+        exact.flush(&chains[0]).delete_chain(&chains[0]);
+    }
+    ipt.transact_exact("nat", &exact, |saved| {
         let mut s = Script::new();
         for c in chains {
             s.remove_chain(saved, c);

@@ -39,8 +39,8 @@ use crate::hash::sha512_hex;
 use crate::netfilter;
 use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
 use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nftables, Rule, SCTP,
-    Snapshot, TCP, Table, UDP, delete_commented, validate,
+    Backend, BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nftables, Rule, RuleRef,
+    SCTP, Snapshot, TCP, Table, UDP, delete_commented, delete_owned, validate,
 };
 use crate::netlink::Handle;
 use crate::undo::{ErrorList, Undo};
@@ -324,14 +324,32 @@ fn add(req: &Request) -> Result<CniResult> {
         return Ok(prev);
     }
     let ips = container_ips(&prev, &pm.ifname);
+    let nft = pm.backend == Backend::Nftables;
+    let replaced = if nft {
+        nft_replaced(
+            &pm,
+            &attachment::get(OWNERS, &pm.network, &pm.cid, &pm.ifname),
+        )?
+    } else {
+        Vec::new()
+    };
     // Each address is its own transaction: a failure at the second must take the first back.
     let mut undo = Undo::new("portmap");
-    undo.push("port mappings", || remove(&pm.network, &pm.cid));
+    undo.push("port mappings", || remove(&pm, &[]));
     let r = (|| -> Result<()> {
+        // The handles of the nftables rules, for the record (`None`: not all reported).
+        let mut handles = Some(Vec::new());
         for cip in &ips {
             match pm.backend {
                 Backend::Iptables => ipt_add(&pm, cip)?,
-                Backend::Nftables => nft_add(&pm, cip)?,
+                Backend::Nftables => {
+                    let added = nft_add(&pm, cip, &replaced)?;
+                    if let (Some(all), Some(added)) = (handles.as_mut(), added) {
+                        all.extend(added);
+                    } else {
+                        handles = None;
+                    }
+                }
             }
             let udp: Vec<u16> = pm
                 .maps
@@ -351,8 +369,11 @@ fn add(req: &Request) -> Result<CniResult> {
                 enable_route_localnet(cip.addr())?;
             }
         }
-        if pm.backend == Backend::Nftables && !ips.is_empty() {
-            attachment::record(OWNERS, &pm.network, &pm.cid, &pm.ifname, &[])?;
+        if nft && !ips.is_empty() {
+            // The record is also GC's list of attachments with nftables rules; its lines
+            // (the rules' handles) are a hint for the next ADD and DEL, never trusted blindly.
+            let lines = handles.unwrap_or_default();
+            attachment::record(OWNERS, &pm.network, &pm.cid, &pm.ifname, &lines)?;
         }
         Ok(())
     })();
@@ -360,8 +381,13 @@ fn add(req: &Request) -> Result<CniResult> {
     Ok(prev)
 }
 
-fn remove(network: &str, cid: &str) -> Result<()> {
-    let chains = [dnat_chain(network, cid), old_snat_chain(network, cid)];
+/// Remove the container's mappings from both backends: iptables by chain name (and the exact
+/// entry rules `pm` gives), nftables by the record's handles (`recorded`) or by comment.
+fn remove(pm: &Portmap, recorded: &[String]) -> Result<()> {
+    let chains = [
+        dnat_chain(&pm.network, &pm.cid),
+        old_snat_chain(&pm.network, &pm.cid),
+    ];
     let mut errors = ErrorList::new();
     let names = [chains[0].as_str(), chains[1].as_str()];
     for proto in [Proto::V4, Proto::V6] {
@@ -369,10 +395,10 @@ fn remove(network: &str, cid: &str) -> Result<()> {
             continue;
         }
         if let Ok(ipt) = Iptables::new(proto) {
-            errors.check(ipt_remove(&ipt, &chains));
+            errors.check(ipt_remove(&ipt, Some(pm), &chains));
         }
     }
-    errors.check(nft_remove(&HashSet::from([cid])));
+    errors.check(nft_remove_owned(&pm.cid, recorded));
     errors.into_result()
 }
 
@@ -382,7 +408,10 @@ fn del(req: &Request) -> Result<()> {
         return Ok(());
     }
     // Both backends: a node may have switched backend while the container ran.
-    remove(&pm.network, &pm.cid)?;
+    remove(
+        &pm,
+        &attachment::get(OWNERS, &pm.network, &pm.cid, &pm.ifname),
+    )?;
     attachment::forget(OWNERS, &pm.network, &pm.cid, &pm.ifname);
     Ok(())
 }

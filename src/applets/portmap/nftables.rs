@@ -34,7 +34,32 @@ pub(super) fn nft_owned(snap: &Snapshot, owned: impl Fn(&str) -> bool) -> Vec<(&
         .collect()
 }
 
-pub(super) fn nft_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
+/// Both families' tables.
+pub(super) fn nft_tables() -> [Table; 2] {
+    [nft_table(false), nft_table(true)]
+}
+
+/// The rules a repeated ADD replaces: those the attachment's record names when they still
+/// hold (see [`Nftables::owned_rules`]), or the container's rules when the record does not
+/// match; nothing without a record (a first ADD).
+pub(super) fn nft_replaced(pm: &Portmap, recorded: &[String]) -> Result<Vec<RuleRef>> {
+    if recorded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let c = nft_comment(&pm.cid);
+    Nftables::open()?.owned_rules(recorded, &c, false, &nft_tables(), &OWNED_CHAINS, |x| {
+        x == c
+    })
+}
+
+/// Add the container's rules for `cip`'s family, replacing `replaced` (of either family);
+/// returns the record lines of the rules added, or `None` when the kernel did not report them
+/// all.
+pub(super) fn nft_add(
+    pm: &Portmap,
+    cip: &IpNet,
+    replaced: &[RuleRef],
+) -> Result<Option<Vec<String>>> {
     let v6 = cip.addr().is_ipv6();
     let t = nft_table(v6);
     let (cond, key) = if v6 {
@@ -44,7 +69,8 @@ pub(super) fn nft_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
     };
     let bases = nft_conditions(cond, v6, key)?;
     let mut nft = Nftables::open()?;
-    let snap = nft.snapshot(&t)?;
+    // Only the fixed chains' rules are read: the others hold one or more per container.
+    let snap = nft.snapshot_of(&t, &["hostports_all", "prerouting", "output"])?;
     let mut b = Batch::new();
     b.ensure_table(&snap, &t, Some("CNI portmap plugin"))
         .ensure_chain(&snap, &t, "hostports", None)
@@ -76,14 +102,10 @@ pub(super) fn nft_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
             Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
         );
     }
-    // A repeated ADD replaces the container's rules.
-    for chain in OWNED_CHAINS {
-        for (h, c) in snap.comments_in(chain) {
-            if c == nft_comment(&pm.cid) {
-                b.del_rule(&t, chain, h);
-            }
-        }
+    for r in replaced.iter().filter(|r| r.table == t) {
+        b.del_rule(&t, &r.chain, r.handle);
     }
+    let mut added = 0;
     for m in &pm.maps {
         let Some(dst) = m.for_family(v6) else {
             continue;
@@ -99,6 +121,7 @@ pub(super) fn nft_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
                 .dnat(cip.addr(), Some(m.container_port))
                 .comment(nft_comment(&pm.cid));
             b.add_rule(&t, "hostports", &r);
+            added += 1;
         }
     }
     if pm.snat {
@@ -120,6 +143,7 @@ pub(super) fn nft_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
                 .masquerade()
                 .comment(nft_comment(&pm.cid)),
         );
+        added += 1;
         if !v6 && !pm.masq_all {
             b.add_rule(
                 &t,
@@ -130,10 +154,19 @@ pub(super) fn nft_add(pm: &Portmap, cip: &IpNet) -> Result<()> {
                     .masquerade()
                     .comment(nft_comment(&pm.cid)),
             );
+            added += 1;
         }
     }
-    nft.apply(&b)
-        .ctx("unable to set up nftables rules for port mappings")
+    let echoed = nft
+        .apply_echo(&b)
+        .ctx("unable to set up nftables rules for port mappings")?;
+    let c = nft_comment(&pm.cid);
+    let lines: Vec<String> = echoed
+        .iter()
+        .filter(|r| r.comment.as_deref() == Some(c.as_str()))
+        .map(|r| RuleRef::new(&t, &r.chain, r.handle).line())
+        .collect();
+    Ok((lines.len() == added).then_some(lines))
 }
 
 pub(super) fn nft_check(pm: &Portmap, cip: &IpNet) -> Result<()> {
@@ -163,7 +196,15 @@ pub(super) fn nft_check(pm: &Portmap, cip: &IpNet) -> Result<()> {
     Ok(())
 }
 
-/// Delete the container's rules from both nftables families; no table is fine.
+/// Delete one attachment's rules from both nftables families: by its record (`recorded`, see
+/// [`delete_owned`]), else by comment; no table is fine.
+pub(super) fn nft_remove_owned(cid: &str, recorded: &[String]) -> Result<()> {
+    let c = nft_comment(cid);
+    delete_owned(recorded, &c, &nft_tables(), &OWNED_CHAINS, |x| x == c)
+        .ctx("error deleting nftables rules")
+}
+
+/// Delete the containers' rules from both nftables families by comment; no table is fine.
 pub(super) fn nft_remove(cids: &HashSet<&str>) -> Result<()> {
     let comments: HashSet<String> = cids.iter().map(|c| nft_comment(c)).collect();
     for v6 in [false, true] {

@@ -317,21 +317,54 @@ impl Iptables {
     }
 
     /// [`Iptables::transact`] for changes that create `chains`: while none of them can exist
-    /// ([`may_hold`], no exec), `plan` runs against an empty table and its script is restored
-    /// without saving the table first — an ADD then costs one exec whatever the table holds
-    /// (`iptables-save` of a nat table with a chain and a jump per container grows with the
-    /// node). Rules of other chains the plan appends to are then appended without a duplicate
-    /// check: they jump to one of the new chains, so none can exist yet. Any failure falls
-    /// back to the full transaction.
+    /// ([`may_hold`], no exec), `plan` runs against a table holding only the rules `assumed`
+    /// (`(chain, spec)`; their chains and jump targets count as existing) and its script is
+    /// restored after one `-C` per assumed rule, without saving the table first — an ADD then
+    /// costs one exec whatever the table holds (`iptables-save` of a nat table with a chain and
+    /// a jump per container grows with the node). The `-C` lines make that restore fail as a
+    /// whole unless every assumed rule exists, so it changes exactly what the plan would change
+    /// against the saved table, provided the plan asks the table about nothing but the assumed
+    /// rules and `chains` (rules it appends to other chains then go in without a duplicate
+    /// check: they jump to one of the new chains, so none can exist yet). Any failure, or a
+    /// plan failing against the assumed table, falls back to the full transaction.
     pub fn transact_new(
         &self,
         table: &str,
         chains: &[&str],
+        assumed: &[(&str, &str)],
         mut plan: impl FnMut(&Saved) -> Result<Script>,
     ) -> Result<()> {
+        // A chain of the assumed rules that cannot exist (a first ADD on the node) makes the
+        // quick restore fail anyway: save right away.
+        let mut theirs: Vec<&str> = assumed.iter().map(|(c, _)| *c).collect();
+        theirs.dedup();
         if !may_hold(self.proto, table, chains)
-            && self.restore(table, &plan(&Saved::default())?).is_ok()
+            && theirs.iter().all(|c| may_hold(self.proto, table, &[c]))
+            && let Ok(p) = plan(&Saved::assumed(assumed))
         {
+            let mut s = Script::new();
+            for (chain, spec) in assumed {
+                s.check_rule(chain, spec);
+            }
+            s.extend(p);
+            if self.restore(table, &s).is_ok() {
+                return Ok(());
+            }
+        }
+        self.transact(table, plan)
+    }
+
+    /// Restore `exact` (deletions of rules known by their exact spec, which fail as a whole
+    /// when any is missing); when it fails, save the table and restore what `plan` computes
+    /// from it, as [`Iptables::transact`]. DEL paths that know what ADD wrote (from the config
+    /// or prevResult) thereby skip `iptables-save`.
+    pub fn transact_exact(
+        &self,
+        table: &str,
+        exact: &Script,
+        plan: impl FnMut(&Saved) -> Result<Script>,
+    ) -> Result<()> {
+        if !exact.is_empty() && self.restore(table, exact).is_ok() {
             return Ok(());
         }
         self.transact(table, plan)
@@ -407,6 +440,22 @@ mod tests {
             "PREROUTING",
             "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT"
         ));
+        let a = Saved::assumed(&[
+            (
+                "PREROUTING",
+                "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+            ),
+            (
+                "CNI-HOSTPORT-MASQ",
+                "-m mark --mark 0x2000/0x2000 -j MASQUERADE",
+            ),
+        ]);
+        assert!(a.has_chain("CNI-HOSTPORT-DNAT") && a.has_chain("CNI-HOSTPORT-MASQ"));
+        assert!(a.has_rule(
+            "PREROUTING",
+            "-m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT"
+        ));
+        assert_eq!(a.rules().count(), 2);
         let j: Vec<_> = s.jumps_to("CNI-DN-x").collect();
         assert_eq!(j.len(), 2);
         assert_eq!(s.jumps_to("CNI-DN").count(), 0);

@@ -38,6 +38,25 @@ impl Saved {
             rules,
         }
     }
+    /// A table holding just `rules` (`(chain, spec)`), with their chains and jump targets.
+    pub fn assumed(rules: &[(&str, &str)]) -> Saved {
+        let mut text = String::new();
+        for (chain, spec) in rules {
+            for c in [Some(*chain), target(spec)].into_iter().flatten() {
+                text.push(':');
+                text.push_str(c);
+                text.push_str(" - [0:0]\n");
+            }
+        }
+        for (chain, spec) in rules {
+            text.push_str("-A ");
+            text.push_str(chain);
+            text.push(' ');
+            text.push_str(spec);
+            text.push('\n');
+        }
+        Saved::parse(text)
+    }
     pub(super) fn at(&self, r: &Range<usize>) -> &str {
         &self.text[r.clone()]
     }
@@ -62,14 +81,16 @@ impl Saved {
     }
     /// Every `(chain, spec)` whose target is `-j TARGET` or `-g TARGET`.
     pub fn jumps_to<'a>(&'a self, target: &'a str) -> impl Iterator<Item = (&'a str, &'a str)> {
-        self.rules().filter(move |(_, s)| {
-            let t = s
-                .rsplit_once(" -j ")
-                .or_else(|| s.rsplit_once(" -g "))
-                .map(|(_, t)| t)
-                .or_else(|| s.strip_prefix("-j "))
-                .or_else(|| s.strip_prefix("-g "));
-            t == Some(target)
-        })
+        self.rules()
+            .filter(move |(_, s)| self::target(s) == Some(target))
     }
+}
+
+/// The `-j TARGET` or `-g TARGET` of a rule spec (its last word when it has no options).
+fn target(spec: &str) -> Option<&str> {
+    spec.rsplit_once(" -j ")
+        .or_else(|| spec.rsplit_once(" -g "))
+        .map(|(_, t)| t)
+        .or_else(|| spec.strip_prefix("-j "))
+        .or_else(|| spec.strip_prefix("-g "))
 }

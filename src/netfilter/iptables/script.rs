@@ -105,6 +105,20 @@ impl Script {
         self.push(format!("-I {chain} 1 {spec}"));
         self
     }
+    /// `-C CHAIN SPEC`: the transaction fails unless the rule exists.
+    pub fn check_rule(&mut self, chain: &str, spec: &str) -> &mut Self {
+        self.push(format!("-C {chain} {spec}"));
+        self
+    }
+    /// Append the lines of `other` (with their origins).
+    pub fn extend(&mut self, other: Script) -> &mut Self {
+        if self.err.is_none() {
+            self.err = other.err;
+        }
+        self.lines.extend(other.lines);
+        self.values.extend(other.values);
+        self
+    }
     pub fn delete(&mut self, chain: &str, spec: &str) -> &mut Self {
         self.push(format!("-D {chain} {spec}"));
         self

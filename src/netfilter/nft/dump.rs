@@ -245,22 +245,11 @@ pub(super) fn parse_rule(m: &[u8]) -> (String, RuleInfo) {
     }
     (table, r)
 }
-/// Delete, in one batch, the rules of `chains` in table `t` whose comment `doomed` picks. A
-/// missing table or chain, or a kernel without nf_tables, means nothing to delete.
+/// Delete, in one batch, the rules of `chains` in table `t` whose comment `doomed` picks (one
+/// dump per chain). A missing table or chain, or a kernel without nf_tables, means nothing to
+/// delete.
 pub fn delete_commented(t: &Table, chains: &[&str], doomed: impl Fn(&str) -> bool) -> Result<()> {
-    let Ok(mut nft) = Nftables::open() else {
-        return Ok(());
-    };
-    let snap = nft.snapshot(t)?;
-    let mut b = Batch::new();
-    for chain in chains {
-        for (h, c) in snap.comments_in(chain) {
-            if doomed(c) {
-                b.del_rule(t, chain, h);
-            }
-        }
-    }
-    nft.apply(&b)
+    super::delete_owned(&[], "", std::slice::from_ref(t), chains, doomed)
 }
 
 pub(super) fn hook_from(n: u32) -> Option<Hook> {

@@ -3,10 +3,12 @@
 
 mod batch;
 mod dump;
+mod owned;
 mod socket;
 
 pub use batch::Batch;
 pub use dump::{ChainInfo, RuleInfo, Snapshot, delete_commented};
+pub use owned::{RuleRef, delete_owned};
 pub use socket::{Nftables, linger_at_exit};
 
 use super::msg::{self, Writer};
