@@ -7,6 +7,8 @@
 //!
 //! Protocol on stdin (one command a line, one answer a line on stdout):
 //! - `load NAME SCRIPT`: read a replay script;
+//! - `spawn N PATH`: run PATH N times with CNI_COMMAND=VERSION (the process cost alone);
+//!   answers the mean ns per run;
 //! - `run NAME NODE_NETNS CONTAINER_NETNS`: replay its ADD then its DEL, each plugin run
 //!   starting in NODE_NETNS (as a plugin process would), the recording's container namespace
 //!   replaced by CONTAINER_NETNS; answers `ADD_NS DEL_NS DIVERGENCES`.
@@ -703,6 +705,29 @@ fn main() {
                 }
                 Err(e) => format!("error {e}"),
             },
+            // The process cost alone: `n` VERSION calls of `path`, spawned the way a runtime
+            // spawns a plugin (posix_spawn: no copy of this process), stdin/stdout /dev/null;
+            // answers the mean ns per call.
+            ["spawn", n, path] => {
+                let n: u32 = n.parse().unwrap_or(1).max(1);
+                let start = Instant::now();
+                let mut failed = 0;
+                for _ in 0..n {
+                    let st = std::process::Command::new(path)
+                        .env("CNI_COMMAND", "VERSION")
+                        .stdin(std::process::Stdio::null())
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::null())
+                        .status();
+                    failed += u32::from(!st.is_ok_and(|s| s.success()));
+                }
+                let per = start.elapsed().as_nanos() / u128::from(n);
+                if failed > 0 {
+                    format!("error {failed} of {n} failed")
+                } else {
+                    per.to_string()
+                }
+            }
             ["run", name, node, cont] => match scripts.get(*name) {
                 None => format!("error no script {name}"),
                 Some(segs) => {
