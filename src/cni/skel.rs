@@ -69,17 +69,10 @@ pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
         Err(e) => (Version::LATEST, Err(e)),
     };
     match out {
-        Ok(Some(text)) => {
-            let mut so = std::io::stdout().lock();
-            if so
-                .write_all(text.as_bytes())
-                .and_then(|_| so.flush())
-                .is_err()
-            {
-                return 1;
-            }
-            0
-        }
+        Ok(Some(text)) => match write_stdout(&text) {
+            Ok(()) => 0,
+            Err(_) => 1,
+        },
         Ok(None) => 0,
         Err(e) => print_error(&e, ver),
     }
@@ -263,17 +256,24 @@ pub fn error_json(e: &Error, ver: Version) -> String {
     pretty(&v)
 }
 
+/// The whole answer in one write(2), past std's line buffering (which splits a pretty-printed
+/// result at its last newline into two writes).
+fn write_stdout(text: &str) -> std::io::Result<()> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: fd 1 is the process's stdout; ManuallyDrop keeps it open afterwards.
+    let mut out = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
+    out.write_all(text.as_bytes())
+}
+
 fn print_error(e: &Error, ver: Version) -> i32 {
-    let _ = std::io::stdout().write_all(error_json(e, ver).as_bytes());
-    let _ = std::io::stdout().flush();
+    let _ = write_stdout(&error_json(e, ver));
     1
 }
 
 fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let e = Error::internal(format!("internal error (please report): {info}"));
-        let _ = std::io::stdout().write_all(error_json(&e, Version::LATEST).as_bytes());
-        let _ = std::io::stdout().flush();
+        let _ = write_stdout(&error_json(&e, Version::LATEST));
         // The release profile aborts on panic; an abort is a signal, which runtimes report as
         // a crash with no reason. Exit like any other failed plugin instead.
         std::process::exit(1);
