@@ -181,10 +181,19 @@ def convert(pid, c, cns_hex, skipped):
     ok = not ret.startswith('-')
     P = lambda i: path_tok(HEXSTR.match(a[i]).group(1), cns_hex)
     try:
+        if name in ('clone', 'clone3') and 'CLONE_THREAD' in args and ok and ret.isdigit():
+            return f'thread {pid} {ret}'  # the replayer runs the thread's ops on a thread
         if name in SKIP:
             return None
         if name == 'socket':
             return ok and f'socket {pid} {ret} {flags(a[0])} {flags(a[1])} {flags(a[2])}'
+        if name == 'socketpair':
+            sv = re.findall(r'\d+', a[3])
+            return ok and f'socketpair {pid} {sv[0]} {sv[1]} {flags(a[0])} {flags(a[1])}'
+        if name == 'sendmsg' and 'SCM_RIGHTS' in args:  # descriptors handed over a unix socket
+            fds = re.search(r'cmsg_data=\[([\d, ]*)\]', args).group(1).replace(',', ' ').split()
+            data = unhex(re.search(r'iov_base="((?:\\x[0-9a-f]{2})*)"', args).group(1))
+            return f'sendfds {pid} {a[0]} {data.hex() or "-"} {" ".join(fds)}'
         if name == 'bind':
             g = re.search(r'nl_groups=([0-9a-f]+)', a[1])
             return f'bind {pid} {a[0]} {int(g.group(1), 16) if g else 0}'

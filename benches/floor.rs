@@ -22,6 +22,11 @@
 //! error code is a divergence: the answer counts them (0 expected; FLOOR_VERBOSE=1 prints them).
 //! Each plugin run ends by closing what its process still held, as exit would (closing a
 //! netfilter socket can wait for the kernel's deferred destruction of deleted objects).
+//! A thread a plugin starts (bridge DEL deletes the veth on one while it removes the
+//! masquerading) is replayed on a thread of its own, concurrently, from where it was started
+//! to where it exited in the recording, sharing the replay's descriptors. Descriptors a plugin
+//! hands over a unix socket (SCM_RIGHTS: cnibox lets the kernel close nf_tables sockets in the
+//! background that way) are handed over the same way.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -38,7 +43,10 @@ enum Path {
 
 enum Op {
     Exit(Pid),
+    Thread(Pid),
     Socket(Pid, i32, i32, i32, i32),
+    SocketPair(Pid, [i32; 2], i32, i32),
+    SendFds(Pid, i32, Vec<u8>, Vec<i32>),
     Bind(Pid, i32, u32),
     Connect(Pid, i32),
     GetSockName(Pid, i32),
@@ -66,7 +74,8 @@ enum Op {
 struct Seg {
     add: bool,
     timed: bool,
-    ops: Vec<Op>,
+    /// (recorded pid or thread id, op)
+    ops: Vec<(Pid, Op)>,
 }
 
 fn unhex(s: &str) -> Vec<u8> {
@@ -108,7 +117,18 @@ fn load(file: &str) -> Result<Vec<Seg>, String> {
         let fd = || i(2).map(|v| v as i32);
         let op = match t[0] {
             "exit" => Op::Exit(pid),
+            "thread" => Op::Thread(i(2)? as Pid),
             "socket" => Op::Socket(pid, fd()?, i(3)? as i32, i(4)? as i32, i(5)? as i32),
+            "socketpair" => Op::SocketPair(pid, [fd()?, i(3)? as i32], i(4)? as i32, i(5)? as i32),
+            "sendfds" => Op::SendFds(
+                pid,
+                fd()?,
+                unhex(s(3)?),
+                t[4..]
+                    .iter()
+                    .map(|v| v.parse().map_err(|_| bad()))
+                    .collect::<Result<_, _>>()?,
+            ),
             "bind" => Op::Bind(pid, fd()?, i(3)? as u32),
             "connect" => Op::Connect(pid, fd()?),
             "getsockname" => Op::GetSockName(pid, fd()?),
@@ -155,7 +175,7 @@ fn load(file: &str) -> Result<Vec<Seg>, String> {
             "ioctlint" => Op::IoctlInt(pid, fd()?, i(3)? as u64, i(4)? as u64),
             _ => return Err(format!("{file}:{}: unknown op {}", n + 1, t[0])),
         };
-        segs.last_mut().ok_or_else(bad)?.ops.push(op);
+        segs.last_mut().ok_or_else(bad)?.ops.push((pid, op));
     }
     Ok(segs)
 }
@@ -221,7 +241,7 @@ fn nft_kind(b: &[u8], start: usize, end: usize, ty: u16) -> Option<(u8, u8, Vec<
     Some((kind, b[start + 16], table, handle_attr))
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Run {
     cpath: Option<CString>,
     fds: HashMap<(Pid, i32), i32>,
@@ -432,9 +452,86 @@ impl Run {
         }
     }
 
+    /// One plugin run. A thread the plugin started (`thread TID`, recorded at its clone) is
+    /// replayed on a thread of its own, concurrently, from that point: it shares the process's
+    /// descriptors and what was learned so far, and is joined where it exited in the recording
+    /// (its `exit`), after which what it closed, opened and learned is the process's again.
+    fn segment(&mut self, ops: &[(Pid, Op)]) {
+        std::thread::scope(|sc| {
+            let mut workers = HashMap::new();
+            for (k, (pid, op)) in ops.iter().enumerate() {
+                if let Op::Thread(tid) = op {
+                    let tid = *tid;
+                    let mine: Vec<&Op> = ops[k + 1..]
+                        .iter()
+                        .filter(|(p, o)| *p == tid && !matches!(o, Op::Exit(_)))
+                        .map(|(_, o)| o)
+                        .collect();
+                    let mut w = self.clone();
+                    w.divergences = 0;
+                    let shared: Vec<(i32, i32)> = self
+                        .fds
+                        .iter()
+                        .filter(|(key, _)| key.0 == *pid)
+                        .map(|(key, live)| (key.1, *live))
+                        .collect();
+                    for (fd, live) in &shared {
+                        w.fds.insert((tid, *fd), *live);
+                    }
+                    let h = sc.spawn(move || {
+                        for o in mine {
+                            w.step(o);
+                        }
+                        w
+                    });
+                    workers.insert(tid, (h, *pid, shared));
+                    continue;
+                }
+                if let Op::Exit(p) = op
+                    && let Some((h, leader, shared)) = workers.remove(p)
+                {
+                    if let Ok(w) = h.join() {
+                        self.merge(w, *p, leader, &shared);
+                    }
+                    continue;
+                }
+                if workers.contains_key(pid) {
+                    continue;
+                }
+                self.step(op);
+            }
+            for (tid, (h, leader, shared)) in workers.drain() {
+                if let Ok(w) = h.join() {
+                    self.merge(w, tid, leader, &shared);
+                }
+            }
+        });
+    }
+
+    /// After joining thread `tid` of `leader`: its descriptors are the leader's (those it
+    /// closed are gone), its learned indexes and handles and its divergences count here.
+    fn merge(&mut self, w: Run, tid: Pid, leader: Pid, shared: &[(i32, i32)]) {
+        for (fd, _) in shared {
+            if !w.fds.contains_key(&(tid, *fd)) {
+                self.fds.remove(&(leader, *fd));
+            }
+        }
+        for ((p, fd), live) in w.fds {
+            if p == tid {
+                self.fds.insert((leader, fd), live);
+            }
+        }
+        self.label.extend(w.label);
+        self.proto.extend(w.proto);
+        self.ifmap.extend(w.ifmap);
+        self.nft.extend(w.nft);
+        self.divergences += w.divergences;
+    }
+
     fn step(&mut self, op: &Op) {
         unsafe {
             match op {
+                Op::Thread(_) => {}
                 Op::Exit(pid) => {
                     let mine: Vec<i32> = self
                         .fds
@@ -451,6 +548,41 @@ impl Run {
                     self.adopt(*pid, *rec, fd);
                     self.label.insert(fd, self.cur);
                     self.proto.insert(fd, *proto);
+                }
+                Op::SocketPair(pid, rec, dom, ty) => {
+                    let mut sv = [-1i32; 2];
+                    let r = libc::socketpair(*dom, *ty, 0, sv.as_mut_ptr());
+                    for k in 0..2 {
+                        self.adopt(*pid, rec[k], if r == 0 { sv[k] } else { -1 });
+                    }
+                }
+                Op::SendFds(pid, fd, data, fds) => {
+                    // A unix datagram carrying descriptors (SCM_RIGHTS): cnibox hands nf_tables
+                    // sockets to the kernel this way to close them in the background.
+                    let live: Vec<i32> = fds.iter().map(|f| self.fd(*pid, *f)).collect();
+                    let room = libc::CMSG_SPACE((live.len() * 4) as u32) as usize;
+                    let mut ctl = vec![0u8; room];
+                    let mut iov = libc::iovec {
+                        iov_base: data.as_ptr() as *mut _,
+                        iov_len: data.len(),
+                    };
+                    let mut msg: libc::msghdr = std::mem::zeroed();
+                    msg.msg_iov = &mut iov;
+                    msg.msg_iovlen = 1;
+                    msg.msg_control = ctl.as_mut_ptr().cast();
+                    msg.msg_controllen = room as _;
+                    let c = libc::CMSG_FIRSTHDR(&msg);
+                    (*c).cmsg_level = libc::SOL_SOCKET;
+                    (*c).cmsg_type = libc::SCM_RIGHTS;
+                    (*c).cmsg_len = libc::CMSG_LEN((live.len() * 4) as u32) as _;
+                    std::ptr::copy_nonoverlapping(
+                        live.as_ptr().cast::<u8>(),
+                        libc::CMSG_DATA(c),
+                        live.len() * 4,
+                    );
+                    if live.contains(&-1) || libc::sendmsg(self.fd(*pid, *fd), &msg, 0) < 0 {
+                        self.diverge("sendmsg with descriptors failed");
+                    }
                 }
                 Op::Bind(pid, fd, groups) => {
                     let mut sa: libc::sockaddr_nl = std::mem::zeroed();
@@ -757,9 +889,7 @@ fn main() {
                         unsafe { libc::setns(nfd, libc::CLONE_NEWNET) };
                         run.cur = 0;
                         let t0 = Instant::now();
-                        for op in &seg.ops {
-                            run.step(op);
-                        }
+                        run.segment(&seg.ops);
                         let ns = t0.elapsed().as_nanos();
                         if seg.timed {
                             if seg.add {
