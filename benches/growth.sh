@@ -237,9 +237,10 @@ elif [ "${GROWTH_FLOOR:-1}" != 0 ]; then
 fi
 # Rows for compare.sh's targets table (its growth hook reads lines starting "target: ").
 # Target: 241–250 within 1.2× of 1–10. Where that is missed and the floor itself grows by more
-# than 1.2× for the operation, it is out of reach for any plugin, and the target becomes: within 1.2×
-# of the floor at 241–250 (cnibox-nftables, whose calls the floor replays), or, for iptables,
-# which has no floor of its own, growth within 1.2× of the floor's growth.
+# than 1.2× for the operation, it is out of reach for any plugin, and the target becomes: growth
+# within 1.2× of the floor's growth, i.e. what the plugin adds to the kernel's work does not grow
+# by more than 1.2× (the absolute cnibox/floor is the per-process cost compare.sh reports; the
+# iptables variant has no floor of its own and is held to the same growth).
 fa1=""; fa2=""; fd1=""; fd2=""
 [ -n "$floor_why" ] || { fa1=$(win add floor 1 10); fa2=$(win add floor "$lo" "$n"); fd1=$(win del floor 1 10); fd2=$(win del floor "$lo" "$n"); }
 for l in "${labels[@]}"; do
@@ -253,14 +254,12 @@ for l in "${labels[@]}"; do
             return sprintf("%s %.2f×%s", op, r, (f1 != "" && f1 > 0 ? sprintf(" (floor %.2f×)", f2 / f1) : ""))
         }
         fr = f2 / f1
-        if (l == "cnibox-nftables") {
-            ok = ok && x2 / f2 <= 1.2
-            why = why sprintf("%s the floor %s grows %.2f×, so: within 1.2× of the floor at %d–%d", (why ? ";" : " — out of reach:"), op, fr, lo, n)
-            return sprintf("%s %.2f× (floor %.2f×, %.2f of it), cnibox/floor at %d–%d: %.2f (1–10: %.2f)", op, r, fr, r / fr, lo, n, x2 / f2, x1 / f1)
-        }
         ok = ok && r / fr <= 1.2
-        why = why sprintf("%s the floor %s grows %.2f×, so (no floor of its own): growth within 1.2× of the floor'"'"'s", (why ? ";" : " — out of reach:"), op, fr)
-        return sprintf("%s %.2f× (floor %.2f×, %.2f of it)", op, r, fr, r / fr)
+        why = why sprintf("%s the floor %s grows %.2f×, so: growth within 1.2× of the floor'"'"'s", (why ? ";" : " — out of reach:"), op, fr)
+        # cnibox-nftables is the variant the floor replays: its distance to the floor at both
+        # ends too (a constant distance is the per-process cost, not growth).
+        return sprintf("%s %.2f× (floor %.2f×, %.2f of it)%s", op, r, fr, r / fr, \
+            (l == "cnibox-nftables" ? sprintf(", cnibox/floor %.2f at 1–10 and %.2f at %d–%d", x1 / f1, x2 / f2, lo, n) : ""))
     }
     BEGIN {
         ok = 1; why = ""
