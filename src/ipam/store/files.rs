@@ -24,17 +24,38 @@ pub(super) fn discard(tmp: &Path) {
 
 /// Create `tmp` (replacing a leftover) holding exactly `data`, mode 0600.
 pub(super) fn write_tmp(tmp: &Path, data: &[u8]) -> std::io::Result<()> {
-    not_found_ok(fs::remove_file(tmp))?;
-    let res = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(tmp)
-        .and_then(|mut f| f.write_all(data));
+    let create = || {
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(tmp)
+    };
+    // A leftover of a killed process is rare: remove it only when it is there.
+    let file = match create() {
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+            not_found_ok(fs::remove_file(tmp))?;
+            create()
+        }
+        r => r,
+    };
+    let res = file.and_then(|mut f| f.write_all(data));
     if res.is_err() {
         discard(tmp);
     }
     res
+}
+
+/// Rewrite `path` in place (created 0600 when missing): no new inode, for the small files whose
+/// torn or empty state after a crash means "nothing recorded" to every reader.
+pub(super) fn write_in_place(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(data))
 }
 
 /// Write `data` to a temporary file beside `path` and rename it over `path`.

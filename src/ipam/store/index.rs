@@ -18,12 +18,17 @@ impl Store {
         }
     }
 
-    /// Remove the stamp before the first change of this session: a crash at any later instant
-    /// leaves the store unsealed, and the next operation rebuilds the index.
+    /// Empty the stamp before the first change of this session: a crash at any later instant
+    /// leaves the store unsealed, and the next operation rebuilds the index. (Emptied, not
+    /// removed: [`Self::seal`] rewrites it in place, so a session allocates no inode for it.)
     pub(super) fn unseal(&mut self) -> Result<()> {
         if !self.unsealed {
-            not_found_ok(fs::remove_file(&self.stamp))
-                .ctx(format_args!("remove {}", self.stamp.display()))?;
+            let emptied = OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(&self.stamp)
+                .map(drop);
+            not_found_ok(emptied).ctx(format_args!("empty {}", self.stamp.display()))?;
             self.unsealed = true;
         }
         Ok(())
@@ -41,10 +46,16 @@ impl Store {
         File::open(&self.index)?.set_times(times)?;
         File::open(&self.dir)?.set_times(times)?;
         let text = stamp_text(&fs::metadata(&self.dir)?, &fs::metadata(&self.index)?);
-        if let Some(parent) = self.stamp.parent() {
-            fs::create_dir_all(parent)?;
+        // In place: a write torn by a crash matches no directory, so it reads as unsealed.
+        match write_in_place(&self.stamp, text.as_bytes()) {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                if let Some(parent) = self.stamp.parent() {
+                    fs::create_dir_all(parent)?;
+                }
+                write_in_place(&self.stamp, text.as_bytes())
+            }
+            r => r,
         }
-        write_atomic(&self.stamp, text.as_bytes())
     }
 
     /// Rebuild the owner index from the reservation files (O(n), only after foreign changes or

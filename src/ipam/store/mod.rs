@@ -24,16 +24,17 @@
 //!   directory's inode and change time, which nobody can set). Anyone creating or
 //!   removing a file since (the Go plugin, an admin's `rm`) moves a directory to the current
 //!   time; the stamp no longer matches and the next operation rebuilds the index by a scan. The
-//!   stamp is removed before the first change of an operation, so a crash at any instant leaves
-//!   the store unsealed. The one change no O(1) check can see is a reservation rewritten in
+//!   stamp is emptied before the first change of an operation and rewritten in place at its
+//!   end (a torn write matches nothing), so a crash at any instant leaves the store unsealed. The one change no O(1) check can see is a reservation rewritten in
 //!   place (same file, another owner's bytes), which no plugin does (Go's host-local only
 //!   creates with O_EXCL and removes): until the index entry of the file's former owner is
 //!   used, or the next scan, the new owner's DEL finds nothing;
 //! - the owner's entry lists an address before its reservation exists, so no crash leaves a
-//!   reservation the index does not know; entries, the stamp and `last_reserved_ip.N` are
-//!   written to a temporary file and renamed (the temporary name is fixed per target,
+//!   reservation the index does not know; entries are written to a temporary file and
+//!   renamed (the temporary name is fixed per target,
 //!   `.tmp-<name>`, and only used under the lock, so one left by a killed process is replaced
-//!   by the next write instead of piling up);
+//!   by the next write instead of piling up); `last_reserved_ip.N` is rewritten in place as
+//!   upstream does (empty or torn after a crash, it reads as "none" to both plugins);
 //! - a reservation appears with its content in one step (a complete temporary file link(2)ed
 //!   into place: atomic, and exclusive), so no empty or half-written reservation is ever
 //!   visible (upstream #498), and any failure after it (a full disk writing
@@ -242,31 +243,13 @@ impl Store {
         Ok(true)
     }
 
-    /// Replace `last_reserved_ip.N` (same bytes as upstream) by renaming a complete temporary
-    /// file from the index over it, so a crash or a full disk never leaves it empty or torn.
-    /// On another filesystem (EXDEV) it is rewritten in place, as upstream does.
+    /// Rewrite `last_reserved_ip.N` in place, as upstream does (same bytes). A crash or a full
+    /// disk can leave it empty or torn, which both plugins read as "no last address": the next
+    /// allocation starts at the range's start and skips taken addresses, as on a new network.
+    /// Rewriting in place allocates no inode (ext4's inode allocator was the largest kernel
+    /// cost of an ADD with a rename here).
     fn record_last(&self, last: &Path, ip: IpAddr) -> std::io::Result<()> {
-        let data = ip.to_string();
-        let name = last.file_name().unwrap_or_default().to_string_lossy();
-        let tmp = tmp_path(&self.index, &name);
-        let res = write_tmp(&tmp, data.as_bytes()).and_then(|()| fs::rename(&tmp, last));
-        match res {
-            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
-                discard(&tmp);
-                OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .mode(0o600)
-                    .open(last)
-                    .and_then(|mut f| f.write_all(data.as_bytes()))
-            }
-            Err(e) => {
-                discard(&tmp);
-                Err(e)
-            }
-            Ok(()) => Ok(()),
-        }
+        write_in_place(last, ip.to_string().as_bytes())
     }
 
     /// Link a complete reservation file into place; `Ok(false)` when the address is taken.

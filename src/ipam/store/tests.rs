@@ -112,8 +112,18 @@ fn a_stale_index_is_never_trusted() {
         ("index removed", |d| {
             fs::remove_dir_all(d.join(".cnibox/net")).unwrap()
         }),
-        ("stamp removed (crash mid-operation)", |d| {
-            fs::remove_file(d.join(".cnibox/.sealed/net")).unwrap()
+        (
+            "stamp removed (an older cnibox's crash mid-operation)",
+            |d| fs::remove_file(d.join(".cnibox/.sealed/net")).unwrap(),
+        ),
+        ("stamp emptied (crash mid-operation)", |d| {
+            fs::write(d.join(".cnibox/.sealed/net"), "").unwrap()
+        }),
+        ("stamp torn (crash while sealing), entry gone", |d| {
+            let p = d.join(".cnibox/.sealed/net");
+            let t = fs::read_to_string(&p).unwrap();
+            fs::write(&p, &t[..t.len() / 2]).unwrap();
+            fs::remove_file(d.join(".cnibox/net/c1:eth0")).unwrap();
         }),
         ("reservation moved behind our back", |d| {
             // The Go plugin released .2 and gave c1 .4 instead.
