@@ -76,6 +76,7 @@ else
     echo "compare.sh: no floor columns: $floor_why" >&2
 fi
 floor_cmd() { echo "$*" >&"$FL_IN"; read -r FL <&"$FL_OUT"; }
+spawner=""; [ -z "$floor_why" ] && spawner=$floor_bin
 floor_div=0
 
 # 1. exec cost: VERSION, 100 execs per sample, A B A B … Spawned by the floor process as a
@@ -105,13 +106,15 @@ tgt "VERSION exec ≥ 5× faster" "$(ratio "$mr" "$mo")" "$(ge "$mr" "$mo" 5)"
 
 # 2. Plugin chains run by benches/chain.sh inside a node namespace: one `nsenter` per sample,
 # the timing is taken in there around each plugin exec (conf from a file, result to a file, as
-# a runtime does), so the harness's own nsenter/env/fork costs are not counted. A chain ADDs
+# a runtime does), so the harness's own nsenter/env costs are not counted; with the floor
+# binary at hand each plugin is spawned and timed by it (posix_spawn, as Go runtimes spawn
+# plugins), so bash's fork of itself (~0.2 ms a call, both sides) is not counted either. A chain ADDs
 # its plugins in order, then DELs them in reverse with the ADD result as prevResult, as libcni
 # runs a conflist; the sample is the sum of the timed plugin execs.
 sample() { # node dir backend cid plugins… → sets A and D (ns) and E (1 on any plugin error)
     local nd=$1 dir=$2 bk=$3 cid=$4 ns out; shift 4
     newns; ns=$NS
-    out=$(nsenter --net="/run/netns/$nd" bash "$here/chain.sh" "$dir" "$bk" "$cid" "/run/netns/$ns" "$work/data-$nd-${dir##*/}" "$@") || true
+    out=$(nsenter --net="/run/netns/$nd" env SPAWNER="$spawner" bash "$here/chain.sh" "$dir" "$bk" "$cid" "/run/netns/$ns" "$work/data-$nd-${dir##*/}" "$@") || true
     read -r A D E <<<"$out"; E=${E:-1}; A=${A:-0}; D=${D:-0}
     ip netns del "$ns"
 }
