@@ -89,6 +89,16 @@ impl Lab {
         out.json
     }
 
+    /// Containers 1 and 2 on network "a", attached by bridge as `<tag>1-N` and `<tag>2-N`: their
+    /// namespaces, ids, bridge results and IPv4 addresses.
+    fn two(&self, tag: &str) -> ([NetNs; 2], [String; 2], [Value; 2], [String; 2]) {
+        let c = [NetNs::create(), NetNs::create()];
+        let id = [1, 2].map(|i| format!("{tag}{i}-{}", self.n));
+        let r = [0, 1].map(|i| self.attach("a", &c[i], &id[i]));
+        let ip = [0, 1].map(|i| cont_ip(&r[i], false));
+        (c, id, r, ip)
+    }
+
     /// The firewall config of network `which` (version 1.0.0), with our backend when set.
     fn fw_conf(&self, which: &str, policy: Option<&str>, prev: Option<&Value>) -> Value {
         fw_conf_for(&self.net(which).0, self.backend, policy, prev)
@@ -480,12 +490,8 @@ fn nftables_add_check_del_ours() {
         return;
     }
     let lab = Lab::new("fw-nft", OURS_NFTABLES);
-    let (c1, c2) = (NetNs::create(), NetNs::create());
-    let (id1, id2) = (format!("fw-nft1-{}", lab.n), format!("fw-nft2-{}", lab.n));
+    let ([c1, c2], [id1, id2], [r1, r2], [ip1, ip2]) = lab.two("fw-nft");
     let (id1, id2) = (id1.as_str(), id2.as_str());
-    let r1 = lab.attach("a", &c1, id1);
-    let r2 = lab.attach("a", &c2, id2);
-    let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
     let (cf1, cf2) = (
         lab.fw_conf("a", None, Some(&r1)),
         lab.fw_conf("a", None, Some(&r2)),
@@ -844,12 +850,8 @@ fn nftables_handle_records_ours() {
         return;
     }
     let lab = Lab::new("fw-rec", OURS_NFTABLES);
-    let (c1, c2) = (NetNs::create(), NetNs::create());
-    let (id1, id2) = (format!("fw-rec1-{}", lab.n), format!("fw-rec2-{}", lab.n));
+    let ([c1, c2], [id1, id2], [r1, r2], [ip1, ip2]) = lab.two("fw-rec");
     let (id1, id2) = (id1.as_str(), id2.as_str());
-    let r1 = lab.attach("a", &c1, id1);
-    let r2 = lab.attach("a", &c2, id2);
-    let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
     let (cf1, cf2) = (
         lab.fw_conf("a", None, Some(&r1)),
         lab.fw_conf("a", None, Some(&r2)),
@@ -917,12 +919,8 @@ fn iptables_del_exact_and_fallback_ours() {
         return;
     }
     let lab = Lab::new("fw-exact", OURS_IPTABLES);
-    let (c1, c2) = (NetNs::create(), NetNs::create());
-    let (id1, id2) = (format!("fw-ex1-{}", lab.n), format!("fw-ex2-{}", lab.n));
+    let ([c1, c2], [id1, id2], [r1, r2], [ip1, ip2]) = lab.two("fw-ex");
     let (id1, id2) = (id1.as_str(), id2.as_str());
-    let r1 = lab.attach("a", &c1, id1);
-    let r2 = lab.attach("a", &c2, id2);
-    let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
     let cf2 = lab.fw_conf("a", None, Some(&r2));
     lab.plugin()
         .add(
