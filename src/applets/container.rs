@@ -100,6 +100,16 @@ pub fn requested_mac(req: &Request, configured: String) -> Result<String> {
     Ok(mac)
 }
 
+/// DEL of an applet that makes one container interface of `kind`: the IPAM plugin's DEL first
+/// (as upstream: its failure fails the DEL and leaves the interface for a retry), then the
+/// interface.
+pub fn delete_with_ipam(req: &Request, ipam: Option<&str>, applet: &str, kind: &str) -> Result<()> {
+    if let Some(ipam) = ipam {
+        crate::cni::delegate::del(ipam, req)?;
+    }
+    delete_own_link(req, applet, kind)
+}
+
 /// DEL's link part: delete CNI_IFNAME in the container when it is a `kind` link. A link of
 /// another kind is not ours and is left alone with a note; a missing netns or link is fine.
 pub fn delete_own_link(req: &Request, applet: &str, kind: &str) -> Result<()> {

@@ -226,10 +226,7 @@ fn configure<'a>(
 
 fn del(req: &Request) -> Result<()> {
     let _: Conf = req.decode()?;
-    if let Some(ipam) = req.ipam_type() {
-        delegate::del(ipam, req)?;
-    }
-    super::container::delete_own_link(req, "ipvlan", "ipvlan")
+    super::container::delete_with_ipam(req, req.ipam_type(), "ipvlan", "ipvlan")
 }
 
 fn check(req: &Request) -> Result<()> {

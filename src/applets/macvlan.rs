@@ -235,10 +235,7 @@ fn configure<'a>(
 
 fn del(req: &Request) -> Result<()> {
     let c = load(req)?;
-    if let Some(ipam) = c.ipam {
-        delegate::del(ipam, req)?;
-    }
-    super::container::delete_own_link(req, "macvlan", "macvlan")
+    super::container::delete_with_ipam(req, c.ipam, "macvlan", "macvlan")
 }
 
 fn check(req: &Request) -> Result<()> {

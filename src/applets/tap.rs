@@ -234,10 +234,7 @@ fn link_at(cont: &mut Handle, index: u32, ifname: &str) -> Result<Link> {
 
 fn del(req: &Request) -> Result<()> {
     let c = load(req)?;
-    if let Some(ipam) = c.ipam {
-        delegate::del(ipam, req)?;
-    }
-    super::container::delete_own_link(req, "tap", "tun")
+    super::container::delete_with_ipam(req, c.ipam, "tap", "tun")
 }
 
 fn check(req: &Request) -> Result<()> {

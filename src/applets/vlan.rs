@@ -213,8 +213,7 @@ fn finish(
 
 fn del(req: &Request) -> Result<()> {
     let v = load(req)?;
-    delegate::del(&v.ipam, req)?;
-    super::container::delete_own_link(req, "vlan", "vlan")
+    super::container::delete_with_ipam(req, Some(&v.ipam), "vlan", "vlan")
 }
 
 fn check(req: &Request) -> Result<()> {
