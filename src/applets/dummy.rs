@@ -19,9 +19,8 @@
 
 use super::container::checked_iface;
 use super::iface;
-use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
-use crate::netlink::{Handle, fmt_mac};
+use crate::netlink::Handle;
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
 
@@ -57,15 +56,7 @@ fn add(req: &Request) -> Result<CniResult> {
     });
     let r = (|| {
         let mut result = iface::ipam_add(ipam, req, &mut undo)?;
-        for ip in &mut result.ips {
-            ip.interface = Some(0);
-        }
-        result.interfaces = vec![Interface {
-            name: ifname.clone(),
-            mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
-            sandbox: req.env.netns.clone(),
-            ..Default::default()
-        }];
+        iface::sole_interface(&mut result, req, &link);
         iface::configure(&ns, &mut cont, ifname, link.index, &result, 0)?;
         Ok(result)
     })();

@@ -18,6 +18,25 @@ use std::time::{Duration, Instant};
 
 const IFA_F_TENTATIVE: u32 = 0x40;
 
+/// A result whose one interface is the container's `link` (CNI_IFNAME in CNI_NETNS): every
+/// address points at it; the interface is returned for what else a plugin reports (MTU).
+pub fn sole_interface<'r>(
+    result: &'r mut CniResult,
+    req: &Request,
+    link: &Link,
+) -> &'r mut crate::cni::result::Interface {
+    for ip in &mut result.ips {
+        ip.interface = Some(0);
+    }
+    result.interfaces = vec![crate::cni::result::Interface {
+        name: req.env.ifname.clone(),
+        mac: link.mac.map(|m| netlink::fmt_mac(&m)).unwrap_or_default(),
+        sandbox: req.env.netns.clone(),
+        ..Default::default()
+    }];
+    &mut result.interfaces[0]
+}
+
 /// IPAM ADD for a plugin that makes a container interface: the result, with the IPAM's DEL
 /// pushed onto `undo`; as upstream, a result without an address is an error.
 pub fn ipam_add<'a>(ipam: &'a str, req: &'a Request, undo: &mut Undo<'a>) -> Result<CniResult> {

@@ -20,10 +20,9 @@
 use super::container::{checked_iface, rename_into_place};
 use crate::applets::iface;
 use crate::cni::env::validate_config_ifname;
-use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
-use crate::netlink::{Family, Handle, Link, fmt_mac};
+use crate::netlink::{Family, Handle, Link};
 use crate::netns::NetNs;
 use crate::undo::Undo;
 use crate::{random, sysctl};
@@ -206,15 +205,7 @@ fn configure<'a>(
         (None, Some(ipam)) => iface::ipam_add(ipam, req, undo)?,
         (None, None) => unreachable!("checked in add"),
     };
-    for ip in &mut result.ips {
-        ip.interface = Some(0);
-    }
-    result.interfaces = vec![Interface {
-        name: ifname.clone(),
-        mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
-        sandbox: req.env.netns.clone(),
-        ..Default::default()
-    }];
+    iface::sole_interface(&mut result, req, link);
     ns.enter(|| {
         let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
         let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", ifname, "ndisc_notify"), "1");

@@ -22,9 +22,8 @@
 use crate::applets::iface;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
-use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
-use crate::netlink::{Handle, Link, fmt_mac};
+use crate::netlink::{Handle, Link};
 use crate::netns::NetNs;
 use crate::random;
 use crate::undo::Undo;
@@ -190,17 +189,8 @@ fn finish(
     if result.ips.is_empty() {
         return Err(Error::internal("IPAM plugin returned missing IP config"));
     }
-    for ip in &mut result.ips {
-        ip.interface = Some(0);
-    }
-    result.interfaces = vec![Interface {
-        name: req.env.ifname.clone(),
-        mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
-        // 1.1.0 results carry the MTU when one was configured.
-        mtu: mtu_configured.then_some(link.mtu),
-        sandbox: ns.path().to_string(),
-        ..Default::default()
-    }];
+    // 1.1.0 results carry the MTU when one was configured.
+    iface::sole_interface(&mut result, req, link).mtu = mtu_configured.then_some(link.mtu);
     iface::configure(ns, cont, &req.env.ifname, link.index, &result, 0)?;
     // As upstream, the result is returned once IPv6 duplicate address detection is over, so
     // the container can use its addresses at once.
