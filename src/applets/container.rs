@@ -29,6 +29,23 @@ pub fn rename_into_place(cont: &mut Handle, kind: &str, tmp: &str, ifname: &str)
     })
 }
 
+/// CHECK's start for an applet that makes one container interface of `kind`: CNI_NETNS opened
+/// (a missing one is an error), the IPAM plugin's CHECK, then [`checked_iface`], in that order.
+/// Returns a handle in the container with what `checked_iface` found.
+pub fn check_own_iface(
+    req: &Request,
+    ipam: Option<&str>,
+    kind: &str,
+) -> Result<(Handle, CniResult, usize, Link)> {
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    if let Some(ipam) = ipam {
+        crate::cni::delegate::delegate(crate::cni::Command::Check, ipam, req)?;
+    }
+    let mut cont = Handle::in_netns(&ns)?;
+    let (prev, pos, link) = checked_iface(req, &mut cont, kind)?;
+    Ok((cont, prev, pos, link))
+}
+
 /// CHECK's common part: the prevResult (required), the position of CNI_IFNAME in it with
 /// CNI_NETNS as its sandbox, and the link of that name in the container, which must be of
 /// `kind` and have the MAC the prevResult recorded.

@@ -17,7 +17,6 @@
 //! CHECK also compares routes; GC is passed to the IPAM plugin (upstream's is a no-op). This
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
-use super::container::checked_iface;
 use super::iface;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
@@ -74,10 +73,7 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let ipam = ipam(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
-    delegate::delegate(Command::Check, ipam, req)?;
-    let mut cont = Handle::in_netns(&ns)?;
-    let (prev, pos, link) = checked_iface(req, &mut cont, "dummy")?;
+    let (mut cont, prev, pos, link) = super::container::check_own_iface(req, Some(ipam), "dummy")?;
     if !link.up {
         return Err(Error::internal(format!(
             "Interface {} is down",

@@ -17,7 +17,7 @@
 //! This build machine's kernel has no ipvlan: the applet is tested in the qemu VM
 //! (tests/vm/ipvlan.sh), against the Go plugin there.
 
-use super::container::{checked_iface, rename_into_place};
+use super::container::rename_into_place;
 use crate::applets::iface;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
@@ -222,12 +222,8 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c: Conf = req.decode()?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
-    if let Some(ipam) = req.ipam_type() {
-        delegate::delegate(Command::Check, ipam, req)?;
-    }
-    let mut cont = Handle::in_netns(&ns)?;
-    let (prev, pos, link) = checked_iface(req, &mut cont, "ipvlan")?;
+    let (mut cont, prev, pos, link) =
+        super::container::check_own_iface(req, req.ipam_type(), "ipvlan")?;
     let mode = MODES
         .iter()
         .find(|(n, _)| *n == c.mode || (c.mode.is_empty() && *n == "l2"))

@@ -240,12 +240,7 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
-    if let Some(ipam) = c.ipam {
-        delegate::delegate(Command::Check, ipam, req)?;
-    }
-    let mut cont = Handle::in_netns(&ns)?;
-    let (prev, pos, link) = super::container::checked_iface(req, &mut cont, "macvlan")?;
+    let (mut cont, prev, pos, link) = super::container::check_own_iface(req, c.ipam, "macvlan")?;
     if link.macvlan_mode != Some(c.mode) {
         let name = |m: Option<u32>| {
             MODES

@@ -247,10 +247,7 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let p = load(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
-    delegate::delegate(Command::Check, p.ipam, req)?;
-    let mut cont = Handle::in_netns(&ns)?;
-    let (prev, pos, cv) = super::container::checked_iface(req, &mut cont, "veth")?;
+    let (mut cont, prev, pos, cv) = super::container::check_own_iface(req, Some(p.ipam), "veth")?;
     iface::check(&mut cont, &cv, &prev, pos)
 }
 

@@ -208,10 +208,8 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
-    let ns = open_ns(req)?;
-    delegate::delegate(Command::Check, &v.ipam, req)?;
-    let mut cont = Handle::in_netns(&ns)?;
-    let (prev, pos, link) = super::container::checked_iface(req, &mut cont, "vlan")?;
+    let (mut cont, prev, pos, link) =
+        super::container::check_own_iface(req, Some(&v.ipam), "vlan")?;
     let ifname = &req.env.ifname;
     let m = if v.in_container {
         master(&v, &mut cont)?
