@@ -62,8 +62,8 @@ for l in sys.stdin:
 }
 
 # Functions per plugin process (callgrind names each function it entered, as fn= or cfn=),
-# as "KEY PLUGIN" lines; then one line per function: how many processes ran it, and which
-# plugins, so that code the same plugins share lands together.
+# as "KEY<tab>PLUGIN" lines (keys hold spaces); then one line per function: how many
+# processes ran it, and which plugins, so that code the same plugins share lands together.
 for f in "$work"/cg/out.*; do
     cmd=$(sed -n "s|^cmd: *$work/bin/\([^ ]*\).*|\1|p" "$f")
     [ -n "$cmd" ] || continue
