@@ -1,0 +1,175 @@
+//! Address families for the tests that every feature must pass in IPv4, IPv6 and dual-stack
+//! (upstream's Ginkgo suites run each case for each): a table of families, not a second copy of
+//! the test; subnets derived from the lab number `n` (see [`super::lab::unique_n`]) so nobody picks
+//! numbers by hand; and the checks every family test makes — an address is usable (bindable) the
+//! moment ADD returns, and host-local's reservations are counted from a directory that must exist.
+
+use super::NetNs;
+use serde_json::{Value, json};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::Path;
+
+/// One address-family configuration of a test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fam {
+    V4,
+    V6,
+    Dual,
+}
+
+/// Every family, in the order the tests run them.
+pub const FAMILIES: [Fam; 3] = [Fam::V4, Fam::V6, Fam::Dual];
+
+impl Fam {
+    pub fn has_v4(self) -> bool {
+        self != Fam::V6
+    }
+    pub fn has_v6(self) -> bool {
+        self != Fam::V4
+    }
+    /// `v4`, `v6`, `dual`: for messages and names.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Fam::V4 => "v4",
+            Fam::V6 => "v6",
+            Fam::Dual => "dual",
+        }
+    }
+    /// How many addresses a container of this family gets from [`Fam::ranges`].
+    pub fn addr_count(self) -> usize {
+        if self == Fam::Dual { 2 } else { 1 }
+    }
+
+    /// host-local `ranges` for lab number `n`: `10.n.0.0/24` and/or `fd00:n::/64`, one range
+    /// set per family (IPv4 first, as clients write them).
+    pub fn ranges(self, n: u8) -> Value {
+        let mut sets = Vec::new();
+        if self.has_v4() {
+            sets.push(json!([{ "subnet": v4_subnet(n) }]));
+        }
+        if self.has_v6() {
+            sets.push(json!([{ "subnet": v6_subnet(n) }]));
+        }
+        Value::Array(sets)
+    }
+
+    /// Default routes for this family (`0.0.0.0/0` and/or `::/0`).
+    pub fn default_routes(self) -> Value {
+        let mut r = Vec::new();
+        if self.has_v4() {
+            r.push(json!({ "dst": "0.0.0.0/0" }));
+        }
+        if self.has_v6() {
+            r.push(json!({ "dst": "::/0" }));
+        }
+        Value::Array(r)
+    }
+
+    /// A host-local IPAM section with [`Fam::ranges`] and [`Fam::default_routes`], storing its
+    /// reservations under `data_dir`.
+    pub fn host_local(self, n: u8, data_dir: &Path) -> Value {
+        json!({
+            "type": "host-local",
+            "ranges": self.ranges(n),
+            "routes": self.default_routes(),
+            "dataDir": data_dir,
+        })
+    }
+
+    /// Whether an address belongs to this family's configuration.
+    pub fn wants(self, a: IpAddr) -> bool {
+        if a.is_ipv4() {
+            self.has_v4()
+        } else {
+            self.has_v6()
+        }
+    }
+}
+
+/// The IPv4 test subnet of lab number `n`.
+pub fn v4_subnet(n: u8) -> String {
+    format!("10.{n}.0.0/24")
+}
+
+/// The IPv6 test subnet of lab number `n` (a ULA /64).
+pub fn v6_subnet(n: u8) -> String {
+    format!("fd00:{n}::/64")
+}
+
+/// The addresses (without prefix length) of a CNI result's `ips`.
+pub fn result_ips(result: &Value) -> Vec<IpAddr> {
+    result["ips"]
+        .as_array()
+        .map(|ips| {
+            ips.iter()
+                .map(|ip| {
+                    let a = ip["address"].as_str().expect("ips[].address");
+                    a.split('/').next().unwrap().parse().expect("an IP address")
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Assert that the result lists exactly one address of each family `fam` has, and return them.
+#[track_caller]
+pub fn assert_result_family(result: &Value, fam: Fam) -> Vec<IpAddr> {
+    let ips = result_ips(result);
+    assert_eq!(
+        ips.iter().filter(|a| a.is_ipv4()).count(),
+        usize::from(fam.has_v4()),
+        "{}: IPv4 addresses in {result}",
+        fam.tag()
+    );
+    assert_eq!(
+        ips.iter().filter(|a| a.is_ipv6()).count(),
+        usize::from(fam.has_v6()),
+        "{}: IPv6 addresses in {result}",
+        fam.tag()
+    );
+    ips
+}
+
+/// Bind a UDP socket to `addr` inside `ns`, once, with no retry: fails (EADDRNOTAVAIL) while an
+/// IPv6 address is still tentative. Call it right after ADD returns.
+pub fn bindable(ns: &NetNs, addr: IpAddr) -> std::io::Result<()> {
+    let path = ns.path();
+    std::thread::spawn(move || -> std::io::Result<()> {
+        let f = std::fs::File::open(&path)?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: setns on a file descriptor that stays open across the call; it changes the
+        // network namespace of this short-lived thread only (CLONE_NEWNET is per thread).
+        if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        UdpSocket::bind(SocketAddr::new(addr, 0)).map(drop)
+    })
+    .join()
+    .expect("bind thread")
+}
+
+/// Assert that every address is bindable in `ns` right now (see [`bindable`]).
+#[track_caller]
+pub fn assert_bindable(ns: &NetNs, addrs: &[IpAddr]) {
+    for a in addrs {
+        if let Err(e) = bindable(ns, *a) {
+            let state = ns.exec(&["ip", "addr"]).stdout;
+            panic!(
+                "{a} not usable in {} right after ADD: {e}\n{state}",
+                ns.name
+            );
+        }
+    }
+}
+
+/// How many host-local reservations (files named by an IP address) `dir` holds. A missing
+/// directory is a test failure, not 0: a test that expects none after DEL must first have seen
+/// some after ADD.
+#[track_caller]
+pub fn reservations(dir: &Path) -> usize {
+    let rd = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("reservations: cannot read {}: {e}", dir.display()));
+    rd.map(|e| e.expect("read_dir entry"))
+        .filter(|e| e.file_name().to_string_lossy().parse::<IpAddr>().is_ok())
+        .count()
+}
