@@ -686,3 +686,143 @@ fn del_with_host_name_taken_on_host() {
     assert!(only_lo(&cont));
     assert_eq!(nd.reservations(), 0);
 }
+
+/// Where cnibox records what ADD moved in (`<state>/host-device/<network>`).
+fn record_dir(nd: &Node) -> PathBuf {
+    Path::new(&nd.sb.state_dir()).join("host-device/hdnet")
+}
+
+/// The index of `name` in `ns`.
+fn index_of(ns: &NetNs, name: &str) -> String {
+    let l = ns.sh(&["ip", "-o", "link", "show", name]);
+    l.split(':').next().unwrap().trim().to_string()
+}
+
+/// The names of the node's links.
+fn node_links(nd: &Node) -> Vec<String> {
+    nd.node
+        .sh(&["ip", "-o", "link"])
+        .lines()
+        .map(|l| l.split(':').nth(1).unwrap().trim().split('@').next().unwrap().to_string())
+        .collect()
+}
+
+/// A veth the container made, called CNI_IFNAME and aliased like a host interface, never goes
+/// to the host, and DEL still succeeds (issue 24): with no record of an ADD, with a record of a
+/// device the container renamed, and with a record whose device the container hid in a
+/// namespace of its own before making a veth with the device's very index and alias.
+#[test]
+fn del_never_moves_a_link_the_container_made() {
+    if !require_root("host-device del_never_moves_a_link_the_container_made") {
+        return;
+    }
+    let nd = node("hd-inject");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "i1");
+    let conf = nd.conf(json!({"ipam": null}));
+    let pl = nd.plugin(Impl::Ours);
+    let links = node_links(&nd);
+    let fake = |alias: &str, index: Option<&str>| {
+        let mut cmd = vec!["ip", "link", "add", "eth0"];
+        if let Some(i) = index {
+            cmd.extend(["index", i]);
+        }
+        cmd.extend(["type", "veth", "peer", "name", "x0"]);
+        cont.sh(&cmd);
+        cont.sh(&["ip", "link", "set", "eth0", "alias", alias]);
+        cont.sh(&["ip", "link", "set", "eth0", "up"]);
+    };
+    let assert_fake_stayed = |what: &str| {
+        assert_eq!(node_links(&nd), links, "{what}: the node's links changed");
+        assert_own_veth(&cont, "eth0", "x0");
+        assert!(!record_dir(&nd).exists(), "{what}: record left");
+    };
+
+    // Nothing moved in: the container's own eth0.
+    fake("injected0", None);
+    pl.del("host-device", &env, &conf).ok();
+    assert_fake_stayed("no ADD");
+    cont.sh(&["ip", "link", "del", "eth0"]);
+
+    // ADD, then the container renames the device and makes its own eth0: the device comes
+    // back (found by its recorded index), the fake stays.
+    pl.add("host-device", &env, &conf).ok();
+    assert!(record_dir(&nd).is_dir(), "ADD wrote no record");
+    cont.sh(&["ip", "link", "set", "eth0", "down"]);
+    cont.sh(&["ip", "link", "set", "eth0", "name", "real0"]);
+    fake("injected0", None);
+    pl.del("host-device", &env, &conf).ok();
+    nd.assert_home();
+    let mut back = links.clone();
+    back.push(nd.dev.clone());
+    let mut now = node_links(&nd);
+    now.sort();
+    back.sort();
+    back.dedup();
+    assert_eq!(now, back, "the node's links");
+    assert_own_veth(&cont, "eth0", "x0");
+    assert!(!record_dir(&nd).exists(), "record left");
+    cont.sh(&["ip", "link", "del", "eth0"]);
+
+    // ADD, then the device goes to a namespace of the container's and a veth takes its index,
+    // name and alias: nothing moves, DEL succeeds.
+    pl.add("host-device", &env, &conf).ok();
+    let idx = index_of(&cont, "eth0");
+    let inner = NetNs::create();
+    cont.sh(&["ip", "link", "set", "eth0", "netns", &inner.name]);
+    fake(&nd.dev, Some(&idx));
+    assert_eq!(index_of(&cont, "eth0"), idx);
+    let before = node_links(&nd);
+    pl.del("host-device", &env, &conf).ok();
+    assert_eq!(node_links(&nd), before, "the fake reached the node");
+    assert_own_veth(&cont, "eth0", "x0");
+    assert!(!record_dir(&nd).exists(), "record left");
+    // Put the device home by hand.
+    inner.sh(&["ip", "link", "set", "eth0", "name", &nd.dev]);
+    inner.sh(&["ip", "link", "set", &nd.dev, "netns", &nd.node.name]);
+}
+
+/// An alias cleared or naming a host interface never makes DEL fail: with cnibox's record the
+/// alias is not read; without one (the Go plugin's ADD, or cnibox's with its record removed) the
+/// device comes back as `dev<index>`, the kernel's own name for a device whose name is taken.
+#[test]
+fn del_survives_a_rewritten_alias() {
+    if !require_root("host-device del_survives_a_rewritten_alias") {
+        return;
+    }
+    let nd = node("hd-alias");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "a1");
+    let conf = nd.conf(json!({"ipam": null}));
+    let ours = nd.plugin(Impl::Ours);
+    let mut adders = vec![("ours", Impl::Ours, true), ("ours, record lost", Impl::Ours, false)];
+    if reference_available("host-device") {
+        adders.push(("go", Impl::Reference, false));
+    }
+    for (who, imp, recorded) in adders {
+        for alias in ["", "eth0", "lo", "no such name with spaces"] {
+            let what = format!("ADD by {who}, alias {alias:?}");
+            nd.plugin(imp).add("host-device", &env, &conf).ok();
+            let idx = index_of(&cont, "eth0");
+            cont.sh(&["ip", "link", "set", "eth0", "alias", alias]);
+            if !recorded {
+                let _ = std::fs::remove_dir_all(record_dir(&nd));
+            }
+            let out = ours.del("host-device", &env, &conf);
+            assert!(out.status_ok, "{what}: {out:?}");
+            assert!(only_lo(&cont), "{what}");
+            if !recorded {
+                let name = format!("dev{idx}");
+                let l = nd.node.sh(&["ip", "link", "show", &name]);
+                assert!(l.contains(&nd.mac), "{what}: {l}");
+                nd.node.sh(&["ip", "link", "set", &name, "name", &nd.dev]);
+                nd.node.sh(&["ip", "link", "set", &nd.dev, "alias", ""]);
+            }
+            nd.assert_home();
+            // The node's own eth0 is untouched.
+            let e = nd.node.sh(&["ip", "addr", "show", "eth0"]);
+            assert!(e.contains(&format!("10.{}.0.1/24", nd.n)), "{what}: {e}");
+            assert!(!record_dir(&nd).exists(), "{what}: record left");
+        }
+    }
+}

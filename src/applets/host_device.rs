@@ -35,10 +35,11 @@
 
 use super::container::checked_any_iface;
 use super::iface;
+use crate::attachment;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
-use crate::netlink::{Handle, Link, fmt_mac, parse_mac};
+use crate::netlink::{Handle, Identity, Link, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
@@ -322,7 +323,9 @@ fn move_in(
     });
     up.map_err(|e| {
         let e = Error::from(e).ctx(format_args!("failed to set {ifname:?} up"));
-        let u = back_to_host(ns, ifname, &host_ns).and_then(|_| restore_up(host, dev));
+        let u = just_moved(ns, ifname, &dev.name, &host_ns)
+            .and_then(|m| back_to_host(ns, ifname, &host_ns, m.as_ref()))
+            .and_then(|_| restore_up(host, dev));
         and_undo(e, u)
     })
 }
@@ -359,25 +362,252 @@ fn restore_up(host: &mut Handle, dev: &Link) -> Result<()> {
     Ok(())
 }
 
-/// Move CNI_IFNAME from the container `ns` to `host_ns` under the name in its alias (cleared).
-/// `Ok(None)`: there is no such link. On failure the link is back in the container as it was.
-///
-/// It is renamed in the container, then moved out: one move, and the host sees only its own
-/// name come back. Only when the container has another link of that name does it go through
-/// a temporary namespace.
-fn back_to_host(ns: &NetNs, ifname: &str, host_ns: &NetNs) -> Result<Option<String>> {
+/// Kind of host-device's records of what ADD moved in
+/// (`<state dir>/host-device/<network>/<cid>:<ifname>`, see [`crate::attachment`]).
+const RECORD: &str = "host-device";
+
+/// Where a link's peer (veth) or lower device (vlan, macvlan, ipvlan…) lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lower {
+    /// It has none.
+    None,
+    /// On the host, with this index.
+    Host(u32),
+    /// In the container itself.
+    Container,
+    /// In some other namespace.
+    Elsewhere,
+}
+
+impl Lower {
+    /// `l`'s, as seen from `h`'s namespace, the host being `host_ns`.
+    fn of(h: &mut Handle, l: &Link, host_ns: Option<&NetNs>) -> Result<Lower> {
+        let Some(i) = l.link.filter(|&i| i != 0 && i != l.index) else {
+            return Ok(Lower::None);
+        };
+        if l.link_netnsid.is_none() {
+            return Ok(match host_ns {
+                None => Lower::Host(i),
+                Some(_) => Lower::Container,
+            });
+        }
+        // The id is asked for after the link was read: reporting it is what assigns one.
+        let host_id = match host_ns {
+            Some(ns) => h.nsid_of(ns)?,
+            None => None,
+        };
+        Ok(if host_id.is_some() && l.link_netnsid == host_id {
+            Lower::Host(i)
+        } else {
+            Lower::Elsewhere
+        })
+    }
+
+    fn item(self) -> String {
+        match self {
+            Lower::None => "none".into(),
+            Lower::Host(i) => format!("host:{i}"),
+            Lower::Container => "container".into(),
+            Lower::Elsewhere => "elsewhere".into(),
+        }
+    }
+
+    fn parse(s: &str) -> Option<Lower> {
+        Some(match s {
+            "none" => Lower::None,
+            "container" => Lower::Container,
+            "elsewhere" => Lower::Elsewhere,
+            _ => Lower::Host(s.strip_prefix("host:")?.parse().ok()?),
+        })
+    }
+}
+
+/// What ADD moved into the container, recorded on the host for DEL: the container can rename
+/// CNI_IFNAME, rewrite its alias or make another link of that name; it cannot change these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Moved {
+    /// Its name on the host (what DEL gives it back).
+    name: String,
+    /// Its index on the host, and in the container (where DEL looks for it).
+    host_index: u32,
+    index: u32,
+    /// IFLA_INFO_KIND, empty for a driver's device (a NIC, a VF).
+    kind: String,
+    /// Permanent MAC address and parent bus device, when the kernel reports them.
+    id: Identity,
+    lower: Lower,
+}
+
+impl Moved {
+    fn items(&self) -> Vec<String> {
+        vec![
+            format!("name {}", self.name),
+            format!("host_index {}", self.host_index),
+            format!("index {}", self.index),
+            format!("kind {}", self.kind),
+            format!("perm_addr {}", self.id.perm_addr),
+            format!("parent {}", self.id.parent),
+            format!("lower {}", self.lower.item()),
+        ]
+    }
+
+    /// None for a record that is not one of ours as written by [`Moved::items`].
+    fn parse(items: &[String]) -> Option<Moved> {
+        let get = |k: &str| {
+            items
+                .iter()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+                .map(str::to_string)
+        };
+        let name = get("name")?;
+        validate_config_ifname("name", &name).ok()?;
+        Some(Moved {
+            name,
+            host_index: get("host_index")?.parse().ok()?,
+            index: get("index")?.parse().ok()?,
+            kind: get("kind")?,
+            id: Identity {
+                perm_addr: get("perm_addr")?,
+                parent: get("parent")?,
+            },
+            lower: Lower::parse(&get("lower")?)?,
+        })
+    }
+
+    fn recorded(req: &Request) -> Option<Moved> {
+        let env = &req.env;
+        let items = attachment::get(RECORD, &req.conf.name, &env.container_id, &env.ifname);
+        if items.is_empty() {
+            return None;
+        }
+        let m = Moved::parse(&items);
+        if m.is_none() {
+            crate::warn!("host-device: ignoring an unreadable record of what ADD moved in");
+        }
+        m
+    }
+}
+
+/// The record of the link `ifname` this ADD has just moved into `ns` as it is there now, for
+/// an undo before the record was written.
+fn just_moved(ns: &NetNs, ifname: &str, host_name: &str, host_ns: &NetNs) -> Result<Option<Moved>> {
     let mut cont = Handle::in_netns(ns)?;
     let Some(l) = cont.link_by_name(ifname)? else {
         return Ok(None);
     };
-    let orig = l.alias.clone().filter(|a| !a.is_empty()).ok_or_else(|| {
-        Error::internal(format!(
-            "failed to find original ifname for {ifname:?} (alias is not set)"
-        ))
-    })?;
-    let from = (ifname, orig.as_str());
+    Ok(Some(Moved {
+        name: host_name.to_string(),
+        host_index: l.index,
+        index: l.index,
+        kind: l.kind.clone().unwrap_or_default(),
+        id: cont.link_identity(l.index)?.unwrap_or_default(),
+        lower: Lower::of(&mut cont, &l, Some(host_ns))?,
+    }))
+}
+
+/// Why the container's link `l` must stay where it is, None when it may go to the host. With
+/// a record it must be what ADD moved in (kind, permanent address, parent device, where its
+/// peer or lower link lives); without one (the Go plugin's ADD) it must be something a
+/// container cannot make: a driver's device with a parent device or a permanent address, or
+/// a link whose peer or lower link is on the host. Never one whose peer is in the container.
+fn distrust(
+    cont: &mut Handle,
+    l: &Link,
+    rec: Option<&Moved>,
+    host_ns: &NetNs,
+) -> Result<Option<String>> {
+    let id = cont.link_identity(l.index)?.unwrap_or_default();
+    let kind = l.kind.clone().unwrap_or_default();
+    let lower = Lower::of(cont, l, Some(host_ns))?;
+    if lower == Lower::Container {
+        return Ok(Some(format!(
+            "it is a {kind} link whose peer or lower link is in the container"
+        )));
+    }
+    let why = match rec {
+        Some(r) if kind != r.kind => format!("it is a {kind:?} link, ADD moved in a {:?}", r.kind),
+        Some(r) if !r.id.perm_addr.is_empty() && id.perm_addr != r.id.perm_addr => format!(
+            "its permanent address is {:?}, not {:?}",
+            id.perm_addr, r.id.perm_addr
+        ),
+        Some(r) if !r.id.parent.is_empty() && id.parent != r.id.parent => {
+            format!("its parent device is {:?}, not {:?}", id.parent, r.id.parent)
+        }
+        Some(r) if lower != r.lower => format!(
+            "its peer or lower link is {}, ADD's was {}",
+            lower.item(),
+            r.lower.item()
+        ),
+        Some(_) => return Ok(None),
+        None if kind.is_empty() && (!id.parent.is_empty() || !id.perm_addr.is_empty()) => {
+            return Ok(None);
+        }
+        None if kind.is_empty() => {
+            "it has neither a parent device nor a permanent address, and no record".into()
+        }
+        None if matches!(lower, Lower::Host(_)) => return Ok(None),
+        None => format!(
+            "it is a {kind} link whose peer or lower link is not on the host, and no record"
+        ),
+    };
+    Ok(Some(why))
+}
+
+/// The host name for a link moved in without a record (the Go plugin's ADD): its alias, as
+/// upstream, unless that is no interface name or taken on the host; then `dev<index>`, the
+/// name the kernel gives a device coming back from a dying namespace to a taken name.
+fn name_for_host(l: &Link) -> Result<String> {
+    let alias = l.alias.as_deref().unwrap_or("");
+    if !alias.is_empty()
+        && validate_config_ifname("alias", alias).is_ok()
+        && Handle::new()?.link_by_name(alias)?.is_none()
+    {
+        return Ok(alias.to_string());
+    }
+    let name = format!("dev{}", l.index);
+    crate::warn!(
+        "host-device: {:?} has alias {alias:?}, which names no free host interface; it goes back as {name:?}",
+        l.name
+    );
+    Ok(name)
+}
+
+/// Move the device ADD moved in (`rec`; without a record: CNI_IFNAME, when [`distrust`] finds
+/// nothing against it) from the container `ns` to `host_ns` under its host name, alias
+/// cleared. `Ok(None)`: there is no such link, or it stays (with a note on stderr). On
+/// failure the link is back in the container as it was.
+///
+/// It is renamed in the container, then moved out: one move, and the host sees only its own
+/// name come back. Only when the container has another link of that name does it go through
+/// a temporary namespace.
+fn back_to_host(
+    ns: &NetNs,
+    ifname: &str,
+    host_ns: &NetNs,
+    rec: Option<&Moved>,
+) -> Result<Option<String>> {
+    let mut cont = Handle::in_netns(ns)?;
+    let found = match rec {
+        Some(r) => cont.link_by_index(r.index)?,
+        None => cont.link_by_name(ifname)?,
+    };
+    let Some(l) = found else {
+        return Ok(None);
+    };
+    if let Some(why) = distrust(&mut cont, &l, rec, host_ns)? {
+        crate::warn!(
+            "host-device: {:?} stays in the container: {why}",
+            l.name
+        );
+        return Ok(None);
+    }
+    let orig = match rec {
+        Some(r) => r.name.clone(),
+        None => name_for_host(&l)?,
+    };
+    let from = (l.name.as_str(), l.alias.as_deref().unwrap_or(""));
     let to = (orig.as_str(), "");
-    let moved = if orig != ifname && cont.link_by_name(&orig)?.is_some() {
+    let moved = if orig != l.name && cont.link_by_name(&orig)?.is_some() {
         via_temporary(&mut cont, l.index, from, to, ns, host_ns)
     } else {
         let r = (|| {
@@ -388,14 +618,14 @@ fn back_to_host(ns: &NetNs, ifname: &str, host_ns: &NetNs) -> Result<Option<Stri
             rename_and_move(&mut cont, l.index, to, host_ns)
         })();
         r.map_err(|e| {
-            let e = e.ctx(format_args!("failed to move {ifname:?} back as {orig:?}"));
+            let e = e.ctx(format_args!("failed to move {:?} back as {orig:?}", l.name));
             and_undo(e, rename(&mut cont, l.index, from))
         })
     };
     if let Err(e) = moved {
         let u = (|| {
             if l.up {
-                let i = cont.link(ifname)?.index;
+                let i = cont.link(&l.name)?.index;
                 cont.set_up(i, true)?;
             }
             Ok(())
@@ -430,11 +660,29 @@ fn add(req: &Request) -> Result<CniResult> {
                     "container interface name provided ({ifname}) already exists"
                 )));
             }
+            let id = host.link_identity(dev.index)?.unwrap_or_default();
+            let lower = Lower::of(&mut host, &dev, None)?;
             let link = move_in(&mut host, &mut cont, &dev, &ns, ifname)?;
+            let rec = Moved {
+                name: dev.name.clone(),
+                host_index: dev.index,
+                index: link.index,
+                kind: dev.kind.clone().unwrap_or_default(),
+                id,
+                lower,
+            };
+            let items = rec.items();
             let ns_ref = &ns;
             undo.push(format!("move {ifname} back to {}", dev.name), move || {
-                back_to_host(ns_ref, ifname, &NetNs::current()?)?;
+                back_to_host(ns_ref, ifname, &NetNs::current()?, Some(&rec))?;
                 restore_up(&mut host, &dev)
+            });
+            // On the host, where the container cannot touch it: what DEL may take back.
+            let (net, cid) = (req.conf.name.as_str(), req.env.container_id.as_str());
+            attachment::record(RECORD, net, cid, ifname, &items)?;
+            undo.push("forget the record", move || {
+                attachment::forget(RECORD, net, cid, ifname);
+                Ok(())
             });
             result.interfaces[0].mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
             moved = Some((cont, link.index));
@@ -465,8 +713,24 @@ fn del(req: &Request) -> Result<()> {
     }
     // A device that has gone from sysfs cannot be in DPDK mode: try to move CNI_IFNAME out.
     let dpdk = c.resolve().is_ok() && c.dpdk;
-    if !dpdk && let Some(ns) = errors.check(NetNs::open_existing(&req.env.netns)).flatten() {
-        errors.check(NetNs::current().and_then(|h| back_to_host(&ns, &req.env.ifname, &h)));
+    if dpdk {
+        return errors.into_result();
+    }
+    let env = &req.env;
+    let forget = || attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
+    match NetNs::open_existing(&env.netns) {
+        Ok(Some(ns)) => {
+            let rec = Moved::recorded(req);
+            let back = NetNs::current().and_then(|h| back_to_host(&ns, &env.ifname, &h, rec.as_ref()));
+            // Kept when the move failed: the next DEL needs it.
+            if errors.check(back).is_some() {
+                forget();
+            }
+        }
+        // The namespace is gone, and what was in it with it.
+        Ok(None) if !env.netns.is_empty() => forget(),
+        Ok(None) => {}
+        Err(e) => errors.push(e),
     }
     errors.into_result()
 }
@@ -493,8 +757,21 @@ fn status(req: &Request) -> Result<()> {
     delegate::to_ipam(Command::Status, req)
 }
 
+/// IPAM's GC, and the records of attachments the runtime no longer lists.
 fn gc(req: &Request) -> Result<()> {
-    delegate::to_ipam(Command::Gc, req)
+    let mut errors = ErrorList::new();
+    errors.check(delegate::to_ipam(Command::Gc, req));
+    if let Some(valid) = req.valid_attachments() {
+        for (cid, ifname, _) in attachment::list(RECORD, &req.conf.name) {
+            if !valid
+                .iter()
+                .any(|a| a.container_id == cid && a.ifname == ifname)
+            {
+                attachment::forget(RECORD, &req.conf.name, &cid, &ifname);
+            }
+        }
+    }
+    errors.into_result()
 }
 
 #[cfg(test)]

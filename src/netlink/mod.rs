@@ -14,6 +14,7 @@
 
 mod addr;
 mod bridge;
+mod identity;
 pub mod ipvlan;
 mod link;
 pub mod macvlan;
@@ -36,6 +37,7 @@ use wire::Writer;
 
 pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
 pub use bridge::BridgeVlan;
+pub use identity::Identity;
 pub use link::{Link, PortOpts};
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 pub use rule::Rule;
