@@ -155,12 +155,16 @@ fn scenario(add: Impl, del: Impl, n: u8) -> String {
         DEFAULT_RULES,
         "rules left after DEL"
     );
-    if del == Impl::Ours {
+    // Our DEL empties the tables our ADD filled (it recorded them); the Go plugin's ADD it
+    // leaves as Go's DEL does (the routes go with the interface).
+    if del == Impl::Ours && add == Impl::Ours {
         for t in ["100", "101"] {
             let left = s.cont.sh(&["ip", "route", "show", "table", t])
                 + &s.cont.sh(&["ip", "-6", "route", "show", "table", t]);
             assert_eq!(left, "", "table {t} left after our DEL");
         }
+    }
+    if del == Impl::Ours {
         let out = s.sbr(Impl::Ours, "CHECK", "eth0", &c1);
         assert!(out.err(999).contains(&a1), "{out:?}");
     }
@@ -175,13 +179,16 @@ fn routes_by_source_and_matches_the_reference() {
     if !require_root("sbr routes_by_source_and_matches_the_reference") {
         return;
     }
-    let ours = scenario(Impl::Ours, Impl::Ours, 61);
+    // One lab number for the three runs: their states are compared (each run has its own
+    // namespaces and sandbox, one after the other).
+    let n = common::lab::unique_n();
+    let ours = scenario(Impl::Ours, Impl::Ours, n);
     if !reference_available("sbr") {
         return;
     }
-    let theirs = scenario(Impl::Reference, Impl::Ours, 61);
+    let theirs = scenario(Impl::Reference, Impl::Ours, n);
     assert_eq!(ours, theirs, "rules and tables differ from the reference");
-    scenario(Impl::Ours, Impl::Reference, 61);
+    scenario(Impl::Ours, Impl::Reference, n);
 }
 
 /// `table`: only rules, all to that table, the main table untouched; DEL of another table
@@ -191,7 +198,7 @@ fn fixed_table() {
     if !require_root("sbr fixed_table") {
         return;
     }
-    let n = 62;
+    let n = common::lab::unique_n();
     let s = setup("sbr-table", n);
     let r1 = s.attach(1, "eth0");
     let main = s.cont.sh(&["ip", "route", "show", "table", "main"]);
@@ -233,21 +240,21 @@ fn failed_add_is_undone() {
     if !require_root("sbr failed_add_is_undone") {
         return;
     }
-    let n = 63;
+    let n = common::lab::unique_n();
     let s = setup("sbr-undo", n);
     let mut r1 = s.attach(1, "eth0");
     let before = s.state();
     r1["ips"]
         .as_array_mut()
         .unwrap()
-        .push(json!({"address": "10.250.0.5/24", "gateway": "10.250.0.1", "interface": 2}));
+        .push(json!({"address": "192.0.2.5/24", "gateway": "192.0.2.1", "interface": 2}));
     let out = s.sbr(
         Impl::Ours,
         "ADD",
         "eth0",
         &sbr_conf("1.0.0", &r1, json!({})),
     );
-    assert!(out.err(999).contains("10.250.0.1"), "{out:?}");
+    assert!(out.err(999).contains("192.0.2.1"), "{out:?}");
     assert_eq!(s.state(), before, "a failed ADD left something behind");
     s.detach(1, "eth0");
 }
@@ -258,10 +265,11 @@ fn del_tolerates_missing_things_and_add_needs_a_chain() {
     if !require_root("sbr del_tolerates_missing_things_and_add_needs_a_chain") {
         return;
     }
-    let s = setup("sbr-missing", 64);
+    let n = common::lab::unique_n();
+    let s = setup("sbr-missing", n);
     let prev = json!({"cniVersion": "1.0.0",
         "interfaces": [{"name": "eth0", "sandbox": s.cont.path()}],
-        "ips": [{"address": "10.64.1.2/24", "interface": 0}]});
+        "ips": [{"address": format!("10.{n}.1.2/24"), "interface": 0}]});
     let c = sbr_conf("1.0.0", &prev, json!({}));
     s.sbr(Impl::Ours, "DEL", "eth0", &c).ok();
     let gone = Env {
@@ -286,4 +294,63 @@ fn del_tolerates_missing_things_and_add_needs_a_chain() {
             .contains("No IP addresses")
     );
     assert_eq!(s.cont.sh(&["ip", "-4", "rule"]), DEFAULT_RULES);
+}
+
+/// A table of the user's own that a rule of the container's address points at (`from ADDR
+/// lookup 777`, routes through the interface in 777) is left alone by DEL, in IPv4, IPv6 and
+/// dual-stack, as the Go plugin leaves it; the table sbr filled (100) is emptied.
+#[test]
+fn del_keeps_the_users_own_table() {
+    if !require_root("sbr del_keeps_the_users_own_table") {
+        return;
+    }
+    use common::family::{FAMILIES, assert_result_family};
+    let mut imps = vec![Impl::Ours];
+    if reference_available("sbr") {
+        imps.push(Impl::Reference);
+    }
+    for fam in FAMILIES {
+        for &imp in &imps {
+            let n = common::lab::unique_n();
+            let s = setup(&format!("sbr-own-{}", fam.tag()), n);
+            let mut bridge = s.bridge_conf(1);
+            bridge["ipam"] = fam.host_local(n, &s.sb.path("ipam"));
+            let r = s
+                .sb
+                .plugin_in(Impl::Ours, &s.node)
+                .add("bridge", &s.env("eth0"), &bridge)
+                .ok()
+                .clone();
+            let addrs = assert_result_family(&r, fam);
+            // `ip -6 route show table N` fails while no IPv6 route is in N: empty then.
+            let table = |t: &str| {
+                s.cont.exec(&["ip", "-4", "route", "show", "table", t]).stdout
+                    + &s.cont.exec(&["ip", "-6", "route", "show", "table", t]).stdout
+            };
+            for a in &addrs {
+                let (fam_flag, dst) = if a.is_ipv6() {
+                    ("-6", "2001:db8:77::/64")
+                } else {
+                    ("-4", "198.51.100.0/24")
+                };
+                let a = a.to_string();
+                s.cont.sh(&["ip", fam_flag, "rule", "add", "from", &a, "lookup", "777"]);
+                s.cont.sh(&["ip", "route", "add", dst, "dev", "eth0", "table", "777"]);
+            }
+            let own = table("777");
+            assert!(!own.is_empty());
+            let c = sbr_conf("1.0.0", &r, json!({}));
+            s.sbr(imp, "ADD", "eth0", &c).ok();
+            let filled = table("100");
+            assert!(filled.contains("eth0"), "{} {imp:?}: table 100: {filled}", fam.tag());
+            s.sbr(imp, "DEL", "eth0", &c).ok();
+            assert_eq!(table("777"), own, "{} {imp:?}: table 777 after DEL", fam.tag());
+            if imp == Impl::Ours {
+                assert_eq!(table("100"), "", "{}: table 100 after DEL", fam.tag());
+            }
+            s.sb.plugin_in(Impl::Ours, &s.node)
+                .del("bridge", &s.env("eth0"), &bridge)
+                .ok();
+        }
+    }
 }

@@ -13,10 +13,13 @@
 //! when set), and tolerates a missing namespace or interface.
 //!
 //! Beyond upstream: a failed ADD takes back its rules and routes (the main table's routes come
-//! back); DEL also empties the numbered tables of the rules it removed of the interface's
-//! routes (upstream leaves them until the interface goes); CHECK (upstream: nothing) verifies
-//! that each address still has its rule; a prevResult without addresses is code 7.
+//! back); DEL also empties of the interface's routes the numbered tables its ADD filled, which
+//! ADD records on the host (`<state dir>/sbr/<network>/<cid>:<ifname>`; upstream leaves them
+//! until the interface goes) — never a table it did not fill, such as the user's own that a
+//! rule of an interface address points at, or the Go plugin's; CHECK (upstream: nothing)
+//! verifies that each address still has its rule; a prevResult without addresses is code 7.
 
+use crate::attachment;
 use crate::cni::result::IpConfig;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
 use crate::netlink::{Family, Handle, Route, Rule, TABLE_MAIN};
@@ -35,6 +38,10 @@ pub static APPLET: Applet = Applet {
 };
 
 const FIRST_TABLE: u32 = 100;
+
+/// Kind of sbr's records of the tables an ADD filled
+/// (`<state dir>/sbr/<network>/<cid>:<ifname>`, see [`crate::attachment`]).
+const RECORD: &str = "sbr";
 
 #[derive(Deserialize, Default)]
 struct Conf {
@@ -105,7 +112,17 @@ fn add(req: &Request) -> Result<CniResult> {
                 Rule::from_addr(ip.address.addr(), t),
             )
         }),
-        None => move_routes(req, &ips, &ns, &mut h, &mut undo),
+        None => move_routes(req, &ips, &ns, &mut h, &mut undo).and_then(|tables| {
+            // On the host, for DEL: the tables this ADD filled, the only ones DEL empties.
+            let env = &req.env;
+            let items: Vec<String> = tables.iter().map(u32::to_string).collect();
+            attachment::record(RECORD, &req.conf.name, &env.container_id, &env.ifname, &items)?;
+            undo.push("forget the tables", move || {
+                attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
+                Ok(())
+            });
+            Ok(())
+        }),
     };
     undo.finish(r.map(|()| prev))
 }
@@ -141,7 +158,7 @@ fn move_routes<'a>(
     ns: &'a NetNs,
     h: &mut Handle,
     undo: &mut Undo<'a>,
-) -> Result<()> {
+) -> Result<Vec<u32>> {
     let ifname = &req.env.ifname;
     let rules = h.rules(Family::All)?;
     let main = h.routes(Family::All, Some(TABLE_MAIN))?;
@@ -153,9 +170,11 @@ fn move_routes<'a>(
         .into_iter()
         .filter(|r| r.oif == Some(link.index))
         .collect();
+    let mut filled = Vec::new();
     for ip in ips {
         let addr = ip.address.addr();
         rule_add(h, ns, undo, Rule::from_addr(addr, table))?;
+        filled.push(table);
         if let Some(gw) = ip.gateway {
             let default = Route {
                 dst: ipnet::IpNet::new(addr, 0)
@@ -188,18 +207,25 @@ fn move_routes<'a>(
             .map_err(|e| Error::from(e).ctx("failed to delete route"))?;
         route_undo(undo, ns, r, true);
     }
-    Ok(())
+    Ok(filled)
 }
 
 fn del(req: &Request) -> Result<()> {
     let table = load(req)?;
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+    let env = &req.env;
+    let forget = || attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
+    let Some(ns) = NetNs::open_existing(&env.netns)? else {
+        // Gone with its namespace (kept while CNI_NETNS is unset: a later DEL may have it).
+        if !env.netns.is_empty() {
+            forget();
+        }
         return Ok(());
     };
     let _lock = ns.lock()?;
     let mut h = Handle::in_netns(&ns)?;
     let rules = h.rules(Family::All)?;
-    let Some(link) = h.link_by_name(&req.env.ifname)? else {
+    let Some(link) = h.link_by_name(&env.ifname)? else {
+        forget();
         return Ok(());
     };
     let addrs = h.addrs(Some(link.index), Family::All)?;
@@ -218,11 +244,18 @@ fn del(req: &Request) -> Result<()> {
             Err(e) => errors.push(Error::from(e).ctx("Failed to delete rule")),
         }
     }
-    // The auto-numbered tables this interface's routes were moved into (not a configured table,
-    // never main/default/local, none another rule still uses).
+    // The auto-numbered tables this interface's routes were moved into: only those cnibox's
+    // ADD recorded filling (never a table of the user's own that a rule of an interface
+    // address pointed at, nor one of the Go plugin's, which its DEL leaves too), never
+    // main/default/local, none another rule still uses.
+    let filled = attachment::get(RECORD, &req.conf.name, &env.container_id, &env.ifname);
     if table.is_none() {
         let left = h.rules(Family::All)?;
-        emptied.retain(|t| !(253..=255).contains(t) && !left.iter().any(|r| r.table == *t));
+        emptied.retain(|t| {
+            filled.contains(&t.to_string())
+                && !(253..=255).contains(t)
+                && !left.iter().any(|r| r.table == *t)
+        });
         for r in h.routes(Family::All, None)? {
             if emptied.contains(&r.table) && r.oif == Some(link.index) {
                 match h.route_del(&r) {
@@ -231,6 +264,9 @@ fn del(req: &Request) -> Result<()> {
                 }
             }
         }
+    }
+    if errors.is_empty() {
+        forget();
     }
     errors.into_result()
 }
