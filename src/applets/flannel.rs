@@ -19,8 +19,10 @@
 //! drops its stored config instead of leaving both for a later DEL; a missing subnet file is
 //! code 11 (flanneld not started yet: try again), not 999.
 
+use crate::attachment;
+use crate::cni::env::Env;
 use crate::cni::result::{Route, compact};
-use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
+use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::error::code;
 use crate::undo::ErrorList;
 use ipnet::IpNet;
@@ -203,19 +205,50 @@ impl SubnetEnv {
         Ok(se)
     }
 
-    /// Code 11 while the file does not exist (flanneld has not started on this node yet).
+    /// Code 11 while the file does not exist (flanneld has not started on this node yet); code
+    /// 7 naming `subnetFile` when it is not a regular file (a FIFO would block the read, a
+    /// device such as /dev/zero never end it) or is larger than flanneld ever writes. Bytes
+    /// that are not UTF-8 are read as flanneld's Go reader reads them: they fail only a line
+    /// flannel parses.
     fn load(file: &str) -> Result<SubnetEnv> {
-        match std::fs::read_to_string(file) {
-            Ok(text) => SubnetEnv::parse(file, &text),
+        match read_regular(file, MAX_SUBNET_FILE) {
+            Ok(bytes) => SubnetEnv::parse(file, &String::from_utf8_lossy(&bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::try_again(format!(
                 "failed to load flannel 'subnet.env' file: open {file}: no such file or directory. Check the flannel pod log for this node."
             ))),
-            Err(e) => Err(Error::io(
-                format_args!("failed to load flannel 'subnet.env' file {file}"),
-                e,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::config(
+                format!("subnetFile {file:?}: {e}"),
+            )),
+            Err(e) => Err(Error::new(
+                code::IO_FAILURE,
+                format!("failed to load flannel 'subnet.env' file {file}: {e}"),
             )),
         }
     }
+}
+
+/// The most of `subnetFile` read: flanneld writes a few hundred bytes.
+const MAX_SUBNET_FILE: u64 = 64 * 1024;
+
+/// The bytes of the regular file `path`, at most `max` of them (InvalidInput otherwise). It is
+/// opened without blocking, so a FIFO fails here instead of waiting for a writer.
+fn read_regular(path: &str, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(invalid("not a regular file".into()));
+    }
+    let mut buf = Vec::new();
+    file.take(max + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > max {
+        return Err(invalid(format!("larger than {max} bytes")));
+    }
+    Ok(buf)
 }
 
 /// The delegate's config, key for key as flannel builds it.
@@ -273,24 +306,75 @@ fn delegate_type(conf: &Map<String, Value>) -> &str {
     conf.get("type").and_then(Value::as_str).unwrap_or("bridge")
 }
 
+/// Longest container ID stored under its own name, as flannel stores it (a file name's limit);
+/// a longer one, which flannel cannot store, gets `~<32 hex of sha512>`, as
+/// [`crate::attachment`] names long owners (`~` never starts a container ID).
+const NAME_MAX: usize = 255;
+
 fn stored_path(f: &Flannel, cid: &str) -> PathBuf {
-    f.data_dir.join(cid)
+    if cid.len() <= NAME_MAX {
+        f.data_dir.join(cid)
+    } else {
+        f.data_dir
+            .join(format!("~{}", crate::hash::sha512_hex(cid.as_bytes(), 32)))
+    }
+}
+
+/// Kind of flannel's records of the attachments whose config it stored
+/// (`<state dir>/flannel/<network>/<cid>:<ifname>`): GC drops only what they name.
+const RECORD: &str = "flannel";
+
+/// A failure to write under `dataDir`: code 5 (I/O on the host).
+fn io_failure(what: impl std::fmt::Display, e: std::io::Error) -> Error {
+    Error::new(code::IO_FAILURE, format!("{what}: {e}"))
+}
+
+/// Make `dir` and its missing parents (0700, as flannel's MkdirAll): the directories made,
+/// outermost first, so a failed ADD removes only those. Code 7 naming `dataDir` when it, or a
+/// parent, is not a directory.
+fn make_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
+    use std::os::unix::fs::DirBuilderExt;
+    let not_dir = |d: &Path| {
+        Error::config(format!(
+            "dataDir {:?}: {} is not a directory",
+            dir.display().to_string(),
+            d.display()
+        ))
+    };
+    let mut missing = Vec::new();
+    for d in dir.ancestors() {
+        match std::fs::metadata(d) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => return Err(not_dir(d)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(not_dir(dir)),
+            Err(e) => return Err(io_failure(format_args!("failed to create {}", dir.display()), e)),
+        }
+    }
+    let mut made = Vec::new();
+    for d in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+            Ok(()) => made.push(d),
+            // Made by a concurrent ADD: not ours to remove.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(not_dir(&d)),
+            Err(e) => return Err(io_failure(format_args!("failed to create {}", d.display()), e)),
+        }
+    }
+    Ok(made)
 }
 
 /// Upstream's write: directory 0700, file 0600, synced before the delegate runs, so a crash
-/// after it leaves what DEL needs. The directory is made again if a failed ADD removed it in
-/// between (see [`unstore`]).
-fn store(f: &Flannel, cid: &str, text: &str) -> Result<()> {
+/// after it leaves what DEL needs. Returns the directories it made. The directory is made
+/// again if a concurrent failed ADD removed it in between (see [`unstore`]).
+fn store(f: &Flannel, cid: &str, text: &str) -> Result<Vec<PathBuf>> {
     use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = stored_path(f, cid);
+    let mut made = Vec::new();
     let mut tries = 0;
     loop {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&f.data_dir)
-            .ctx(format_args!("failed to create {}", f.data_dir.display()))?;
+        made.extend(make_dirs(&f.data_dir)?);
         let opened = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
@@ -305,25 +389,28 @@ fn store(f: &Flannel, cid: &str, text: &str) -> Result<()> {
                         file.write_all(text.as_bytes())?;
                         file.sync_all()
                     })
-                    .ctx(format_args!("failed to save {}", path.display()));
+                    .map(|()| made)
+                    .map_err(|e| io_failure(format_args!("failed to save {}", path.display()), e));
             }
         }
     }
 }
 
-/// A failed ADD's stored config, and `dataDir` with it when nothing else is in it, so the
-/// host is as it was.
-fn unstore(f: &Flannel, cid: &str) {
+/// A failed ADD's stored config, and the directories its `store` made when nothing else is in
+/// them, so the host is as it was (a `dataDir` that was there stays).
+fn unstore(f: &Flannel, cid: &str, made: &[PathBuf]) {
     if let Err(e) = remove(&stored_path(f, cid)) {
         crate::warn!("flannel: {e}");
     }
-    let _ = std::fs::remove_dir(&f.data_dir);
+    for d in made.iter().rev() {
+        let _ = std::fs::remove_dir(d);
+    }
 }
 
 fn remove(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(Error::io(format_args!("remove {}", path.display()), e))
+            Err(io_failure(format_args!("remove {}", path.display()), e))
         }
         _ => Ok(()),
     }
@@ -334,7 +421,11 @@ fn read_stored(path: &Path) -> Result<Option<Vec<u8>>> {
     match std::fs::read(path) {
         Ok(b) => Ok(Some(b)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::io(format_args!("read {}", path.display()), e)),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(Error::config(format!(
+            "dataDir: {} is not a directory",
+            path.parent().unwrap_or(path).display()
+        ))),
+        Err(e) => Err(io_failure(format_args!("read {}", path.display()), e)),
     }
 }
 
@@ -347,7 +438,12 @@ fn add(req: &Request) -> Result<CniResult> {
     let kind = delegate_type(&conf);
     // Before anything is written: a delegate that is not installed is a plain config error.
     delegate::find_in_path(kind, req)?;
-    store(&f, cid, &text)?;
+    let made = store(&f, cid, &text)?;
+    let (net, ifname) = (req.conf.name.as_str(), req.env.ifname.as_str());
+    // For GC (an attachment without one, e.g. the Go plugin's, is never collected).
+    if let Err(e) = attachment::record(RECORD, net, cid, ifname, &[]) {
+        crate::warn!("flannel: {e}");
+    }
     match delegate::plugin(Command::Add, kind, text.as_bytes(), req) {
         Ok(Some(result)) => Ok(result),
         out => {
@@ -373,7 +469,8 @@ fn add(req: &Request) -> Result<CniResult> {
                 }
             };
             if undone || refused {
-                unstore(&f, cid);
+                unstore(&f, cid, &made);
+                attachment::forget(RECORD, net, cid, ifname);
             }
             Err(err)
         }
@@ -382,8 +479,10 @@ fn add(req: &Request) -> Result<CniResult> {
 
 fn del(req: &Request) -> Result<()> {
     let f = load(req)?;
-    let path = stored_path(&f, &req.env.container_id);
+    let env = &req.env;
+    let path = stored_path(&f, &env.container_id);
     let Some(text) = read_stored(&path)? else {
+        attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
         return Ok(());
     };
     // As upstream: a stored config that cannot be read back is dropped with a note, not an
@@ -392,11 +491,15 @@ fn del(req: &Request) -> Result<()> {
         Ok(Value::Object(conf)) => delegate_type(&conf).to_string(),
         _ => {
             crate::warn!("flannel: {} is not a JSON object; removed", path.display());
-            return remove(&path);
+            remove(&path)?;
+            attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
+            return Ok(());
         }
     };
     delegate::plugin(Command::Del, &kind, &text, req)?;
-    remove(&path)
+    remove(&path)?;
+    attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
+    Ok(())
 }
 
 /// The stored config with the request's prevResult, for the delegate's CHECK.
@@ -441,14 +544,75 @@ fn status(req: &Request) -> Result<()> {
     .map(drop)
 }
 
-/// The delegate's GC with the runtime's list, then the stored configs of this network's
-/// containers that are not on it.
+/// The delegate type of a stored config, if `text` has the shape of one flannel wrote for the
+/// network `name`: a JSON object with that `name`, a plugin `type` and an `ipam` object — not
+/// a conflist (`plugins`), not any other file of that name.
+fn stored_shape(text: &[u8], name: &str) -> Option<String> {
+    let Ok(Value::Object(conf)) = serde_json::from_slice::<Value>(text) else {
+        return None;
+    };
+    let kind = conf.get("type")?.as_str()?;
+    let ok = conf.get("name").and_then(Value::as_str) == Some(name)
+        && !kind.is_empty()
+        && !kind.contains('/')
+        && conf.get("ipam").is_some_and(Value::is_object)
+        && !conf.contains_key("plugins");
+    ok.then(|| kind.to_string())
+}
+
+/// For each attachment of this network whose config cnibox's flannel stored (its record) and
+/// the runtime no longer lists: the delegate's DEL with that config, as flannel's DEL would
+/// run it, then the config goes. Then the delegate's GC with the runtime's list. A file with
+/// no record (another network's, the Go plugin's, anything else in `dataDir`) is left alone,
+/// and so is one without the shape of a stored delegate config.
 fn gc(req: &Request) -> Result<()> {
     let f = load(req)?;
     let Some(valid) = req.valid_attachments() else {
         return Ok(());
     };
     let mut errors = ErrorList::new();
+    let net = req.conf.name.as_str();
+    for (cid, ifname, _) in attachment::list(RECORD, net) {
+        if valid
+            .iter()
+            .any(|a| a.container_id == cid && a.ifname == ifname)
+        {
+            continue;
+        }
+        let path = stored_path(&f, &cid);
+        let text = match read_stored(&path) {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                attachment::forget(RECORD, net, &cid, &ifname);
+                continue;
+            }
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        let Some(kind) = stored_shape(&text, net) else {
+            crate::warn!(
+                "flannel: {} is not a stored delegate config of {net}; left alone",
+                path.display()
+            );
+            attachment::forget(RECORD, net, &cid, &ifname);
+            continue;
+        };
+        let env = Env {
+            command: Command::Del,
+            container_id: cid.clone(),
+            netns: String::new(),
+            ifname: ifname.clone(),
+            args: String::new(),
+            path: req.env.path.clone(),
+        };
+        let del = delegate::plugin_for(Command::Del, &kind, &text, req, &env)
+            .map_err(|e| e.ctx(format_args!("GC: DEL of container {cid:?}")));
+        if errors.check(del).is_some() && errors.check(remove(&path)).is_some() {
+            attachment::forget(RECORD, net, &cid, &ifname);
+        }
+    }
     match SubnetEnv::load(&f.subnet_file) {
         Ok(se) => {
             let mut conf = delegate_conf(req, &f, &se);
@@ -466,31 +630,6 @@ fn gc(req: &Request) -> Result<()> {
             ));
         }
         Err(e) => errors.push(e),
-    }
-    let entries = match std::fs::read_dir(&f.data_dir) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return errors.into_result(),
-        Err(e) => {
-            errors.push(Error::io(format_args!("read {}", f.data_dir.display()), e));
-            return errors.into_result();
-        }
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(cid) = name.to_str() else { continue };
-        if !crate::cni::env::is_valid_id(cid) || valid.iter().any(|a| a.container_id == cid) {
-            continue;
-        }
-        let path = entry.path();
-        let Ok(Some(text)) = read_stored(&path) else {
-            continue;
-        };
-        let ours = serde_json::from_slice::<Value>(&text)
-            .ok()
-            .is_some_and(|v| v.get("name").and_then(Value::as_str) == Some(&req.conf.name));
-        if ours {
-            errors.check(remove(&path));
-        }
     }
     errors.into_result()
 }

@@ -15,7 +15,7 @@
 //! delegate failed "should execute again with DEL"), so a half-done allocation is released.
 
 use super::config::Request;
-use super::env::Command;
+use super::env::{Command, Env};
 use super::error::{Error, Result};
 use super::gojson;
 use super::result::CniResult;
@@ -51,11 +51,12 @@ fn depth() -> u32 {
 struct Level;
 
 impl Level {
-    fn enter(name: &str) -> Result<Level> {
+    /// `key`: the config key that named the plugin, for the message.
+    fn enter(name: &str, key: &str) -> Result<Level> {
         let d = depth();
         if d >= MAX_DEPTH {
             return Err(Error::config(format!(
-                "ipam.type {name:?}: delegation nested more than {MAX_DEPTH} deep (a loop of plugins delegating to each other?)"
+                "{key} {name:?}: delegation nested more than {MAX_DEPTH} deep (a loop of plugins delegating to each other?)"
             )));
         }
         DEPTH.fetch_add(1, Ordering::Relaxed);
@@ -106,13 +107,26 @@ fn is_self(path: &Path) -> bool {
 /// Run the delegated IPAM plugin `name` for `cmd` with the request's own config; ADD returns
 /// its result.
 pub fn delegate(cmd: Command, name: &str, req: &Request) -> Result<Option<CniResult>> {
-    run(cmd, name, &req.stdin, true, req)?
+    run(cmd, name, &req.stdin, true, req, &req.env)?
 }
 
 /// Run plugin `name` (any kind) for `cmd` with `config` on its stdin and the request's
 /// environment: how a meta plugin hands the work to the plugin it configured.
 pub fn plugin(cmd: Command, name: &str, config: &[u8], req: &Request) -> Result<Option<CniResult>> {
-    run(cmd, name, config, false, req)?
+    run(cmd, name, config, false, req, &req.env)?
+}
+
+/// [`plugin`] for another attachment than the request's: `env`'s container ID, CNI_NETNS and
+/// CNI_IFNAME replace the request's (how a meta plugin's GC runs its delegate's DEL for an
+/// attachment the runtime no longer lists).
+pub fn plugin_for(
+    cmd: Command,
+    name: &str,
+    config: &[u8],
+    req: &Request,
+    env: &Env,
+) -> Result<Option<CniResult>> {
+    run(cmd, name, config, false, req, env)?
 }
 
 /// The outer error: the plugin could not be started (not found, not an IPAM plugin, too deep);
@@ -123,9 +137,10 @@ fn run(
     config: &[u8],
     ipam: bool,
     req: &Request,
+    env: &Env,
 ) -> Result<Result<Option<CniResult>>> {
     let path = find_in_path(name, req)?;
-    let _level = Level::enter(name)?;
+    let _level = Level::enter(name, if ipam { "ipam.type" } else { "delegate.type" })?;
     let applet = req.applets.iter().copied().find(|a| a.name == name);
     let out = match applet.filter(|_| is_self(&path)) {
         Some(_) if ipam && !IPAM_APPLETS.contains(&name) => {
@@ -134,11 +149,11 @@ fn run(
             )));
         }
         Some(applet) => {
-            let mut env = req.env.clone();
+            let mut env = env.clone();
             env.command = cmd;
             skel::execute(req.applets, applet, env, config.to_vec()).1
         }
-        None => exec(cmd, &path, config),
+        None => exec(cmd, &path, config, env),
     };
     Ok(out.and_then(|out| result(cmd, name, out, req)))
 }
@@ -162,7 +177,7 @@ fn result(
 
 /// IPAM ADD. When it fails after the plugin ran, its DEL runs before the error is returned.
 pub fn add(name: &str, req: &Request) -> Result<CniResult> {
-    let out = run(Command::Add, name, &req.stdin, true, req)?;
+    let out = run(Command::Add, name, &req.stdin, true, req, &req.env)?;
     if out.is_err()
         && let Err(e) = delegate(Command::Del, name, req)
     {
@@ -184,10 +199,24 @@ pub fn del(name: &str, req: &Request) -> Result<()> {
     delegate(Command::Del, name, req).map(drop)
 }
 
-fn exec(cmd: Command, path: &Path, config: &[u8]) -> Result<Option<String>> {
+fn exec(cmd: Command, path: &Path, config: &[u8], env: &Env) -> Result<Option<String>> {
     let mut tries = 0;
     let mut child = loop {
-        let spawned = std::process::Command::new(path)
+        let mut command = std::process::Command::new(path);
+        // The attachment's variables from `env` (the process's own, unless a GC runs DEL for
+        // another attachment); the others are inherited.
+        for (k, v) in [
+            ("CNI_CONTAINERID", &env.container_id),
+            ("CNI_NETNS", &env.netns),
+            ("CNI_IFNAME", &env.ifname),
+        ] {
+            if v.is_empty() {
+                command.env_remove(k);
+            } else {
+                command.env(k, v);
+            }
+        }
+        let spawned = command
             .env("CNI_COMMAND", cmd.as_str())
             .env(DEPTH_ENV, depth().to_string())
             .stdin(Stdio::piped())
