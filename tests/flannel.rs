@@ -69,17 +69,11 @@ impl Node {
             })
             .unwrap_or_default()
     }
+    /// host-local's reservations of the network (its directory must exist: see
+    /// [`common::family::reservations`]).
+    #[track_caller]
     fn reservations(&self) -> usize {
-        std::fs::read_dir(self.sb.path(&format!("ipam/flnet{}", self.n)))
-            .map(|d| {
-                d.filter(|e| {
-                    let name = e.as_ref().unwrap().file_name();
-                    let name = name.to_string_lossy();
-                    name.starts_with("10.") || name.starts_with("fd")
-                })
-                .count()
-            })
-            .unwrap_or(0)
+        common::family::reservations(&self.sb.path(&format!("ipam/flnet{}", self.n)))
     }
     fn veths(&self) -> usize {
         self.node
@@ -119,6 +113,7 @@ fn dual_stack_bridge_with_masquerading() {
     let conf = nd.conf(json!({}));
     let pl = nd.plugin();
     let r = pl.add("flannel", &env_for(&pod, "f1"), &conf).ok().clone();
+    assert_eq!(nd.reservations(), 2, "one address per family");
     assert_eq!(r["cniVersion"], "1.1.0", "{r}");
     assert_eq!(r["ips"][0]["address"], format!("10.{n}.7.2/24"), "{r}");
     assert_eq!(
@@ -154,10 +149,12 @@ fn dual_stack_bridge_with_masquerading() {
         pl.check("flannel", &env_for(&pod, "f1"), &with_prev(&conf, &r))
             .status_ok
     );
-    pod.sh(&["ip", "link", "set", "eth0", "mtu", "1300"]);
-    pod.sh(&["ip", "addr", "flush", "dev", "eth0"]);
+    // One change: the IPv4 address goes; CHECK names it.
+    let v4 = format!("10.{n}.7.2/24");
+    pod.sh(&["ip", "addr", "del", &v4, "dev", "eth0"]);
     let bad = pl.check("flannel", &env_for(&pod, "f1"), &with_prev(&conf, &r));
-    assert!(!bad.status_ok, "CHECK passed after the address was removed");
+    let msg = bad.err(999);
+    assert!(msg.contains(&format!("address {v4} not found")), "{msg}");
     // DEL: nothing left, stored config gone; DEL again is fine.
     pl.del("flannel", &env_for(&pod, "f1"), &conf).ok();
     assert!(
@@ -205,9 +202,11 @@ fn delegate_ptp() {
         "isGateway is for bridge only"
     );
     pod.sh(&["ping", "-c", "1", "-W", "5", &format!("10.{n}.7.1")]);
+    assert_eq!(nd.reservations(), 1);
     pl.del("flannel", &env_for(&pod, "p1"), &conf).ok();
     assert_eq!(nd.veths(), 0);
     assert!(nd.stored().is_empty());
+    assert_eq!(nd.reservations(), 0);
 }
 
 #[test]
@@ -253,19 +252,87 @@ fn failures_leave_nothing() {
         let msg = pl.add("flannel", &env, &nd.conf(extra.clone())).err(code);
         assert!(msg.contains(key), "{extra}: {msg}");
     }
-    // The delegate fails after the config was stored (the bridge refuses its mtu): undone.
-    let conf = nd.conf(json!({"delegate": {"mtu": 10}}));
-    let msg = pl.add("flannel", &env, &conf).err(7);
-    assert!(msg.contains("mtu"), "{msg}");
-    assert!(
-        nd.stored().is_empty(),
-        "stored config left: {:?}",
-        nd.stored()
-    );
-    assert_eq!(nd.reservations(), 0);
+    // A dataDir that is a file: code 7 naming it, for ADD and DEL; nothing made.
+    let file = nd.sb.path("afile");
+    std::fs::write(&file, "x").unwrap();
+    let conf = nd.conf(json!({"dataDir": file.display().to_string()}));
+    for cmd in ["ADD", "DEL"] {
+        let msg = pl.cmd("flannel", cmd, &env, &conf).err(7);
+        assert!(msg.contains("dataDir"), "{cmd}: {msg}");
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+    assert_eq!(nd.veths(), 0);
+    // flannel delegating to flannel, five deep: the nesting limit names delegate.type, and
+    // every level's dataDir (made by this ADD) is gone again.
+    let mut d = json!({"type": "bridge", "bridge": "flbr0"});
+    for i in 0..5 {
+        d = json!({"type": "flannel", "delegate": d,
+            "subnetFile": nd.subnet_env().display().to_string(),
+            "dataDir": nd.sb.path(&format!("nest{i}")).display().to_string()});
+    }
+    let msg = pl.add("flannel", &env, &nd.conf(json!({"delegate": d}))).err(7);
+    assert!(msg.contains("delegate.type \"flannel\": delegation nested"), "{msg}");
+    assert!(!msg.contains("ipam.type"), "{msg}");
+    for i in 0..5 {
+        assert!(!nd.sb.path(&format!("nest{i}")).exists(), "nest{i} left");
+    }
+    assert!(nd.stored().is_empty(), "{:?}", nd.stored());
     assert_eq!(nd.veths(), 0);
     // DEL with nothing stored succeeds.
-    pl.del("flannel", &env, &conf).ok();
+    pl.del("flannel", &env, &nd.conf(json!({}))).ok();
+}
+
+/// The delegate fails after it changed the host (bridge: the bridge, the veth, the address,
+/// the reservation and the masquerading exist when the route to an unreachable gateway fails):
+/// nothing of this ADD is left, the pod added before keeps everything, and `dataDir` goes only
+/// when this ADD made it.
+#[test]
+fn failed_add_after_the_delegate_changed_the_host() {
+    if !require_root("flannel failed_add_after_the_delegate_changed_the_host") {
+        return;
+    }
+    let nd = node("flannel-late");
+    let n = nd.n;
+    nd.write_env(false, false);
+    let pl = nd.plugin();
+    let ok_conf = nd.conf(json!({}));
+    let pod0 = NetNs::create();
+    pl.add("flannel", &env_for(&pod0, "ok0"), &ok_conf).ok();
+    assert_eq!(nd.reservations(), 1);
+    let (veths, masq) = (nd.veths(), nd.masq_rules());
+    assert_eq!(veths, 1);
+    assert!(!masq.is_empty(), "no masquerading for the first pod");
+    let ipam = json!({"dataDir": nd.sb.path("ipam").display().to_string(),
+        "routes": [{"dst": "198.51.100.0/24", "gw": "192.0.2.1"}]});
+    let fresh = nd.sb.path("fresh");
+    let empty = nd.sb.path("empty");
+    std::fs::create_dir(&empty).unwrap();
+    for (what, data_dir) in [
+        ("dataDir of the first pod", nd.data_dir()),
+        ("dataDir this ADD makes", fresh.join("flannel")),
+        ("empty dataDir that was there", empty.clone()),
+    ] {
+        let pod = NetNs::create();
+        let conf = nd.conf(json!({"ipam": ipam,
+            "dataDir": data_dir.display().to_string()}));
+        let msg = pl.add("flannel", &env_for(&pod, "late1"), &conf).err(999);
+        assert!(msg.contains("198.51.100.0/24"), "{what}: {msg}");
+        assert_eq!(nd.reservations(), 1, "{what}: reservation left");
+        assert_eq!(nd.veths(), veths, "{what}: veth left");
+        assert_eq!(nd.masq_rules(), masq, "{what}: masquerading");
+        assert!(!data_dir.join("late1").exists(), "{what}: stored config left");
+        assert_eq!(nd.stored(), ["ok0"], "{what}");
+        assert_eq!(
+            pod.sh(&["ip", "-o", "link"]).lines().count(),
+            1,
+            "{what}: link left in the pod"
+        );
+    }
+    assert!(!fresh.exists(), "a dataDir this ADD made is left");
+    assert!(empty.is_dir(), "an empty dataDir that was there is gone");
+    pl.del("flannel", &env_for(&pod0, "ok0"), &ok_conf).ok();
+    assert_eq!(nd.reservations(), 0);
+    assert_eq!(nd.veths(), 0);
 }
 
 #[test]
@@ -303,4 +370,172 @@ fn gc_drops_gone_pods() {
     pl.del("flannel", &env_for(&NetNs::create(), "gone"), &conf)
         .ok();
     assert_eq!(nd.reservations(), 0);
+}
+
+/// GC runs the delegate's DEL (exec'd, with the gone attachment's container ID and CNI_IFNAME)
+/// for a config cnibox's flannel stored and the runtime no longer lists, then drops it; it
+/// leaves every file it did not store: a conflist and a bare `{"name": …}` file of the same
+/// network, a stored config of the Go plugin's (no record), another network's.
+#[test]
+fn gc_deletes_only_what_flannel_stored() {
+    if !require_root("flannel gc_deletes_only_what_flannel_stored") {
+        return;
+    }
+    let nd = node("flannel-gcshape");
+    nd.write_env(true, false);
+    let log = nd.sb.path("delegate.log");
+    // A delegate that logs each call and prints an empty result for ADD.
+    let script = nd.sb.bin.join("logdel");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncat >/dev/null\necho \"$CNI_COMMAND ${{CNI_CONTAINERID:-}} ${{CNI_IFNAME:-}} ${{CNI_NETNS:-}}\" >> {}\n\
+             [ \"$CNI_COMMAND\" = ADD ] && echo '{{\"cniVersion\":\"1.1.0\"}}'\nexit 0\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = nd.conf(json!({"delegate": {"type": "logdel"}}));
+    let net = conf["name"].as_str().unwrap().to_string();
+    let pl = nd.plugin();
+    let pod = NetNs::create();
+    pl.add("flannel", &env_for(&pod, "keep"), &conf).ok();
+    pl.add("flannel", &env_for(&pod, "gone"), &conf).ok();
+    let go_stored = std::fs::read(nd.data_dir().join("gone")).unwrap();
+    let others = [
+        ("conflist1", json!({"cniVersion": "1.0.0", "name": net, "plugins": [{"type": "bridge"}]}).to_string()),
+        ("namefile", json!({"name": net}).to_string()),
+        ("gostored", String::from_utf8(go_stored).unwrap()),
+        ("other", json!({"name": "othernet", "type": "bridge", "ipam": {}}).to_string()),
+    ];
+    for (name, text) in &others {
+        std::fs::write(nd.data_dir().join(name), text).unwrap();
+    }
+    std::fs::write(&log, "").unwrap();
+    let mut gc = conf.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "keep", "ifname": "eth0"}]);
+    pl.gc("flannel", &gc).ok();
+    let mut stored = nd.stored();
+    stored.sort();
+    assert_eq!(stored, ["conflist1", "gostored", "keep", "namefile", "other"]);
+    for (name, text) in &others {
+        assert_eq!(&std::fs::read_to_string(nd.data_dir().join(name)).unwrap(), text);
+    }
+    // The calls' verbs, and for DEL its attachment (no CNI_NETNS: the pod is gone).
+    let calls = || -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| if l.starts_with("DEL") { l.to_string() } else { l[..2].to_string() })
+            .collect()
+    };
+    assert_eq!(calls(), ["DEL gone eth0 ", "GC"], "delegate calls of the GC");
+    // Done once: a second GC runs no DEL.
+    std::fs::write(&log, "").unwrap();
+    pl.gc("flannel", &gc).ok();
+    assert_eq!(calls(), ["GC"]);
+    pl.del("flannel", &env_for(&pod, "keep"), &conf).ok();
+    assert!(!nd.data_dir().join("keep").exists());
+}
+
+/// Container IDs up to a file name's 255 bytes are stored under their own name, as flannel
+/// stores them; longer ones (which flannel cannot store) under `~<hash>`; ADD, CHECK and DEL
+/// work for both.
+#[test]
+fn long_container_ids() {
+    if !require_root("flannel long_container_ids") {
+        return;
+    }
+    let nd = node("flannel-longid");
+    nd.write_env(true, false);
+    let conf = nd.conf(json!({}));
+    let pl = nd.plugin();
+    for len in [255, 256, 1000] {
+        let id: String = std::iter::repeat_n("0123456789abcdef", len / 16 + 1)
+            .collect::<String>()
+            .chars()
+            .take(len)
+            .collect();
+        let pod = NetNs::create();
+        let env = env_for(&pod, &id);
+        let r = pl.add("flannel", &env, &conf).ok().clone();
+        assert_eq!(nd.reservations(), 1, "{len}");
+        let stored = nd.stored();
+        assert_eq!(stored.len(), 1, "{len}: {stored:?}");
+        if len <= 255 {
+            assert_eq!(stored[0], id);
+        } else {
+            assert!(stored[0].starts_with('~') && stored[0].len() == 33, "{stored:?}");
+        }
+        pl.check("flannel", &env, &with_prev(&conf, &r)).ok();
+        pl.del("flannel", &env, &conf).ok();
+        assert!(nd.stored().is_empty(), "{len}: {:?}", nd.stored());
+        assert_eq!(nd.reservations(), 0, "{len}");
+        assert_eq!(nd.veths(), 0, "{len}");
+    }
+}
+
+/// `subnetFile` that is a FIFO, a character device, a directory or larger than flanneld ever
+/// writes: code 7 naming it, at once (the FIFO run is bounded by `timeout`, so a hang fails
+/// instead of blocking the suite). A byte that is not UTF-8 on a line flannel does not parse
+/// is read as flanneld's Go reader reads it.
+#[test]
+fn subnet_file_must_be_a_small_regular_file() {
+    if !require_root("flannel subnet_file_must_be_a_small_regular_file") {
+        return;
+    }
+    let nd = node("flannel-subnetfile");
+    let pod = NetNs::create();
+    let env = env_for(&pod, "s1");
+    let fifo = nd.sb.path("fifo");
+    let made = exec(std::path::Path::new("mkfifo"), &[&fifo.display().to_string()], &[], "");
+    assert!(made.status_ok, "{made:?}");
+    let big = nd.sb.path("big.env");
+    std::fs::write(&big, "#".repeat(70 * 1024)).unwrap();
+    let prog = nd.sb.bin.join("flannel").display().to_string();
+    let path = nd.sb.bin.display().to_string();
+    let state = nd.sb.state_dir();
+    for file in [
+        fifo.display().to_string(),
+        "/dev/zero".to_string(),
+        nd.sb.path("").display().to_string(),
+        big.display().to_string(),
+    ] {
+        let conf = nd.conf(json!({"subnetFile": file}));
+        let out = exec(
+            std::path::Path::new("timeout"),
+            &["10", "ip", "netns", "exec", &nd.node.name, &prog],
+            &[
+                ("CNI_COMMAND", "ADD"),
+                ("CNI_CONTAINERID", "s1"),
+                ("CNI_NETNS", &env.netns),
+                ("CNI_IFNAME", "eth0"),
+                ("CNI_PATH", &path),
+                ("CNIBOX_STATE_DIR", &state),
+            ],
+            &conf.to_string(),
+        );
+        assert_ne!(out.code, Some(124), "{file}: timed out");
+        let msg = out.err(7);
+        assert!(msg.contains("subnetFile") && msg.contains(&file), "{file}: {msg}");
+    }
+    assert!(nd.stored().is_empty());
+    assert_eq!(nd.veths(), 0);
+
+    let n = nd.n;
+    let mut text = b"# written by flanneld \xff\xfe\n".to_vec();
+    text.extend_from_slice(
+        format!("FLANNEL_NETWORK=10.{n}.0.0/16\nFLANNEL_SUBNET=10.{n}.7.1/24\nFLANNEL_MTU=1400\n")
+            .as_bytes(),
+    );
+    text.extend_from_slice(b"FLANNEL_NOTE=caf\xe9\nFLANNEL_IPMASQ=true\n");
+    std::fs::write(nd.subnet_env(), &text).unwrap();
+    let conf = nd.conf(json!({}));
+    let pl = nd.plugin();
+    let r = pl.add("flannel", &env, &conf).ok().clone();
+    assert_eq!(r["ips"][0]["address"], format!("10.{n}.7.2/24"), "{r}");
+    pl.del("flannel", &env, &conf).ok();
+    assert_eq!(nd.veths(), 0);
 }
