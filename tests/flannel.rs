@@ -270,8 +270,13 @@ fn failures_leave_nothing() {
             "subnetFile": nd.subnet_env().display().to_string(),
             "dataDir": nd.sb.path(&format!("nest{i}")).display().to_string()});
     }
-    let msg = pl.add("flannel", &env, &nd.conf(json!({"delegate": d}))).err(7);
-    assert!(msg.contains("delegate.type \"flannel\": delegation nested"), "{msg}");
+    let msg = pl
+        .add("flannel", &env, &nd.conf(json!({"delegate": d})))
+        .err(7);
+    assert!(
+        msg.contains("delegate.type \"flannel\": delegation nested"),
+        "{msg}"
+    );
     assert!(!msg.contains("ipam.type"), "{msg}");
     for i in 0..5 {
         assert!(!nd.sb.path(&format!("nest{i}")).exists(), "nest{i} left");
@@ -292,7 +297,6 @@ fn failed_add_after_the_delegate_changed_the_host() {
         return;
     }
     let nd = node("flannel-late");
-    let n = nd.n;
     nd.write_env(false, false);
     let pl = nd.plugin();
     let ok_conf = nd.conf(json!({}));
@@ -320,7 +324,10 @@ fn failed_add_after_the_delegate_changed_the_host() {
         assert_eq!(nd.reservations(), 1, "{what}: reservation left");
         assert_eq!(nd.veths(), veths, "{what}: veth left");
         assert_eq!(nd.masq_rules(), masq, "{what}: masquerading");
-        assert!(!data_dir.join("late1").exists(), "{what}: stored config left");
+        assert!(
+            !data_dir.join("late1").exists(),
+            "{what}: stored config left"
+        );
         assert_eq!(nd.stored(), ["ok0"], "{what}");
         assert_eq!(
             pod.sh(&["ip", "-o", "link"]).lines().count(),
@@ -405,10 +412,17 @@ fn gc_deletes_only_what_flannel_stored() {
     pl.add("flannel", &env_for(&pod, "gone"), &conf).ok();
     let go_stored = std::fs::read(nd.data_dir().join("gone")).unwrap();
     let others = [
-        ("conflist1", json!({"cniVersion": "1.0.0", "name": net, "plugins": [{"type": "bridge"}]}).to_string()),
+        (
+            "conflist1",
+            json!({"cniVersion": "1.0.0", "name": net, "plugins": [{"type": "bridge"}]})
+                .to_string(),
+        ),
         ("namefile", json!({"name": net}).to_string()),
         ("gostored", String::from_utf8(go_stored).unwrap()),
-        ("other", json!({"name": "othernet", "type": "bridge", "ipam": {}}).to_string()),
+        (
+            "other",
+            json!({"name": "othernet", "type": "bridge", "ipam": {}}).to_string(),
+        ),
     ];
     for (name, text) in &others {
         std::fs::write(nd.data_dir().join(name), text).unwrap();
@@ -419,19 +433,35 @@ fn gc_deletes_only_what_flannel_stored() {
     pl.gc("flannel", &gc).ok();
     let mut stored = nd.stored();
     stored.sort();
-    assert_eq!(stored, ["conflist1", "gostored", "keep", "namefile", "other"]);
+    assert_eq!(
+        stored,
+        ["conflist1", "gostored", "keep", "namefile", "other"]
+    );
     for (name, text) in &others {
-        assert_eq!(&std::fs::read_to_string(nd.data_dir().join(name)).unwrap(), text);
+        assert_eq!(
+            &std::fs::read_to_string(nd.data_dir().join(name)).unwrap(),
+            text
+        );
     }
     // The calls' verbs, and for DEL its attachment (no CNI_NETNS: the pod is gone).
     let calls = || -> Vec<String> {
         std::fs::read_to_string(&log)
             .unwrap()
             .lines()
-            .map(|l| if l.starts_with("DEL") { l.to_string() } else { l[..2].to_string() })
+            .map(|l| {
+                if l.starts_with("DEL") {
+                    l.to_string()
+                } else {
+                    l[..2].to_string()
+                }
+            })
             .collect()
     };
-    assert_eq!(calls(), ["DEL gone eth0 ", "GC"], "delegate calls of the GC");
+    assert_eq!(
+        calls(),
+        ["DEL gone eth0 ", "GC"],
+        "delegate calls of the GC"
+    );
     // Done once: a second GC runs no DEL.
     std::fs::write(&log, "").unwrap();
     pl.gc("flannel", &gc).ok();
@@ -467,7 +497,10 @@ fn long_container_ids() {
         if len <= 255 {
             assert_eq!(stored[0], id);
         } else {
-            assert!(stored[0].starts_with('~') && stored[0].len() == 33, "{stored:?}");
+            assert!(
+                stored[0].starts_with('~') && stored[0].len() == 33,
+                "{stored:?}"
+            );
         }
         pl.check("flannel", &env, &with_prev(&conf, &r)).ok();
         pl.del("flannel", &env, &conf).ok();
@@ -490,7 +523,12 @@ fn subnet_file_must_be_a_small_regular_file() {
     let pod = NetNs::create();
     let env = env_for(&pod, "s1");
     let fifo = nd.sb.path("fifo");
-    let made = exec(std::path::Path::new("mkfifo"), &[&fifo.display().to_string()], &[], "");
+    let made = exec(
+        std::path::Path::new("mkfifo"),
+        &[&fifo.display().to_string()],
+        &[],
+        "",
+    );
     assert!(made.status_ok, "{made:?}");
     let big = nd.sb.path("big.env");
     std::fs::write(&big, "#".repeat(70 * 1024)).unwrap();
@@ -519,7 +557,10 @@ fn subnet_file_must_be_a_small_regular_file() {
         );
         assert_ne!(out.code, Some(124), "{file}: timed out");
         let msg = out.err(7);
-        assert!(msg.contains("subnetFile") && msg.contains(&file), "{file}: {msg}");
+        assert!(
+            msg.contains("subnetFile") && msg.contains(&file),
+            "{file}: {msg}"
+        );
     }
     assert!(nd.stored().is_empty());
     assert_eq!(nd.veths(), 0);

@@ -365,7 +365,11 @@ fn dpdk_device_is_not_moved() {
                     "{r}"
                 );
                 // The IPAM addresses are reported, not applied anywhere.
-                let want = if ipam { json!([{"interface": 0, "address": "10.1.2.3/24"}]) } else { Value::Null };
+                let want = if ipam {
+                    json!([{"interface": 0, "address": "10.1.2.3/24"}])
+                } else {
+                    Value::Null
+                };
                 assert_eq!(r["ips"], want, "{r}");
             }
             assert!(only_lo(&cont));
@@ -397,7 +401,10 @@ fn failed_add_is_undone() {
     conf["ipam"] = json!({"type": "no-such-ipam"});
     let out = pl.add("host-device", &env, &conf);
     let msg = out.err(7);
-    assert!(msg.contains("failed to find plugin \"no-such-ipam\""), "{msg}");
+    assert!(
+        msg.contains("failed to find plugin \"no-such-ipam\""),
+        "{msg}"
+    );
     nd.assert_home();
     let l = nd.node.sh(&["ip", "link", "show", &nd.dev]);
     assert!(l.contains(",UP"), "not up again: {l}");
@@ -717,7 +724,16 @@ fn node_links(nd: &Node) -> Vec<String> {
     nd.node
         .sh(&["ip", "-o", "link"])
         .lines()
-        .map(|l| l.split(':').nth(1).unwrap().trim().split('@').next().unwrap().to_string())
+        .map(|l| {
+            l.split(':')
+                .nth(1)
+                .unwrap()
+                .trim()
+                .split('@')
+                .next()
+                .unwrap()
+                .to_string()
+        })
         .collect()
 }
 
@@ -809,7 +825,10 @@ fn del_survives_a_rewritten_alias() {
     let env = env_for(&cont, "a1");
     let conf = nd.conf(json!({"ipam": null}));
     let ours = nd.plugin(Impl::Ours);
-    let mut adders = vec![("ours", Impl::Ours, true), ("ours, record lost", Impl::Ours, false)];
+    let mut adders = vec![
+        ("ours", Impl::Ours, true),
+        ("ours, record lost", Impl::Ours, false),
+    ];
     if reference_available("host-device") {
         adders.push(("go", Impl::Reference, false));
     }

@@ -315,17 +315,20 @@ fn del_keeps_the_users_own_table() {
             let s = setup(&format!("sbr-own-{}", fam.tag()), n);
             let mut bridge = s.bridge_conf(1);
             bridge["ipam"] = fam.host_local(n, &s.sb.path("ipam"));
-            let r = s
-                .sb
-                .plugin_in(Impl::Ours, &s.node)
-                .add("bridge", &s.env("eth0"), &bridge)
-                .ok()
-                .clone();
+            let r =
+                s.sb.plugin_in(Impl::Ours, &s.node)
+                    .add("bridge", &s.env("eth0"), &bridge)
+                    .ok()
+                    .clone();
             let addrs = assert_result_family(&r, fam);
             // `ip -6 route show table N` fails while no IPv6 route is in N: empty then.
             let table = |t: &str| {
-                s.cont.exec(&["ip", "-4", "route", "show", "table", t]).stdout
-                    + &s.cont.exec(&["ip", "-6", "route", "show", "table", t]).stdout
+                s.cont
+                    .exec(&["ip", "-4", "route", "show", "table", t])
+                    .stdout
+                    + &s.cont
+                        .exec(&["ip", "-6", "route", "show", "table", t])
+                        .stdout
             };
             for a in &addrs {
                 let (fam_flag, dst) = if a.is_ipv6() {
@@ -334,17 +337,28 @@ fn del_keeps_the_users_own_table() {
                     ("-4", "198.51.100.0/24")
                 };
                 let a = a.to_string();
-                s.cont.sh(&["ip", fam_flag, "rule", "add", "from", &a, "lookup", "777"]);
-                s.cont.sh(&["ip", "route", "add", dst, "dev", "eth0", "table", "777"]);
+                s.cont
+                    .sh(&["ip", fam_flag, "rule", "add", "from", &a, "lookup", "777"]);
+                s.cont
+                    .sh(&["ip", "route", "add", dst, "dev", "eth0", "table", "777"]);
             }
             let own = table("777");
             assert!(!own.is_empty());
             let c = sbr_conf("1.0.0", &r, json!({}));
             s.sbr(imp, "ADD", "eth0", &c).ok();
             let filled = table("100");
-            assert!(filled.contains("eth0"), "{} {imp:?}: table 100: {filled}", fam.tag());
+            assert!(
+                filled.contains("eth0"),
+                "{} {imp:?}: table 100: {filled}",
+                fam.tag()
+            );
             s.sbr(imp, "DEL", "eth0", &c).ok();
-            assert_eq!(table("777"), own, "{} {imp:?}: table 777 after DEL", fam.tag());
+            assert_eq!(
+                table("777"),
+                own,
+                "{} {imp:?}: table 777 after DEL",
+                fam.tag()
+            );
             if imp == Impl::Ours {
                 assert_eq!(table("100"), "", "{}: table 100 after DEL", fam.tag());
             }

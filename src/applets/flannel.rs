@@ -14,10 +14,18 @@
 //!
 //! Beyond upstream: CHECK runs the delegate's CHECK with the stored config (upstream's is a
 //! no-op); STATUS fails with code 50 while flanneld has written no subnet file, then asks the
-//! delegate; GC runs the delegate's GC and drops the stored configs of this network's containers
-//! the runtime no longer lists (upstream has neither); a failed ADD runs the delegate's DEL and
-//! drops its stored config instead of leaving both for a later DEL; a missing subnet file is
-//! code 11 (flanneld not started yet: try again), not 999.
+//! delegate; GC (upstream has none) runs, for each attachment of this network whose config
+//! cnibox stored (ADD records it under `<state dir>/flannel/<network>/`) and the runtime no
+//! longer lists, the delegate's DEL with that config, drops it when that succeeds, then runs
+//! the delegate's GC — any other file in `dataDir` (a conflist, the Go plugin's stored
+//! configs, anything without a stored config's shape) is left alone; a failed ADD runs the
+//! delegate's DEL and drops its stored config, and the directories it made, instead of
+//! leaving both for a later DEL; a missing subnet file is code 11 (flanneld not started yet:
+//! try again), not 999; `subnetFile` is read without blocking, only as a regular file of at
+//! most 64 KiB (code 7 naming it otherwise), bytes that are not UTF-8 failing only a line
+//! flannel parses, as Go reads it; container IDs longer than a file name (255 bytes), which
+//! flannel cannot store, are stored as `~<32 hex of sha512>`; a `dataDir` that is not a
+//! directory is code 7 naming it, other write failures code 5.
 
 use crate::attachment;
 use crate::cni::env::Env;
@@ -216,9 +224,9 @@ impl SubnetEnv {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::try_again(format!(
                 "failed to load flannel 'subnet.env' file: open {file}: no such file or directory. Check the flannel pod log for this node."
             ))),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => Err(Error::config(
-                format!("subnetFile {file:?}: {e}"),
-            )),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                Err(Error::config(format!("subnetFile {file:?}: {e}")))
+            }
             Err(e) => Err(Error::new(
                 code::IO_FAILURE,
                 format!("failed to load flannel 'subnet.env' file {file}: {e}"),
@@ -348,7 +356,12 @@ fn make_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
             Ok(_) => return Err(not_dir(d)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
             Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(not_dir(dir)),
-            Err(e) => return Err(io_failure(format_args!("failed to create {}", dir.display()), e)),
+            Err(e) => {
+                return Err(io_failure(
+                    format_args!("failed to create {}", dir.display()),
+                    e,
+                ));
+            }
         }
     }
     let mut made = Vec::new();
@@ -358,7 +371,12 @@ fn make_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
             // Made by a concurrent ADD: not ours to remove.
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(not_dir(&d)),
-            Err(e) => return Err(io_failure(format_args!("failed to create {}", d.display()), e)),
+            Err(e) => {
+                return Err(io_failure(
+                    format_args!("failed to create {}", d.display()),
+                    e,
+                ));
+            }
         }
     }
     Ok(made)

@@ -20,14 +20,27 @@
 //! upstream. A failed ADD moves the device back under its name, up again if it was, and
 //! releases the addresses (upstream only releases them).
 //!
-//! DEL releases the addresses, then renames CNI_IFNAME in the container to the name in its
-//! alias, clears the alias and moves it back to the host (through a temporary namespace only
-//! when the container has another link of that name); it is left down, as upstream (its
-//! earlier state is unknown); addresses went with the move. A missing namespace
-//! or device is success (upstream fails), and a DEL without CNI_NETNS still releases the
-//! addresses (upstream does nothing). CHECK runs IPAM's CHECK, then (not for DPDK devices)
+//! ADD also records on the host, outside the container's reach, what it moved in
+//! (`<state dir>/host-device/<network>/<cid>:<ifname>`): host name and index, index in the
+//! container, kind, permanent MAC (IFLA_PERM_ADDRESS), parent bus device, and where its peer
+//! or lower link lives. DEL releases the addresses, then takes the link at the recorded index
+//! (whatever the container named it) — only when it still matches the record: same kind, same
+//! permanent address and parent device when there were any, its peer or lower link where it
+//! was (the same host link, never the container) — renames it in the container to its recorded
+//! host name, clears the alias and moves it back to the host (through a temporary namespace
+//! only when the container has another link of that name); the record goes. A link that does
+//! not match stays where it is, with a note on stderr, and DEL succeeds. Without a record (the
+//! Go plugin's ADD) DEL takes CNI_IFNAME only when it is a device no container can make: a
+//! driver's device (no kind) with a parent device or a permanent address, or a link whose peer
+//! or lower link is in the host's namespace (a veth, vlan, macvlan… made on the host); its name
+//! on the host is its alias, as upstream, or `dev<index>` (the kernel's name for a device
+//! coming home to a taken name) when the alias is empty, no interface name, or taken on the
+//! host. It is left down, as upstream (its earlier state is unknown); addresses went with the
+//! move. A missing namespace or device is success (upstream fails), and a DEL without
+//! CNI_NETNS still releases the addresses (upstream does nothing). CHECK runs IPAM's CHECK, then (not for DPDK devices)
 //! compares CNI_IFNAME's MAC, addresses and routes with the prevResult. STATUS and GC go to
-//! the IPAM plugin (upstream's GC is a no-op).
+//! the IPAM plugin (upstream's GC is a no-op); GC also drops the records of attachments the
+//! runtime no longer lists.
 //!
 //! Deviations: paths from `kernelpath`, `pciBusID` and `deviceID` are refused at load when
 //! they could leave their directory (`..`, `/`); MAC addresses are 6 bytes (an InfiniBand
@@ -531,7 +544,10 @@ fn distrust(
             id.perm_addr, r.id.perm_addr
         ),
         Some(r) if !r.id.parent.is_empty() && id.parent != r.id.parent => {
-            format!("its parent device is {:?}, not {:?}", id.parent, r.id.parent)
+            format!(
+                "its parent device is {:?}, not {:?}",
+                id.parent, r.id.parent
+            )
         }
         Some(r) if lower != r.lower => format!(
             "its peer or lower link is {}, ADD's was {}",
@@ -595,10 +611,7 @@ fn back_to_host(
         return Ok(None);
     };
     if let Some(why) = distrust(&mut cont, &l, rec, host_ns)? {
-        crate::warn!(
-            "host-device: {:?} stays in the container: {why}",
-            l.name
-        );
+        crate::warn!("host-device: {:?} stays in the container: {why}", l.name);
         return Ok(None);
     }
     let orig = match rec {
@@ -721,7 +734,8 @@ fn del(req: &Request) -> Result<()> {
     match NetNs::open_existing(&env.netns) {
         Ok(Some(ns)) => {
             let rec = Moved::recorded(req);
-            let back = NetNs::current().and_then(|h| back_to_host(&ns, &env.ifname, &h, rec.as_ref()));
+            let back =
+                NetNs::current().and_then(|h| back_to_host(&ns, &env.ifname, &h, rec.as_ref()));
             // Kept when the move failed: the next DEL needs it.
             if errors.check(back).is_some() {
                 forget();

@@ -116,7 +116,13 @@ fn add(req: &Request) -> Result<CniResult> {
             // On the host, for DEL: the tables this ADD filled, the only ones DEL empties.
             let env = &req.env;
             let items: Vec<String> = tables.iter().map(u32::to_string).collect();
-            attachment::record(RECORD, &req.conf.name, &env.container_id, &env.ifname, &items)?;
+            attachment::record(
+                RECORD,
+                &req.conf.name,
+                &env.container_id,
+                &env.ifname,
+                &items,
+            )?;
             undo.push("forget the tables", move || {
                 attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
                 Ok(())

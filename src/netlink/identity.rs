@@ -38,7 +38,9 @@ impl Handle {
             Err(e) if e.errno == libc::ENODEV => return Ok(None),
             Err(e) => return Err(e.ctx(format_args!("get link {index}"))),
         };
-        let Some(body) = reply.as_ref().and_then(|r| r.body.get(super::link::IFINFOMSG_LEN..))
+        let Some(body) = reply
+            .as_ref()
+            .and_then(|r| r.body.get(super::link::IFINFOMSG_LEN..))
         else {
             return Ok(None);
         };
