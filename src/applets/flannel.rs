@@ -661,6 +661,47 @@ mod tests {
         FLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n";
 
     #[test]
+    fn only_a_stored_delegate_config_has_its_shape() {
+        let stored =
+            br#"{"cniVersion":"1.0.0","ipam":{"type":"host-local"},"name":"cbr0","type":"bridge"}"#;
+        assert_eq!(stored_shape(stored, "cbr0").as_deref(), Some("bridge"));
+        assert_eq!(stored_shape(stored, "other"), None);
+        for text in [
+            &br#"{"name":"cbr0"}"#[..],
+            br#"{"name":"cbr0","plugins":[{"type":"flannel"}],"type":"bridge","ipam":{}}"#,
+            br#"{"name":"cbr0","type":"../bridge","ipam":{}}"#,
+            br#"{"name":"cbr0","type":"bridge","ipam":"host-local"}"#,
+            br#"["cbr0"]"#,
+            b"\xff",
+        ] {
+            assert_eq!(
+                stored_shape(text, "cbr0"),
+                None,
+                "{}",
+                String::from_utf8_lossy(text)
+            );
+        }
+    }
+
+    #[test]
+    fn long_ids_get_hashed_names() {
+        let f = Flannel {
+            subnet_file: String::new(),
+            data_dir: PathBuf::from("/d"),
+            delegate: Map::new(),
+            ipam: Map::new(),
+            routes: Vec::new(),
+        };
+        let id = "a".repeat(NAME_MAX);
+        assert_eq!(stored_path(&f, &id), Path::new("/d").join(&id));
+        let long = "a".repeat(NAME_MAX + 1);
+        let p = stored_path(&f, &long);
+        let name = p.file_name().unwrap().to_str().unwrap();
+        assert!(name.starts_with('~') && name.len() == 33, "{name}");
+        assert_ne!(stored_path(&f, &"b".repeat(NAME_MAX + 1)), p);
+    }
+
+    #[test]
     fn subnet_env_dual_stack() {
         let se = SubnetEnv::parse("f", DUAL).unwrap();
         assert_eq!(se.networks, vec!["10.42.0.0/16".parse::<IpNet>().unwrap()]);

@@ -793,6 +793,39 @@ mod tests {
     use super::*;
 
     #[test]
+    fn records_read_back_and_refuse_what_they_did_not_write() {
+        let m = Moved {
+            name: "enp3s0f1".into(),
+            host_index: 7,
+            index: 3,
+            kind: String::new(),
+            id: Identity {
+                perm_addr: "0242ac110002".into(),
+                parent: "pci:0000:3b:00.1".into(),
+            },
+            lower: Lower::None,
+        };
+        assert_eq!(Moved::parse(&m.items()), Some(m.clone()));
+        for lower in [Lower::Host(12), Lower::Elsewhere, Lower::Container] {
+            let v = Moved {
+                kind: "veth".into(),
+                id: Identity::default(),
+                lower,
+                ..m.clone()
+            };
+            assert_eq!(Moved::parse(&v.items()), Some(v));
+        }
+        let mut bad = m.items();
+        bad[0] = "name ../x".into();
+        assert_eq!(Moved::parse(&bad), None, "a name that is no interface name");
+        let mut bad = m.items();
+        bad[2] = "index x".into();
+        assert_eq!(Moved::parse(&bad), None);
+        assert_eq!(Moved::parse(&m.items()[..3]), None, "a record cut short");
+        assert_eq!(Lower::parse("host:"), None);
+    }
+
+    #[test]
     fn sysfs_entries_stay_in_their_directory() {
         for ok in ["", "0000:00:1f.6", "mlx5_core.sf.4"] {
             assert!(sysfs_entry("k", ok).is_ok(), "{ok}");
