@@ -859,3 +859,33 @@ fn del_survives_a_rewritten_alias() {
         }
     }
 }
+
+/// GC drops the record of an attachment the runtime no longer lists and keeps the others'; a
+/// DEL after that still brings the device home (checked as the Go plugin's ADD would be).
+#[test]
+fn gc_drops_records_of_gone_attachments() {
+    if !require_root("host-device gc_drops_records_of_gone_attachments") {
+        return;
+    }
+    let nd = node("hd-gc");
+    let cont = NetNs::create();
+    let env = env_for(&cont, "g1");
+    let conf = nd.conf(json!({"cniVersion": "1.1.0"}));
+    let pl = nd.plugin(Impl::Ours);
+    pl.add("host-device", &env, &conf).ok();
+    assert_eq!(nd.reservations(), 1);
+    let record = record_dir(&nd).join("g1:eth0");
+    assert!(record.is_file(), "no record");
+    let mut gc = conf.clone();
+    gc["cni.dev/valid-attachments"] = json!([{"containerID": "g1", "ifname": "eth0"}]);
+    pl.gc("host-device", &gc).ok();
+    assert!(record.is_file(), "GC dropped a listed attachment's record");
+    assert_eq!(nd.reservations(), 1);
+    gc["cni.dev/valid-attachments"] = json!([]);
+    pl.gc("host-device", &gc).ok();
+    assert!(!record_dir(&nd).exists(), "record left after GC");
+    assert_eq!(nd.reservations(), 0);
+    pl.del("host-device", &env, &conf).ok();
+    nd.assert_home();
+    assert!(only_lo(&cont));
+}
