@@ -29,6 +29,7 @@ mod proto;
 use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::netns::NetNs;
 use proto::{Call, CallError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -228,6 +229,9 @@ fn add(req: &Request) -> Result<CniResult> {
     if req.env.netns.is_empty() {
         return Err(Error::env("required env variables [CNI_NETNS] missing"));
     }
+    // The daemon opens it again (under its -hostprefix); checked here too, so that a path
+    // that is no namespace is code 8 even when the daemon is not there to say so.
+    NetNs::open(&req.env.netns)?;
     let call = add_call(req, &ipam)?;
     let v = ask(&sock, &call)?;
     CniResult::from_json(&v["result"], Version::V110)
