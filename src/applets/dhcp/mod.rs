@@ -89,12 +89,18 @@ fn option_code(key: &str, s: &str) -> Result<u8> {
     }
 }
 
-/// The socket path, checked (a unix socket address holds 107 bytes).
+/// The socket path, checked: absolute (a relative one would depend on the directory the
+/// runtime happens to run plugins in), and a unix socket address holds 107 bytes.
 fn socket(ipam: &Ipam) -> Result<String> {
     let s = match ipam.socket.as_str() {
         "" => DEFAULT_SOCKET,
         s => s,
     };
+    if !s.starts_with('/') {
+        return Err(Error::config(format!(
+            "ipam.daemonSocketPath: {s:?} is not an absolute path"
+        )));
+    }
     if s.len() > 107 || s.contains('\0') {
         return Err(Error::config(format!(
             "ipam.daemonSocketPath: {s:?} is not a usable unix socket path (at most 107 bytes)"
@@ -219,7 +225,7 @@ fn base(req: &Request, op: &str) -> Call {
 
 fn ask(socket: &str, call: &Call) -> Result<serde_json::Value> {
     proto::call(socket, call).map_err(|e| match e {
-        CallError::Unreachable(e) | CallError::Failed(e) => e,
+        CallError::Unreachable(e) | CallError::Silent(e) | CallError::Failed(e) => e,
     })
 }
 
@@ -244,6 +250,12 @@ fn del(req: &Request) -> Result<()> {
         Ok(_) => Ok(()),
         Err(CallError::Unreachable(e)) => {
             crate::warn!("dhcp: {e}: no lease to release");
+            Ok(())
+        }
+        // Like no daemon: a runtime whose DEL never succeeds never lets the container go.
+        // The daemon still releases the lease if it ever gets to it.
+        Err(CallError::Silent(e)) => {
+            crate::warn!("dhcp: {e}: leaving the release to the daemon");
             Ok(())
         }
         Err(CallError::Failed(e)) => Err(e),
@@ -275,6 +287,10 @@ fn gc(req: &Request) -> Result<()> {
         .collect();
     match proto::call(&sock, &call) {
         Ok(_) | Err(CallError::Unreachable(_)) => Ok(()),
+        Err(CallError::Silent(e)) => {
+            crate::warn!("dhcp: {e}: leaving the GC to the daemon");
+            Ok(())
+        }
         Err(CallError::Failed(e)) => Err(e),
     }
 }
