@@ -8,7 +8,9 @@
 //! socket (unless systemd owns it) and the pidfile are removed, leases are not released, as
 //! upstream. Beyond upstream: a stale socket file of a daemon that is gone is replaced (a live
 //! daemon on it is an error); a lease whose interface disappeared is forgotten, so a later ADD
-//! acquires a new one.
+//! acquires a new one; leases are keyed by the whole attachment (upstream keys them by the
+//! client identifier cut to 254 bytes, so long container IDs share one); a new lease whose
+//! plugin is gone when the answer is written (its deadline passed) is released at once.
 
 use super::flags::{Flags, Stop, USAGE};
 use super::lease::{Client, Cmd, Mailbox, Timing, lock, log};

@@ -8,17 +8,19 @@
 //! drops the default `routers` and `subnet-mask`), `priority` (metric of the routes).
 //!
 //! ADD: the daemon enters the container namespace, does DISCOVER/OFFER/REQUEST/ACK on CNI_IFNAME
-//! with client identifier `containerID/network/ifname` (cut to 254 bytes, as upstream) and keeps
-//! the lease (renewal at T1, rebinding at T2); the result has the address, the router as gateway
+//! with client identifier `containerID/network/ifname` (upstream's; see [`daemon`] for one
+//! longer than 254 bytes) and keeps the lease (renewal at T1, rebinding at T2); the result has the address, the router as gateway
 //! and the routes (option 121, else 33 plus a default route via the router). DEL releases the
 //! lease (DHCPRELEASE) and stops its maintenance; CHECK asks whether the daemon holds the lease.
 //!
 //! Deviations: plugin and daemon speak cnibox's own JSON protocol ([`proto`]), not Go's net/rpc,
 //! so each works only with its own kind. Beyond upstream: option names and values are checked
-//! at load (code 7 naming the key); CHECK fails when the daemon holds no lease (upstream's
-//! CHECK acquires one); DEL succeeds when no daemon listens (a daemon that is not running
-//! holds no lease); STATUS fails (code 50) when the daemon does not answer; GC releases the
-//! leases of attachments the runtime no longer lists.
+//! at load (code 7 naming the key), `daemonSocketPath` must be absolute; CHECK fails when the
+//! daemon holds no lease (upstream's CHECK acquires one); DEL succeeds when no daemon listens
+//! (a daemon that is not running holds no lease) or when it does not answer in time; STATUS
+//! fails (code 50) when the daemon does not answer; GC releases the leases of attachments the
+//! runtime no longer lists. Every call has a deadline ([`proto::deadline`]); upstream waits
+//! for ever.
 
 pub mod daemon;
 mod flags;
