@@ -5,8 +5,12 @@
 //! the veth first, as upstream, and a DHCPRELEASE cannot leave through a deleted interface.) Asserts the lease (address in dnsmasq's range, on
 //! the interface, router as gateway and default route, traffic to the router), a renewal seen
 //! by both sides (dnsmasq sends T1 = 3 s), CHECK, DEL's DHCPRELEASE (dnsmasq's log and lease
-//! file), DEL after the namespace is gone, a clean SIGTERM, and the errors without a daemon.
-//! The Go plugin with its own daemon gets the same lease shape from the same server.
+//! file), DEL after the namespace is gone, a clean SIGTERM, and the errors without a daemon;
+//! a lease each for container IDs that differ past the client identifier's 254 bytes, and the
+//! release of a lease whose plugin gave up. Against stand-ins for the daemon (threads on a
+//! socket): one that never answers (every run under a deadline), error codes that are no CNI
+//! codes, and a relative socket path. The Go plugin with its own daemon gets the same lease
+//! shape from the same server.
 
 mod common;
 use common::bounded::{exec_within, kill_and_reap, wait_within};
@@ -420,6 +424,63 @@ fn long_container_ids_get_a_lease_each() {
     wait_for("the release of the first lease", || {
         read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip1}"))
     });
+}
+
+/// A plugin that gives up before the daemon answers (its deadline passed, or the runtime
+/// killed it) leaves a lease nobody will use or DEL: the daemon releases it when the answer
+/// cannot be delivered. (The call is made by hand here and the connection closed at once.)
+#[test]
+fn a_lease_nobody_waits_for_is_released() {
+    if !require_root("dhcp a_lease_nobody_waits_for_is_released") || !have("dnsmasq") {
+        return;
+    }
+    let lab = lab("dhcp-gone-plugin");
+    let d = daemon(&lab, &[]);
+    let c = NetNs::create();
+    lab.node.sh(&[
+        "ip", "link", "add", "link", "up0", "name", "mvgone", "netns", &c.name, "type", "macvlan",
+        "mode", "bridge",
+    ]);
+    c.sh(&["ip", "link", "set", "mvgone", "name", "eth0"]);
+    let call = json!({"op": "add", "containerID": "dhcp-gone", "network": "dhcpnet",
+                      "ifName": "eth0", "netns": c.path(), "request": [3, 1]});
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    s.write_all(call.to_string().as_bytes()).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    drop(s);
+    let logs = || {
+        format!(
+            "dnsmasq:\n{}\ndaemon:\n{}",
+            read(&lab.server_log),
+            read(&d.log)
+        )
+    };
+    wait_or(
+        "the lease to be released",
+        || read(&d.log).contains("the plugin is gone"),
+        logs,
+    );
+    let log = read(&lab.server_log);
+    let ip = log
+        .lines()
+        .find_map(|l| l.split("DHCPACK(srv0) ").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no DHCPACK\n{}", logs()))
+        .to_string();
+    wait_or(
+        "the DHCPRELEASE",
+        || read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}")),
+        logs,
+    );
+    // The daemon holds nothing for it.
+    let plugin = lab.sb.plugin_in(Impl::Ours, &lab.node);
+    let msg = plugin
+        .cmd("dhcp", "CHECK", &env(&c, "dhcp-gone"), &conf(&d.socket))
+        .err(999);
+    assert!(
+        msg.contains("no DHCP lease held for dhcp-gone/dhcpnet/eth0"),
+        "{msg}"
+    );
 }
 
 /// A stand-in for the daemon on `path`: each connection's call is read and `answer` written
