@@ -148,15 +148,13 @@ impl NetNs {
         }
         // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd, which is open.
         let t = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE) };
-        if t < 0 {
+        if t < 0 && fs != NSFS_MAGIC {
             // ENOTTY: a procfs file that is not a namespace.
-            return Err(not(if fs == NSFS_MAGIC {
-                "an nsfs file of no known type"
-            } else {
-                "a procfs file"
-            }));
+            return Err(not("a procfs file"));
         }
-        if t != libc::CLONE_NEWNET {
+        // An nsfs file without the ioctl (Linux before 4.11) is left to setns(CLONE_NEWNET),
+        // which refuses another type.
+        if t >= 0 && t != libc::CLONE_NEWNET {
             return Err(not(&ns_kind(t)));
         }
         Ok(NetNs {

@@ -202,7 +202,8 @@ fn connect(socket: &str, end: Instant) -> std::result::Result<UnixStream, Option
     .map_err(|e| Some(e.into()))?;
     loop {
         match nix::sys::socket::connect(fd.as_raw_fd(), &addr) {
-            Ok(()) => break,
+            // EISCONN: a connect interrupted by a signal went through meanwhile.
+            Ok(()) | Err(Errno::EISCONN) => break,
             Err(Errno::EAGAIN | Errno::EINTR) if Instant::now() < end => {
                 std::thread::sleep(Duration::from_millis(20));
             }
