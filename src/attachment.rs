@@ -8,7 +8,7 @@
 
 use crate::error::{Context, Result};
 use serde::Deserialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// An attachment the runtime still considers valid (GC input: `cni.dev/valid-attachments`).
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq, Hash)]
@@ -21,15 +21,23 @@ pub struct Attachment {
 
 const DEFAULT_DIR: &str = "/var/lib/cni/cnibox";
 
-fn dir(kind: &str, network: &str) -> PathBuf {
-    let base = std::env::var_os("CNIBOX_STATE_DIR").unwrap_or_else(|| DEFAULT_DIR.into());
+/// Where the records live: `CNIBOX_STATE_DIR` (tests, the sandboxes of integration tests),
+/// else [`DEFAULT_DIR`]. Read once per call by the public functions; the rest of the module
+/// takes it as a parameter (unit tests pass their own, never setting the variable).
+fn base() -> PathBuf {
+    std::env::var_os("CNIBOX_STATE_DIR")
+        .unwrap_or_else(|| DEFAULT_DIR.into())
+        .into()
+}
+
+fn dir(base: &Path, kind: &str, network: &str) -> PathBuf {
     // A network name longer than a file name allows gets its hash (GC lists by network only).
     let network = if network.len() <= NAME_MAX {
         network.to_string()
     } else {
         format!("~{}", crate::hash::sha512_hex(network.as_bytes(), 32))
     };
-    PathBuf::from(base).join(kind).join(network)
+    base.join(kind).join(network)
 }
 
 /// Longest record name written as `<cid>:<ifname>`; longer owners (container IDs have no
@@ -49,7 +57,18 @@ fn key(cid: &str, ifname: &str) -> String {
 
 /// Write (replace) the record of one attachment.
 pub fn record(kind: &str, network: &str, cid: &str, ifname: &str, items: &[String]) -> Result<()> {
-    let d = dir(kind, network);
+    record_in(&base(), kind, network, cid, ifname, items)
+}
+
+fn record_in(
+    base: &Path,
+    kind: &str,
+    network: &str,
+    cid: &str,
+    ifname: &str,
+    items: &[String],
+) -> Result<()> {
+    let d = dir(base, kind, network);
     std::fs::create_dir_all(&d).ctx(format_args!("create {}", d.display()))?;
     let name = key(cid, ifname);
     let tmp = d.join(format!(".{name}.{}", std::process::id()));
@@ -95,27 +114,40 @@ fn read(path: &std::path::Path) -> (Option<String>, Vec<String>) {
 
 /// The items recorded for one attachment (empty if none).
 pub fn get(kind: &str, network: &str, cid: &str, ifname: &str) -> Vec<String> {
-    read(&dir(kind, network).join(key(cid, ifname))).1
+    get_in(&base(), kind, network, cid, ifname)
+}
+
+fn get_in(base: &Path, kind: &str, network: &str, cid: &str, ifname: &str) -> Vec<String> {
+    read(&dir(base, kind, network).join(key(cid, ifname))).1
 }
 
 /// Remove one attachment's record (a missing record is fine), and the network's directory
 /// once it is empty, so records of networks that come and go do not pile up.
 pub fn forget(kind: &str, network: &str, cid: &str, ifname: &str) {
-    let d = dir(kind, network);
+    forget_in(&base(), kind, network, cid, ifname)
+}
+
+fn forget_in(base: &Path, kind: &str, network: &str, cid: &str, ifname: &str) {
+    let d = dir(base, kind, network);
     let _ = std::fs::remove_file(d.join(key(cid, ifname)));
     let _ = std::fs::remove_dir(&d);
 }
 
 /// Every recorded attachment of a network: `(cid, ifname, items)`.
 pub fn list(kind: &str, network: &str) -> Vec<(String, String, Vec<String>)> {
-    let Ok(rd) = std::fs::read_dir(dir(kind, network)) else {
+    list_in(&base(), kind, network)
+}
+
+fn list_in(base: &Path, kind: &str, network: &str) -> Vec<(String, String, Vec<String>)> {
+    let d = dir(base, kind, network);
+    let Ok(rd) = std::fs::read_dir(&d) else {
         return Vec::new();
     };
     rd.filter_map(|e| e.ok())
         .filter_map(|e| e.file_name().into_string().ok())
         .filter(|n| !n.starts_with('.'))
         .filter_map(|n| {
-            let (owner, items) = read(&dir(kind, network).join(&n));
+            let (owner, items) = read(&d.join(&n));
             let owner = if n.starts_with('~') { owner? } else { n };
             let (cid, ifname) = owner.split_once(':')?;
             Some((cid.to_string(), ifname.to_string(), items))
@@ -127,46 +159,70 @@ pub fn list(kind: &str, network: &str) -> Vec<(String, String, Vec<String>)> {
 mod tests {
     use super::*;
 
-    /// The state dir of these tests, set once for the process (both tests use it).
-    fn state_dir() -> std::path::PathBuf {
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        let d = std::env::temp_dir().join(format!("cnibox-owners-{}", std::process::id()));
-        // SAFETY: set once, before any of this module's tests reads it; no other unit test
-        // reads CNIBOX_STATE_DIR.
-        ONCE.call_once(|| unsafe { std::env::set_var("CNIBOX_STATE_DIR", &d) });
-        d
+    /// A state dir of the test's own, passed to the `_in` functions: setting CNIBOX_STATE_DIR
+    /// would race with every concurrent getenv in the test process. Removed on drop.
+    struct StateDir(PathBuf);
+
+    impl StateDir {
+        fn new(test: &str) -> StateDir {
+            let d =
+                std::env::temp_dir().join(format!("cnibox-owners-{}-{test}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            StateDir(d)
+        }
+    }
+
+    impl Drop for StateDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
 
     #[test]
     fn forgetting_the_last_record_removes_the_network_dir() {
-        state_dir();
-        let base = dir("kind-t", "net-t");
-        record("kind-t", "net-t", "c1", "eth0", &["10.0.0.1".into()]).unwrap();
-        record("kind-t", "net-t", "c2", "eth0", &[]).unwrap();
-        forget("kind-t", "net-t", "c1", "eth0");
-        assert!(base.is_dir(), "removed while a record remains");
-        forget("kind-t", "net-t", "c2", "eth0");
-        assert!(!base.exists(), "empty network dir left behind");
-        record("kind-t", "net-t", "c3", "eth0", &[]).unwrap();
-        assert_eq!(list("kind-t", "net-t").len(), 1);
-        forget("kind-t", "net-t", "c3", "eth0");
+        let sd = StateDir::new("forget");
+        let b = sd.0.as_path();
+        let net_dir = dir(b, "kind-t", "net-t");
+        record_in(b, "kind-t", "net-t", "c1", "eth0", &["10.0.0.1".into()]).unwrap();
+        record_in(b, "kind-t", "net-t", "c2", "eth0", &[]).unwrap();
+        assert!(net_dir.starts_with(b), "{}", net_dir.display());
+        forget_in(b, "kind-t", "net-t", "c1", "eth0");
+        assert!(net_dir.is_dir(), "removed while a record remains");
+        forget_in(b, "kind-t", "net-t", "c2", "eth0");
+        assert!(!net_dir.exists(), "empty network dir left behind");
+        record_in(b, "kind-t", "net-t", "c3", "eth0", &[]).unwrap();
+        assert_eq!(list_in(b, "kind-t", "net-t").len(), 1);
+        forget_in(b, "kind-t", "net-t", "c3", "eth0");
     }
 
     #[test]
     fn long_owners_get_hashed_names() {
-        let d = state_dir();
+        let sd = StateDir::new("long");
+        let b = sd.0.as_path();
         let long = "c".repeat(300);
         let items = vec!["10.0.0.5".to_string()];
-        record("k", "net", &long, "eth0", &items).unwrap();
-        record("k", "net", "short", "eth1", &items).unwrap();
+        record_in(b, "k", "net", &long, "eth0", &items).unwrap();
+        record_in(b, "k", "net", "short", "eth1", &items).unwrap();
         let net = "n".repeat(300);
-        record("k", &net, &long, "eth0", &items).unwrap();
+        record_in(b, "k", &net, &long, "eth0", &items).unwrap();
+        // On disk: the short owner by name, the long ones hashed (file names stay short).
+        let mut names: Vec<String> = std::fs::read_dir(dir(b, "k", "net"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert_eq!(names[0], "short:eth1");
+        assert!(
+            names[1].starts_with('~') && names[1].len() == 33,
+            "{names:?}"
+        );
         assert_eq!(
-            list("k", &net),
+            list_in(b, "k", &net),
             vec![(long.clone(), "eth0".to_string(), items.clone())]
         );
-        assert_eq!(get("k", "net", &long, "eth0"), items);
-        let mut all = list("k", "net");
+        assert_eq!(get_in(b, "k", "net", &long, "eth0"), items);
+        let mut all = list_in(b, "k", "net");
         all.sort();
         assert_eq!(
             all,
@@ -175,12 +231,11 @@ mod tests {
                 ("short".to_string(), "eth1".to_string(), items.clone()),
             ]
         );
-        forget("k", "net", &long, "eth0");
-        assert!(get("k", "net", &long, "eth0").is_empty());
-        // Forgetting the rest removes the network dirs (not the shared state dir: the other
-        // test may be using it).
-        forget("k", "net", "short", "eth1");
-        forget("k", &net, &long, "eth0");
-        assert!(!d.join("k").join("net").exists());
+        forget_in(b, "k", "net", &long, "eth0");
+        assert!(get_in(b, "k", "net", &long, "eth0").is_empty());
+        forget_in(b, "k", "net", "short", "eth1");
+        forget_in(b, "k", &net, &long, "eth0");
+        assert!(!b.join("k").join("net").exists());
+        assert_eq!(std::fs::read_dir(b.join("k")).unwrap().count(), 0);
     }
 }

@@ -7,11 +7,15 @@
 //! `CLONE_NEWNET` only affects the calling thread).
 
 use std::fmt;
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
 
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::sched::{CloneFlags, setns};
+use nix::sys::stat::{Mode, fstat};
 use nix::sys::statfs::{NSFS_MAGIC, PROC_SUPER_MAGIC, fstatfs};
 
 use crate::error::code;
@@ -23,8 +27,8 @@ use crate::error::{self, Context};
 pub enum OpenError {
     /// The path does not exist.
     NotFound(String),
-    /// The path exists but is not a namespace file.
-    NotNetns(String),
+    /// The path exists but is not a network namespace file; the second member says what it is.
+    NotNetns(String, String),
     /// Any other failure (permissions, ...).
     Io(String, io::Error),
 }
@@ -39,12 +43,18 @@ impl fmt::Display for OpenError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OpenError::NotFound(p) => {
-                write!(f, "failed to open netns {p:?}: no such file or directory")
+                write!(
+                    f,
+                    "failed to open netns {p:?} (CNI_NETNS): no such file or directory"
+                )
             }
-            OpenError::NotNetns(p) => {
-                write!(f, "failed to open netns {p:?}: not a network namespace")
+            OpenError::NotNetns(p, what) => {
+                write!(
+                    f,
+                    "CNI_NETNS {p:?} is not a network namespace (it is {what})"
+                )
             }
-            OpenError::Io(p, e) => write!(f, "failed to open netns {p:?}: {e}"),
+            OpenError::Io(p, e) => write!(f, "failed to open netns {p:?} (CNI_NETNS): {e}"),
         }
     }
 }
@@ -69,17 +79,83 @@ pub struct NetNs {
     path: String,
 }
 
+/// `NS_GET_NSTYPE` (linux/nsfs.h, `_IO(0xb7, 0x3)`): the CLONE_NEW* type of a namespace fd.
+const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
+
+/// What a file that is not a namespace is, for the message.
+fn file_kind(mode: libc::mode_t) -> &'static str {
+    match mode & libc::S_IFMT {
+        libc::S_IFIFO => "a FIFO",
+        libc::S_IFDIR => "a directory",
+        libc::S_IFCHR => "a character device",
+        libc::S_IFBLK => "a block device",
+        libc::S_IFSOCK => "a socket",
+        libc::S_IFLNK => "a symbolic link",
+        _ => "a regular file",
+    }
+}
+
+/// The name of a CLONE_NEW* namespace type, for the message.
+fn ns_kind(t: libc::c_int) -> String {
+    let name = match t {
+        libc::CLONE_NEWNS => "mnt",
+        libc::CLONE_NEWUTS => "uts",
+        libc::CLONE_NEWIPC => "ipc",
+        libc::CLONE_NEWUSER => "user",
+        libc::CLONE_NEWPID => "pid",
+        libc::CLONE_NEWCGROUP => "cgroup",
+        0x80 => "time", // CLONE_NEWTIME
+        t => return format!("a namespace of type {t:#x}"),
+    };
+    format!("a {name} namespace")
+}
+
 impl NetNs {
-    /// Open the namespace at `path`, checking that it is a namespace file (nsfs or procfs).
+    /// Open the network namespace at `path`. The file is looked at before it is opened (with
+    /// O_PATH, which runs no open routine: a FIFO does not wait for a writer, a device is not
+    /// touched), then opened non-blocking and checked to be the same file and a network
+    /// namespace (NS_GET_NSTYPE): anything else is `NotNetns`, never a hang.
     pub fn open(path: &str) -> Result<NetNs, OpenError> {
-        let file = File::open(path).map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => OpenError::NotFound(path.into()),
-            _ => OpenError::Io(path.into(), e),
-        })?;
-        let st = fstatfs(&file).map_err(|e| OpenError::Io(path.into(), e.into()))?;
-        let t = st.filesystem_type();
-        if t != NSFS_MAGIC && t != PROC_SUPER_MAGIC {
-            return Err(OpenError::NotNetns(path.into()));
+        let io = |e: nix::Error| OpenError::Io(path.into(), e.into());
+        let not = |what: &str| OpenError::NotNetns(path.into(), what.into());
+        let probe = nix::fcntl::open(path, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+            .map_err(|e| match e {
+                Errno::ENOENT => OpenError::NotFound(path.into()),
+                e => io(e),
+            })?;
+        let st = fstat(&probe).map_err(io)?;
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(not(file_kind(st.st_mode)));
+        }
+        // Namespace files live on nsfs (procfs before Linux 3.19).
+        let fs = fstatfs(&probe).map_err(io)?.filesystem_type();
+        if fs != NSFS_MAGIC && fs != PROC_SUPER_MAGIC {
+            return Err(not("a regular file"));
+        }
+        // A regular file on nsfs or procfs: opening it cannot block; O_NONBLOCK makes sure of
+        // it if the path was replaced meanwhile, and the inode check below notices that.
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(path)
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => OpenError::NotFound(path.into()),
+                _ => OpenError::Io(path.into(), e),
+            })?;
+        let again = fstat(&file).map_err(io)?;
+        if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino) {
+            return Err(not("a file that changed while it was opened"));
+        }
+        // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd, which is open.
+        let t = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE) };
+        if t < 0 && fs != NSFS_MAGIC {
+            // ENOTTY: a procfs file that is not a namespace.
+            return Err(not("a procfs file"));
+        }
+        // An nsfs file without the ioctl (Linux before 4.11) is left to setns(CLONE_NEWNET),
+        // which refuses another type.
+        if t >= 0 && t != libc::CLONE_NEWNET {
+            return Err(not(&ns_kind(t)));
         }
         Ok(NetNs {
             fd: file.into(),
@@ -145,7 +221,22 @@ impl NetNs {
     /// flock(LOCK_EX) on the namespace file, held until the returned file is dropped: the lock
     /// the Go `sbr` plugin takes (go-filemutex on CNI_NETNS) to serialise its runs per namespace.
     pub fn lock(&self) -> error::Result<File> {
-        let f = File::open(&self.path).ctx(format_args!("open {} to lock it", self.path))?;
+        // A lock on its own open file (flock locks belong to the open file, a dup of ours would
+        // be unlocked only when the namespace is closed), of the same inode: reopened through
+        // the checked open, so a path replaced by a FIFO since cannot hang us.
+        let f = File::from(NetNs::open(&self.path).map_err(error::Error::from)?.fd);
+        let same = |a: &File| {
+            fstat(a)
+                .ok()
+                .zip(fstat(&self.fd).ok())
+                .is_some_and(|(a, b)| (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino))
+        };
+        if !same(&f) {
+            return Err(error::Error::new(
+                code::INVALID_NETNS,
+                format!("{}: no longer the namespace that was opened", self.path),
+            ));
+        }
         f.lock().ctx(format_args!("lock {}", self.path))?;
         Ok(f)
     }
@@ -276,10 +367,81 @@ mod tests {
         assert_eq!(error::Error::from(e).code, code::INVALID_NETNS);
     }
 
+    /// The error `NetNs::open(path)` gives, on a thread of its own: a hang fails the test
+    /// after 10 s instead of hanging it (`unblock` then lets the thread end).
+    fn open_err_within(path: &str, unblock: impl FnOnce()) -> OpenError {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = path.to_string();
+        std::thread::spawn(move || {
+            let _ = tx.send(NetNs::open(&p).map(|_| ()));
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(10)) {
+            Ok(r) => r.expect_err(path),
+            Err(_) => {
+                unblock();
+                panic!("NetNs::open({path:?}) hangs");
+            }
+        }
+    }
+
+    #[track_caller]
+    fn assert_not_netns(e: OpenError, path: &str, what: &str) {
+        let OpenError::NotNetns(p, w) = &e else {
+            panic!("{path}: {e:?}");
+        };
+        assert_eq!((p.as_str(), w.as_str()), (path, what));
+        let e = error::Error::from(e);
+        assert_eq!(e.code, code::INVALID_NETNS, "{e:?}");
+        assert_eq!(
+            e.msg,
+            format!("CNI_NETNS {path:?} is not a network namespace (it is {what})")
+        );
+    }
+
     #[test]
     fn open_regular_file_is_not_netns() {
-        let e = NetNs::open(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml")).unwrap_err();
-        assert!(matches!(e, OpenError::NotNetns(_)), "{e}");
+        let p = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+        assert_not_netns(open_err_within(p, || {}), p, "a regular file");
+        let d = env!("CARGO_MANIFEST_DIR");
+        assert_not_netns(open_err_within(d, || {}), d, "a directory");
+        assert_not_netns(
+            open_err_within("/dev/null", || {}),
+            "/dev/null",
+            "a character device",
+        );
+    }
+
+    /// A FIFO is refused at once: it used to block in open(2) until a writer came.
+    #[test]
+    fn open_fifo_is_not_netns_and_does_not_block() {
+        let dir = std::env::temp_dir().join(format!("cnibox-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("ns");
+        let _ = std::fs::remove_file(&fifo);
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
+        let path = fifo.to_str().unwrap().to_string();
+        let e = open_err_within(&path, || {
+            let _ = OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&fifo);
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_not_netns(e, &path, "a FIFO");
+    }
+
+    /// procfs files that are not a network namespace: another namespace type, a plain one.
+    #[test]
+    fn open_other_namespaces_and_procfs_files_is_not_netns() {
+        for (p, what) in [
+            ("/proc/self/ns/mnt", "a mnt namespace"),
+            ("/proc/self/ns/uts", "a uts namespace"),
+            ("/proc/self/status", "a procfs file"),
+        ] {
+            assert_not_netns(open_err_within(p, || {}), p, what);
+        }
+        let ns = NetNs::open("/proc/self/ns/net").unwrap();
+        assert_eq!(ns.path(), "/proc/self/ns/net");
     }
 
     #[test]

@@ -5,21 +5,24 @@
 //! the veth first, as upstream, and a DHCPRELEASE cannot leave through a deleted interface.) Asserts the lease (address in dnsmasq's range, on
 //! the interface, router as gateway and default route, traffic to the router), a renewal seen
 //! by both sides (dnsmasq sends T1 = 3 s), CHECK, DEL's DHCPRELEASE (dnsmasq's log and lease
-//! file), DEL after the namespace is gone, a clean SIGTERM, and the errors without a daemon.
-//! The Go plugin with its own daemon gets the same lease shape from the same server.
+//! file), DEL after the namespace is gone, a clean SIGTERM, and the errors without a daemon;
+//! a lease each for container IDs that differ past the client identifier's 254 bytes, and the
+//! release of a lease whose plugin gave up. Against stand-ins for the daemon (threads on a
+//! socket): one that never answers (every run under a deadline), error codes that are no CNI
+//! codes, and a relative socket path. The Go plugin with its own daemon gets the same lease
+//! shape from the same server.
 
 mod common;
+use common::bounded::{exec_within, kill_and_reap, wait_within};
+use common::lab::unique_n;
 use common::*;
 use serde_json::{Value, json};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
-
-fn unique_n() -> u8 {
-    static N: AtomicU8 = AtomicU8::new(60);
-    N.fetch_add(1, Ordering::Relaxed)
-}
 
 /// Poll `f` until it holds; fails after a minute (a bound for a hung test, not a timing).
 #[track_caller]
@@ -45,13 +48,19 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_default()
 }
 
-/// A child process killed on drop.
+/// A child process killed and reaped on drop, within a bound (checked: a test that is not
+/// already failing fails when the child outlives SIGKILL).
 struct Proc(Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        if let Err(e) = kill_and_reap(&mut self.0) {
+            if std::thread::panicking() {
+                eprintln!("{e}");
+            } else {
+                panic!("{e}");
+            }
+        }
     }
 }
 
@@ -315,7 +324,8 @@ fn del_after_the_namespace_is_gone_and_sigterm() {
     let c = NetNs::create();
     plugin.add("macvlan", &env(&c, "dhcp-c3"), &conf).ok();
     exec(Path::new("kill"), &["-TERM", pid.trim()], &[], "");
-    let status = d.proc.0.wait().unwrap();
+    let status = wait_within(&mut d.proc.0, Duration::from_secs(10))
+        .unwrap_or_else(|| panic!("daemon still running 10 s after SIGTERM: {}", read(&d.log)));
     assert!(status.success(), "{status:?}: {}", read(&d.log));
     assert!(!Path::new(&d.socket).exists(), "socket removed");
     assert!(!pidfile.exists(), "pidfile removed");
@@ -344,6 +354,329 @@ fn del_after_the_namespace_is_gone_and_sigterm() {
     let st = json!({"cniVersion": "1.1.0", "name": "dhcpnet", "type": "dhcp",
                     "ipam": {"type": "dhcp", "daemonSocketPath": d.socket}});
     plugin.status("dhcp", &st).err(50);
+}
+
+/// dnsmasq's client identifier of the lease on `ip` (the lease file's last column), as bytes.
+fn client_id_of(lab: &Lab, ip: &str) -> Vec<u8> {
+    let leases = read(&lab.leases);
+    let line = leases
+        .lines()
+        .find(|l| l.split(' ').nth(2) == Some(ip))
+        .unwrap_or_else(|| panic!("no lease on {ip}:\n{leases}"));
+    let hex = line.split(' ').nth(4).expect("a client id column");
+    hex.split(':')
+        .map(|b| u8::from_str_radix(b, 16).expect("hex"))
+        .collect()
+}
+
+/// Two attachments whose container IDs differ only past the 254 bytes of a client identifier
+/// (upstream cuts it there, and so did cnibox, keying its leases by the cut identifier: the
+/// second got the first's lease with no DHCP exchange and its DEL released the first's). Each
+/// gets its own lease, with an identifier of its own at the server, and DEL releases only its
+/// own.
+#[test]
+fn long_container_ids_get_a_lease_each() {
+    if !require_root("dhcp long_container_ids_get_a_lease_each") || !have("dnsmasq") {
+        return;
+    }
+    let lab = lab("dhcp-long");
+    let d = daemon(&lab, &[]);
+    let plugin = lab.sb.plugin_in(Impl::Ours, &lab.node);
+    let conf = conf(&d.socket);
+    let long = "c".repeat(300);
+    let (id1, id2) = (format!("{long}1"), format!("{long}2"));
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let r1 = plugin.add("macvlan", &env(&c1, &id1), &conf).ok().clone();
+    let r2 = plugin.add("macvlan", &env(&c2, &id2), &conf).ok().clone();
+    let (ip1, ip2) = (leased(&lab, &r1), leased(&lab, &r2));
+    assert_ne!(ip1, ip2, "one lease for two attachments\n{}", read(&d.log));
+    for ip in [&ip1, &ip2] {
+        assert!(
+            read(&lab.server_log).contains(&format!("DHCPACK(srv0) {ip}")),
+            "no exchange for {ip}"
+        );
+    }
+    // At the server: type 0 and 254 bytes each, the same first 221 (the attachment's name),
+    // then `~` and a hash that tells them apart.
+    let (w1, w2) = (client_id_of(&lab, &ip1), client_id_of(&lab, &ip2));
+    assert_ne!(w1, w2);
+    for w in [&w1, &w2] {
+        assert_eq!((w.len(), w[0]), (255, 0), "{w:?}");
+        assert_eq!(&w[1..222], &long.as_bytes()[..221]);
+        assert_eq!(w[222], b'~');
+        assert!(w[223..].iter().all(u8::is_ascii_hexdigit), "{w:?}");
+    }
+
+    // DEL of the second releases its lease, not the first's.
+    plugin.del("macvlan", &env(&c2, &id2), &conf).ok();
+    wait_for("the release of the second lease", || {
+        read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip2}"))
+    });
+    assert!(
+        !read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip1}")),
+        "the first lease was released"
+    );
+    assert!(read(&lab.leases).contains(&format!(" {ip1} ")));
+    plugin
+        .check("macvlan", &env(&c1, &id1), &with_prev(&conf, &r1))
+        .ok();
+    plugin.del("macvlan", &env(&c1, &id1), &conf).ok();
+    wait_for("the release of the first lease", || {
+        read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip1}"))
+    });
+}
+
+/// A plugin that gives up before the daemon answers (its deadline passed, or the runtime
+/// killed it) leaves a lease nobody will use or DEL: the daemon releases it when the answer
+/// cannot be delivered. (The call is made by hand here and the connection closed at once.)
+#[test]
+fn a_lease_nobody_waits_for_is_released() {
+    if !require_root("dhcp a_lease_nobody_waits_for_is_released") || !have("dnsmasq") {
+        return;
+    }
+    let lab = lab("dhcp-gone-plugin");
+    let d = daemon(&lab, &[]);
+    let c = NetNs::create();
+    lab.node.sh(&[
+        "ip", "link", "add", "link", "up0", "name", "mvgone", "netns", &c.name, "type", "macvlan",
+        "mode", "bridge",
+    ]);
+    c.sh(&["ip", "link", "set", "mvgone", "name", "eth0"]);
+    let call = json!({"op": "add", "containerID": "dhcp-gone", "network": "dhcpnet",
+                      "ifName": "eth0", "netns": c.path(), "request": [3, 1]});
+    let mut s = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+    s.write_all(call.to_string().as_bytes()).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    drop(s);
+    let logs = || {
+        format!(
+            "dnsmasq:\n{}\ndaemon:\n{}",
+            read(&lab.server_log),
+            read(&d.log)
+        )
+    };
+    wait_or(
+        "the lease to be released",
+        || read(&d.log).contains("the plugin is gone"),
+        logs,
+    );
+    let log = read(&lab.server_log);
+    let ip = log
+        .lines()
+        .find_map(|l| l.split("DHCPACK(srv0) ").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or_else(|| panic!("no DHCPACK\n{}", logs()))
+        .to_string();
+    wait_or(
+        "the DHCPRELEASE",
+        || read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}")),
+        logs,
+    );
+    // The daemon holds nothing for it.
+    let plugin = lab.sb.plugin_in(Impl::Ours, &lab.node);
+    let msg = plugin
+        .cmd("dhcp", "CHECK", &env(&c, "dhcp-gone"), &conf(&d.socket))
+        .err(999);
+    assert!(
+        msg.contains("no DHCP lease held for dhcp-gone/dhcpnet/eth0"),
+        "{msg}"
+    );
+}
+
+/// A stand-in for the daemon on `path`: each connection's call is read and `answer` written
+/// (`None`: the connection is held open, silent, until the server is stopped).
+struct FakeDaemon {
+    stop: std::sync::Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Vec<String>>>,
+}
+
+impl FakeDaemon {
+    fn start(path: &Path, answer: Option<&str>) -> FakeDaemon {
+        let l = UnixListener::bind(path).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let (flag, answer) = (stop.clone(), answer.map(String::from));
+        let thread = std::thread::spawn(move || {
+            let (mut held, mut calls) = (Vec::new(), Vec::new());
+            while !flag.load(Ordering::Relaxed) {
+                match l.accept() {
+                    Ok((mut c, _)) => {
+                        c.set_nonblocking(false).unwrap();
+                        match &answer {
+                            None => held.push(c),
+                            Some(a) => {
+                                let mut call = String::new();
+                                let _ = c.read_to_string(&mut call);
+                                let _ = c.write_all(a.as_bytes());
+                                calls.push(call);
+                            }
+                        }
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            calls
+        });
+        FakeDaemon {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stop and return the calls it read.
+    fn calls(mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap()
+    }
+}
+
+impl Drop for FakeDaemon {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The dhcp applet run directly (its config is an IPAM config), with a deadline.
+fn run_dhcp(sb: &Sandbox, verb: &str, env: &Env, conf: &Value, limit: Duration) -> Output {
+    let prog = sb.bin.join("dhcp");
+    let state = sb.state_dir();
+    let vars = [
+        ("CNI_COMMAND", verb),
+        ("CNI_CONTAINERID", env.container_id.as_str()),
+        ("CNI_NETNS", env.netns.as_str()),
+        ("CNI_IFNAME", env.ifname.as_str()),
+        ("CNI_PATH", "/nonexistent"),
+        ("CNIBOX_STATE_DIR", state.as_str()),
+    ];
+    exec_within(&prog, &[], &vars, &conf.to_string(), limit)
+        .unwrap_or_else(|hung| panic!("dhcp {verb} hangs: {hung}"))
+}
+
+fn ipam_conf(socket: &str) -> Value {
+    json!({"cniVersion": "1.1.0", "name": "dhcpnet", "type": "dhcp",
+           "ipam": {"type": "dhcp", "daemonSocketPath": socket}})
+}
+
+/// A daemon that takes the call and never answers: DEL and GC succeed after their deadline
+/// (as with no daemon), CHECK fails with code 11 and STATUS with 50, each naming the wait.
+/// (ADD's deadline is the daemon's acquire budget, minutes: `proto`'s unit test covers it.)
+#[test]
+fn a_silent_daemon_does_not_hang_the_plugin() {
+    if !require_root("dhcp a_silent_daemon_does_not_hang_the_plugin") {
+        return;
+    }
+    let sb = Sandbox::new("dhcp-silent");
+    let socket = sb.path("silent.sock").display().to_string();
+    let fake = FakeDaemon::start(Path::new(&socket), None);
+    let conf = ipam_conf(&socket);
+    let c = NetNs::create();
+    let env = env(&c, "dhcp-silent");
+    let limit = Duration::from_secs(30);
+    // GC asks the daemon only with a list of the attachments to keep.
+    let mut gc_conf = conf.clone();
+    gc_conf["cni.dev/valid-attachments"] = json!([]);
+    let timed = |verb: &str| {
+        let start = Instant::now();
+        let conf = if verb == "GC" { &gc_conf } else { &conf };
+        let out = run_dhcp(&sb, verb, &env, conf, limit);
+        (out, start.elapsed())
+    };
+    // In parallel: the deadlines add up to half a minute.
+    let (del, gc, check, status) = std::thread::scope(|s| {
+        let del = s.spawn(|| timed("DEL"));
+        let gc = s.spawn(|| timed("GC"));
+        let check = s.spawn(|| timed("CHECK"));
+        let status = s.spawn(|| timed("STATUS"));
+        (
+            del.join().unwrap(),
+            gc.join().unwrap(),
+            check.join().unwrap(),
+            status.join().unwrap(),
+        )
+    });
+    let within = |(out, took): &(Output, Duration), secs: u64| {
+        assert!(
+            *took >= Duration::from_secs(secs) && *took < Duration::from_secs(secs + 5),
+            "{took:?}: {out:?}"
+        );
+    };
+    let said = |secs| format!("DHCP daemon at {socket} did not answer within {secs}s");
+    within(&del, 10);
+    del.0.ok();
+    assert!(del.0.stderr.contains(&said(10)), "{:?}", del.0);
+    within(&gc, 10);
+    gc.0.ok();
+    assert!(gc.0.stderr.contains(&said(10)), "{:?}", gc.0);
+    within(&check, 5);
+    assert_eq!(check.0.err(11), said(5));
+    within(&status, 5);
+    assert_eq!(status.0.err(50), said(5));
+    drop(fake);
+}
+
+/// The daemon's error codes reach the runtime only when they are CNI error codes: `code: 0`
+/// would read as success, and 2^40+7 used to be cut to 7. A relative `daemonSocketPath` is
+/// refused at load.
+#[test]
+fn daemon_error_codes_and_a_relative_socket_path() {
+    if !require_root("dhcp daemon_error_codes_and_a_relative_socket_path") {
+        return;
+    }
+    let sb = Sandbox::new("dhcp-codes");
+    let c = NetNs::create();
+    let env = env(&c, "dhcp-codes");
+    let limit = Duration::from_secs(30);
+    for (code, shown) in [
+        ("0", "0"),
+        ("1099511627783", "1099511627783"),
+        ("-7", "-7"),
+        ("\"7\"", "\"7\""),
+    ] {
+        let socket = sb.path(&format!("codes-{shown}.sock").replace('"', ""));
+        let fake = FakeDaemon::start(
+            &socket,
+            Some(&format!(r#"{{"code": {code}, "msg": "daemon says no"}}"#)),
+        );
+        let conf = ipam_conf(socket.to_str().unwrap());
+        for verb in ["ADD", "DEL", "CHECK"] {
+            let out = run_dhcp(&sb, verb, &env, &conf, limit);
+            assert_eq!(
+                out.err(999),
+                format!(
+                    "DHCP daemon answered with error code {shown}, which is no CNI error code: \
+                     daemon says no"
+                ),
+                "{verb} {code}"
+            );
+        }
+        assert_eq!(fake.calls().len(), 3, "{code}: the daemon was asked");
+    }
+    // A CNI error code passes as it is.
+    let socket = sb.path("codes-cni.sock");
+    let fake = FakeDaemon::start(&socket, Some(r#"{"code": 7, "msg": "daemon says no"}"#));
+    let out = run_dhcp(
+        &sb,
+        "ADD",
+        &env,
+        &ipam_conf(socket.to_str().unwrap()),
+        limit,
+    );
+    assert_eq!(out.err(7), "daemon says no");
+    drop(fake);
+
+    // Relative: refused before any daemon is asked, on every verb.
+    let conf = ipam_conf("run/dhcp.sock");
+    for verb in ["ADD", "DEL", "CHECK", "STATUS", "GC"] {
+        let out = run_dhcp(&sb, verb, &env, &conf, limit);
+        assert_eq!(
+            out.err(7),
+            "ipam.daemonSocketPath: \"run/dhcp.sock\" is not an absolute path",
+            "{verb}"
+        );
+    }
 }
 
 #[test]

@@ -16,6 +16,7 @@
 //! Each test binary compiles this module separately and uses a subset of it.
 #![allow(dead_code)]
 
+pub mod bounded;
 pub mod conflist;
 pub mod family;
 pub mod lab;

@@ -218,9 +218,10 @@ fn add(req: &Request) -> Result<CniResult> {
         return chain::add(req, &b, prev, in_container);
     }
     let mac = requested_mac(req)?;
+    // Before the bridge: a CNI_NETNS that is no namespace must not leave a new bridge behind.
+    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
     let mut host = Handle::new()?;
     let br = ensure_bridge(&mut host, &b)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
     let mut cont = Handle::in_netns(&ns)?;
     let ifname = &req.env.ifname;
     if cont.link_by_name(ifname)?.is_some() {

@@ -8,7 +8,9 @@
 //! socket (unless systemd owns it) and the pidfile are removed, leases are not released, as
 //! upstream. Beyond upstream: a stale socket file of a daemon that is gone is replaced (a live
 //! daemon on it is an error); a lease whose interface disappeared is forgotten, so a later ADD
-//! acquires a new one.
+//! acquires a new one; leases are keyed by the whole attachment (upstream keys them by the
+//! client identifier cut to 254 bytes, so long container IDs share one); a new lease whose
+//! plugin is gone when the answer is written (its deadline passed) is released at once.
 
 use super::flags::{Flags, Stop, USAGE};
 use super::lease::{Client, Cmd, Mailbox, Timing, lock, log};
@@ -33,18 +35,28 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+/// A lease's key: the whole attachment (container ID, network, interface). Never the client
+/// identifier, which is cut to fit an option: two long container IDs share its first bytes.
+type Key = (String, String, String);
+
+fn key(c: &Call) -> Key {
+    (c.container_id.clone(), c.network.clone(), c.ifname.clone())
+}
+
+/// The attachment as logs and messages name it (upstream's client identifier, whole).
+fn name(k: &Key) -> String {
+    format!("{}/{}/{}", k.0, k.1, k.2)
+}
+
 struct Slot {
     generation: u64,
-    network: String,
-    container_id: String,
-    ifname: String,
     mailbox: Arc<Mailbox>,
     ack: Arc<Mutex<Msg>>,
     thread: Option<Thread>,
 }
 
 struct Daemon {
-    leases: Mutex<HashMap<Vec<u8>, Slot>>,
+    leases: Mutex<HashMap<Key, Slot>>,
     hostprefix: String,
     timing: Timing,
     generation: AtomicU64,
@@ -200,25 +212,52 @@ fn listen(path: &str) -> std::result::Result<(UnixListener, bool), String> {
 fn serve(d: &'static Daemon, mut c: UnixStream) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
     let mut buf = Vec::new();
-    let answer = match (&mut c).take(MAX_MESSAGE).read_to_end(&mut buf) {
-        Ok(_) => match serde_json::from_slice(&buf)
+    let call = match (&mut c).take(MAX_MESSAGE).read_to_end(&mut buf) {
+        Ok(_) => serde_json::from_slice(&buf)
             .ok()
             .as_ref()
             .and_then(Call::from_json)
-        {
-            Some(call) => d.handle(call),
-            None => Err(Error::decode("bad call: not a cnibox dhcp call")),
-        },
+            .ok_or_else(|| Error::decode("bad call: not a cnibox dhcp call")),
         Err(e) => Err(Error::io("read call", e)),
     };
-    let v = answer.unwrap_or_else(|e| json!({"code": e.code, "msg": e.msg}));
-    let _ = c.write_all(v.to_string().as_bytes());
+    let added = call.as_ref().ok().map(key);
+    let (v, new) = match call.and_then(|call| d.handle(call)) {
+        Ok((v, new)) => (v, new),
+        Err(e) => (json!({"code": e.code, "msg": e.msg}), false),
+    };
+    // A plugin that gave up waiting (its deadline passed) has closed the connection: nobody
+    // will use a lease acquired for it, so it is released instead of kept forever.
+    if let Err(e) = c.write_all(v.to_string().as_bytes())
+        && new
+        && let Some(k) = added
+    {
+        log(
+            &name(&k),
+            &format!("the plugin is gone ({e}), releasing the lease"),
+        );
+        d.stop(&k);
+    }
 }
 
-/// Upstream's client identifier, cut to 254 bytes (an option holds 255, with the type byte).
-fn client_id(c: &Call) -> Vec<u8> {
-    let mut id = format!("{}/{}/{}", c.container_id, c.network, c.ifname).into_bytes();
-    id.truncate(254);
+/// The longest client identifier (an option holds 255 bytes, one is the type byte).
+const CLIENT_ID_MAX: usize = 254;
+/// Hex digits of the hash that ends a shortened client identifier (128 bits).
+const CLIENT_ID_HASH: usize = 32;
+
+/// Upstream's client identifier, `containerID/network/ifname`. Upstream cuts a longer one to
+/// 254 bytes, so attachments whose IDs share their first bytes share a lease at the server;
+/// here a longer one keeps its first 221 bytes and ends `~` and 32 hex digits of the SHA-512
+/// of the whole. It cannot equal the identifier of a short attachment: that one ends with
+/// `/ifname`, at most 16 bytes after its last `/`, and the hash tail has 33 bytes without one.
+fn client_id(k: &Key) -> Vec<u8> {
+    let whole = name(k).into_bytes();
+    if whole.len() <= CLIENT_ID_MAX {
+        return whole;
+    }
+    let hash = crate::hash::sha512_hex(&whole, CLIENT_ID_HASH);
+    let mut id = whole[..CLIENT_ID_MAX - 1 - CLIENT_ID_HASH].to_vec();
+    id.push(b'~');
+    id.extend_from_slice(hash.as_bytes());
     id
 }
 
@@ -253,25 +292,33 @@ fn result(ack: &Msg, priority: u32) -> Result<Value> {
 }
 
 impl Daemon {
-    fn handle(&'static self, c: Call) -> Result<Value> {
-        let id = client_id(&c);
+    /// The answer to `c`, and whether a new lease was acquired for it (to release if the
+    /// answer cannot be delivered).
+    fn handle(&'static self, c: Call) -> Result<(Value, bool)> {
+        let k = key(&c);
+        if c.op == "add" {
+            let (ack, new) = self.add(&c, &k)?;
+            return result(&ack, c.priority)
+                .inspect_err(|_| self.stop(&k))
+                .map(|v| (v, new));
+        }
+        self.other(c, k).map(|v| (v, false))
+    }
+
+    fn other(&'static self, c: Call, k: Key) -> Result<Value> {
         match c.op.as_str() {
-            "add" => {
-                let ack = self.add(&c, &id)?;
-                result(&ack, c.priority).inspect_err(|_| self.stop(&id))
-            }
             "del" => {
-                self.stop(&id);
+                self.stop(&k);
                 Ok(json!({}))
             }
-            "check" => match lock(&self.leases).get(&id) {
+            "check" => match lock(&self.leases).get(&k) {
                 Some(s) => {
                     s.mailbox.post(Cmd::Check);
                     Ok(json!({}))
                 }
                 None => Err(Error::internal(format!(
                     "no DHCP lease held for {}",
-                    String::from_utf8_lossy(&id)
+                    name(&k)
                 ))),
             },
             "status" => Ok(json!({})),
@@ -281,16 +328,15 @@ impl Daemon {
                     .iter()
                     .map(|(a, b)| (a.as_str(), b.as_str()))
                     .collect();
-                let gone: Vec<Vec<u8>> = lock(&self.leases)
-                    .iter()
-                    .filter(|(_, s)| {
-                        s.network == c.network
-                            && !keep.contains(&(s.container_id.as_str(), s.ifname.as_str()))
+                let gone: Vec<Key> = lock(&self.leases)
+                    .keys()
+                    .filter(|(cid, network, ifname)| {
+                        *network == c.network && !keep.contains(&(cid.as_str(), ifname.as_str()))
                     })
-                    .map(|(k, _)| k.clone())
+                    .cloned()
                     .collect();
-                for id in gone {
-                    self.stop(&id);
+                for k in gone {
+                    self.stop(&k);
                 }
                 Ok(json!({}))
             }
@@ -298,12 +344,12 @@ impl Daemon {
         }
     }
 
-    /// The lease of `id`: the one held (its maintenance is woken, as upstream's Check), or a
-    /// new one.
-    fn add(&'static self, c: &Call, id: &[u8]) -> Result<Msg> {
-        if let Some(s) = lock(&self.leases).get(id) {
+    /// The lease of attachment `k`: the one held (its maintenance is woken, as upstream's
+    /// Check), or a new one.
+    fn add(&'static self, c: &Call, k: &Key) -> Result<(Msg, bool)> {
+        if let Some(s) = lock(&self.leases).get(k) {
             s.mailbox.post(Cmd::Check);
-            return Ok(lock(&s.ack).clone());
+            return Ok((lock(&s.ack).clone(), false));
         }
         validate_ifname(&c.ifname)?;
         if !c.netns.starts_with('/') {
@@ -313,7 +359,7 @@ impl Daemon {
             ));
         }
         let ns = NetNs::open(&format!("{}{}", self.hostprefix, c.netns))?;
-        let name = String::from_utf8_lossy(id).into_owned();
+        let name = name(k);
         log(&name, "acquiring lease");
         let options: Vec<(u8, Vec<u8>)> = c
             .options
@@ -327,7 +373,7 @@ impl Daemon {
         // The sockets are made inside the namespace and keep working (and keep it alive) after
         // this thread is back in its own.
         let (client, b) = ns.enter(|| -> Result<_> {
-            let mut client = Client::open(&c.ifname, name, options, self.timing)?;
+            let mut client = Client::open(&c.ifname, name, client_id(k), options, self.timing)?;
             let b = client.acquire()?;
             Ok((client, b))
         })??;
@@ -338,7 +384,7 @@ impl Daemon {
         let acked = b.ack.clone();
         let ack = Arc::new(Mutex::new(b.ack.clone()));
         let generation = self.generation.fetch_add(1, Ordering::Relaxed);
-        let (shared, key, mailbox) = (ack.clone(), id.to_vec(), client.mailbox.clone());
+        let (shared, key, mailbox) = (ack.clone(), k.clone(), client.mailbox.clone());
         // Inserted under the lock the thread's `forget` takes, so a thread that ends at once
         // cannot leave its slot behind.
         let mut leases = lock(&self.leases);
@@ -350,23 +396,20 @@ impl Daemon {
             false,
         )?;
         leases.insert(
-            id.to_vec(),
+            k.clone(),
             Slot {
                 generation,
-                network: c.network.clone(),
-                container_id: c.container_id.clone(),
-                ifname: c.ifname.clone(),
                 mailbox,
                 ack,
                 thread,
             },
         );
-        Ok(acked)
+        Ok((acked, true))
     }
 
     /// DEL: release the lease and wait until it is sent.
-    fn stop(&self, id: &[u8]) {
-        let slot = lock(&self.leases).remove(id);
+    fn stop(&self, k: &Key) {
+        let slot = lock(&self.leases).remove(k);
         if let Some(s) = slot {
             s.mailbox.post(Cmd::Stop);
             if let Some(t) = s.thread {
@@ -376,10 +419,10 @@ impl Daemon {
     }
 
     /// A lease thread ended on its own: drop its slot, unless a newer lease took the key.
-    fn forget(&self, id: &[u8], generation: u64) {
+    fn forget(&self, k: &Key, generation: u64) {
         let mut leases = lock(&self.leases);
-        if leases.get(id).is_some_and(|s| s.generation == generation) {
-            leases.remove(id);
+        if leases.get(k).is_some_and(|s| s.generation == generation) {
+            leases.remove(k);
         }
     }
 }
@@ -389,17 +432,43 @@ mod tests {
     use super::super::packet::*;
     use super::*;
 
+    fn k(cid: &str, network: &str, ifname: &str) -> Key {
+        (cid.into(), network.into(), ifname.into())
+    }
+
     #[test]
-    fn client_id_is_upstreams_and_cut_to_254_bytes() {
-        let mut c = Call {
-            container_id: "abc".into(),
-            network: "net".into(),
-            ifname: "eth0".into(),
-            ..Call::default()
-        };
-        assert_eq!(client_id(&c), b"abc/net/eth0");
-        c.container_id = "x".repeat(300);
-        assert_eq!(client_id(&c).len(), 254);
+    fn client_id_is_upstreams_up_to_254_bytes() {
+        assert_eq!(client_id(&k("abc", "net", "eth0")), b"abc/net/eth0");
+        let cid = "x".repeat(254 - "/n/eth0".len());
+        assert_eq!(
+            client_id(&k(&cid, "n", "eth0")),
+            format!("{cid}/n/eth0").as_bytes()
+        );
+    }
+
+    /// Longer: cut to 254 bytes with a hash of the whole at the end, so IDs that differ only
+    /// past the cut (or only in the network or interface) still differ on the wire.
+    #[test]
+    fn long_client_ids_are_unique_and_254_bytes() {
+        let long = "x".repeat(300);
+        let ids = [
+            client_id(&k(&format!("{long}1"), "net", "eth0")),
+            client_id(&k(&format!("{long}2"), "net", "eth0")),
+            client_id(&k(&format!("{long}1"), "net", "eth1")),
+            client_id(&k(&format!("{long}1"), "other", "eth0")),
+            client_id(&k(&"x".repeat(255 - "/n/eth0".len()), "n", "eth0")),
+        ];
+        for (i, a) in ids.iter().enumerate() {
+            assert_eq!(a.len(), 254);
+            assert_eq!(a[221], b'~');
+            assert!(a[222..].iter().all(u8::is_ascii_hexdigit));
+            for b in &ids[i + 1..] {
+                assert_ne!(a, b);
+            }
+        }
+        let whole = format!("{long}1/net/eth0");
+        let hash = crate::hash::sha512_hex(whole.as_bytes(), 32);
+        assert_eq!(ids[0], format!("{}~{hash}", &whole[..221]).as_bytes());
     }
 
     #[test]

@@ -5,6 +5,11 @@
 
 use std::time::Duration;
 
+/// `-timeout`'s default: how long one attempt waits for an answer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// `-resendtimeout`'s default: how long acquiring a lease keeps trying.
+pub const DEFAULT_RESEND_TIMEOUT: Duration = Duration::from_secs(208);
+
 #[derive(Debug, PartialEq)]
 pub struct Flags {
     pub pidfile: String,
@@ -47,9 +52,9 @@ impl Flags {
             hostprefix: String::new(),
             socketpath: String::new(),
             broadcast: false,
-            timeout: Duration::from_secs(10),
+            timeout: DEFAULT_TIMEOUT,
             resendmax: Duration::from_secs(62),
-            resendtimeout: Duration::from_secs(208),
+            resendtimeout: DEFAULT_RESEND_TIMEOUT,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {

@@ -248,10 +248,12 @@ fn jitter(d: Duration) -> Duration {
 
 impl Client {
     /// Find `ifname` in the calling thread's namespace, set it up if it is down (as upstream)
-    /// and open the client's sockets there.
+    /// and open the client's sockets there. `id` names the lease in logs, `wire_id` is the
+    /// client identifier sent (at most 254 bytes).
     pub fn open(
         ifname: &str,
         id: String,
+        wire_id: Vec<u8>,
         options: Vec<(u8, Vec<u8>)>,
         t: Timing,
     ) -> Result<Client> {
@@ -268,7 +270,7 @@ impl Client {
         let port = Port::open(link.index, mac)
             .map_err(|e| Error::io(format_args!("open packet socket on {ifname}"), e))?;
         let mut client_id = vec![0u8];
-        client_id.extend_from_slice(id.as_bytes());
+        client_id.extend_from_slice(&wire_id);
         Ok(Client {
             port,
             nl,
@@ -314,6 +316,10 @@ impl Client {
         let mut fast = 4;
         let mut delay = Duration::from_secs(4);
         loop {
+            // A DEL that came during the last pause: no further attempt.
+            if self.stopped {
+                return Err(Error::internal(format!("{}: {what}: stopped", self.id)));
+            }
             let why = match attempt(self) {
                 Ok(Some(m)) if m.kind() == packet::NAK => {
                     let text = m.get(packet::OPT_MESSAGE).unwrap_or_default();

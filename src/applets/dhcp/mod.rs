@@ -8,17 +8,19 @@
 //! drops the default `routers` and `subnet-mask`), `priority` (metric of the routes).
 //!
 //! ADD: the daemon enters the container namespace, does DISCOVER/OFFER/REQUEST/ACK on CNI_IFNAME
-//! with client identifier `containerID/network/ifname` (cut to 254 bytes, as upstream) and keeps
-//! the lease (renewal at T1, rebinding at T2); the result has the address, the router as gateway
+//! with client identifier `containerID/network/ifname` (upstream's; see [`daemon`] for one
+//! longer than 254 bytes) and keeps the lease (renewal at T1, rebinding at T2); the result has the address, the router as gateway
 //! and the routes (option 121, else 33 plus a default route via the router). DEL releases the
 //! lease (DHCPRELEASE) and stops its maintenance; CHECK asks whether the daemon holds the lease.
 //!
 //! Deviations: plugin and daemon speak cnibox's own JSON protocol ([`proto`]), not Go's net/rpc,
 //! so each works only with its own kind. Beyond upstream: option names and values are checked
-//! at load (code 7 naming the key); CHECK fails when the daemon holds no lease (upstream's
-//! CHECK acquires one); DEL succeeds when no daemon listens (a daemon that is not running
-//! holds no lease); STATUS fails (code 50) when the daemon does not answer; GC releases the
-//! leases of attachments the runtime no longer lists.
+//! at load (code 7 naming the key), `daemonSocketPath` must be absolute; CHECK fails when the
+//! daemon holds no lease (upstream's CHECK acquires one); DEL succeeds when no daemon listens
+//! (a daemon that is not running holds no lease) or when it does not answer in time; STATUS
+//! fails (code 50) when the daemon does not answer; GC releases the leases of attachments the
+//! runtime no longer lists. Every call has a deadline ([`proto::deadline`]); upstream waits
+//! for ever.
 
 pub mod daemon;
 mod flags;
@@ -29,6 +31,7 @@ mod proto;
 use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::netns::NetNs;
 use proto::{Call, CallError};
 use serde::Deserialize;
 use serde_json::Value;
@@ -88,12 +91,18 @@ fn option_code(key: &str, s: &str) -> Result<u8> {
     }
 }
 
-/// The socket path, checked (a unix socket address holds 107 bytes).
+/// The socket path, checked: absolute (a relative one would depend on the directory the
+/// runtime happens to run plugins in), and a unix socket address holds 107 bytes.
 fn socket(ipam: &Ipam) -> Result<String> {
     let s = match ipam.socket.as_str() {
         "" => DEFAULT_SOCKET,
         s => s,
     };
+    if !s.starts_with('/') {
+        return Err(Error::config(format!(
+            "ipam.daemonSocketPath: {s:?} is not an absolute path"
+        )));
+    }
     if s.len() > 107 || s.contains('\0') {
         return Err(Error::config(format!(
             "ipam.daemonSocketPath: {s:?} is not a usable unix socket path (at most 107 bytes)"
@@ -218,7 +227,7 @@ fn base(req: &Request, op: &str) -> Call {
 
 fn ask(socket: &str, call: &Call) -> Result<serde_json::Value> {
     proto::call(socket, call).map_err(|e| match e {
-        CallError::Unreachable(e) | CallError::Failed(e) => e,
+        CallError::Unreachable(e) | CallError::Silent(e) | CallError::Failed(e) => e,
     })
 }
 
@@ -228,6 +237,9 @@ fn add(req: &Request) -> Result<CniResult> {
     if req.env.netns.is_empty() {
         return Err(Error::env("required env variables [CNI_NETNS] missing"));
     }
+    // The daemon opens it again (under its -hostprefix); checked here too, so that a path
+    // that is no namespace is code 8 even when the daemon is not there to say so.
+    NetNs::open(&req.env.netns)?;
     let call = add_call(req, &ipam)?;
     let v = ask(&sock, &call)?;
     CniResult::from_json(&v["result"], Version::V110)
@@ -240,6 +252,12 @@ fn del(req: &Request) -> Result<()> {
         Ok(_) => Ok(()),
         Err(CallError::Unreachable(e)) => {
             crate::warn!("dhcp: {e}: no lease to release");
+            Ok(())
+        }
+        // Like no daemon: a runtime whose DEL never succeeds never lets the container go.
+        // The daemon still releases the lease if it ever gets to it.
+        Err(CallError::Silent(e)) => {
+            crate::warn!("dhcp: {e}: leaving the release to the daemon");
             Ok(())
         }
         Err(CallError::Failed(e)) => Err(e),
@@ -271,6 +289,10 @@ fn gc(req: &Request) -> Result<()> {
         .collect();
     match proto::call(&sock, &call) {
         Ok(_) | Err(CallError::Unreachable(_)) => Ok(()),
+        Err(CallError::Silent(e)) => {
+            crate::warn!("dhcp: {e}: leaving the GC to the daemon");
+            Ok(())
+        }
         Err(CallError::Failed(e)) => Err(e),
     }
 }

@@ -14,10 +14,14 @@
 //! `op` is `add`, `del`, `check`, `status` or `gc`; `options` are the option codes and values
 //! the client sends (`provide`), `request` the parameter request list (option 55).
 
-use crate::error::{Context, Error, Result};
+use crate::error::{Error, Result};
+use nix::errno::Errno;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr};
 use serde_json::{Value, json};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Default)]
 pub struct Call {
@@ -84,37 +88,156 @@ impl Call {
 /// The longest call or answer either side reads.
 pub const MAX_MESSAGE: u64 = 1 << 20;
 
-/// Why the daemon could not be reached: DEL treats "nobody listening" as nothing to release.
+/// How long the plugin waits for the daemon to answer `op`. ADD: the daemon's acquire budget
+/// at its default flags (`-resendtimeout` 3m28s, the last attempt up to twice `-timeout` 10s)
+/// and a margin; a daemon run with longer ones is cut there, and releases the lease it gets
+/// too late (it cannot hand it over). DEL and GC wait for lease threads to send their
+/// DHCPRELEASE; CHECK and STATUS only look.
+pub fn deadline(op: &str) -> Duration {
+    use super::flags::{DEFAULT_RESEND_TIMEOUT, DEFAULT_TIMEOUT};
+    match op {
+        "add" => DEFAULT_RESEND_TIMEOUT + 2 * DEFAULT_TIMEOUT + Duration::from_secs(30),
+        "del" | "gc" => Duration::from_secs(10),
+        _ => Duration::from_secs(5),
+    }
+}
+
+/// Why a call did not get an answer.
 pub enum CallError {
+    /// Nobody listens: DEL treats it as nothing to release.
     Unreachable(Error),
+    /// The daemon took the call and did not answer in time: DEL and GC treat it as absent
+    /// (the daemon still does what it was asked).
+    Silent(Error),
+    /// The daemon answered with an error, or the exchange broke.
     Failed(Error),
 }
 
-/// Send `call` to the daemon at `socket` and return its answer.
+/// Send `call` to the daemon at `socket` and return its answer, within [`deadline`].
 pub fn call(socket: &str, call: &Call) -> std::result::Result<Value, CallError> {
-    let mut s = UnixStream::connect(socket).map_err(|e| {
-        CallError::Unreachable(
+    call_within(socket, call, deadline(&call.op))
+}
+
+/// [`call`] with a deadline `limit` from now for the whole exchange: connecting (a daemon
+/// that stopped accepting fills its backlog), writing and reading (one that accepts and stays
+/// silent, or trickles).
+pub fn call_within(
+    socket: &str,
+    call: &Call,
+    limit: Duration,
+) -> std::result::Result<Value, CallError> {
+    let end = Instant::now() + limit;
+    let silent = || {
+        CallError::Silent(
+            Error::try_again(format!(
+                "DHCP daemon at {socket} did not answer within {}s",
+                limit.as_secs()
+            ))
+            .with_details("is `dhcp daemon` stuck? (it took the call and never answered)"),
+        )
+    };
+    let mut s = connect(socket, end).map_err(|e| match e {
+        None => silent(),
+        Some(e) => CallError::Unreachable(
             Error::io(format!("error dialing DHCP daemon at {socket}"), e)
                 .with_details("is `dhcp daemon` running? (cnibox's plugin needs cnibox's daemon)"),
-        )
+        ),
     })?;
-    let f = |r: Result<Value>| r.map_err(CallError::Failed);
-    f((|| {
-        s.write_all(call.to_json().to_string().as_bytes())
-            .and_then(|_| s.shutdown(std::net::Shutdown::Write))
-            .ctx("write to DHCP daemon")?;
-        let mut buf = Vec::new();
-        s.take(MAX_MESSAGE)
-            .read_to_end(&mut buf)
-            .ctx("read from DHCP daemon")?;
-        let v: Value = serde_json::from_slice(&buf)
-            .map_err(|e| Error::internal(format!("bad answer from DHCP daemon: {e}")))?;
-        if let Some(code) = v.get("code").and_then(Value::as_u64) {
-            let msg = v.get("msg").and_then(Value::as_str).unwrap_or_default();
-            return Err(Error::new(code as u32, msg));
+    let timed_out =
+        |e: &std::io::Error| matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut);
+    // Each blocking step gets what is left of the deadline (a zero timeout would mean none).
+    let left = || {
+        let d = end.saturating_duration_since(Instant::now());
+        (!d.is_zero()).then_some(d)
+    };
+    let body = call.to_json().to_string();
+    let wrote = match left() {
+        None => return Err(silent()),
+        Some(d) => s
+            .set_write_timeout(Some(d))
+            .and_then(|()| s.write_all(body.as_bytes()))
+            .and_then(|()| s.shutdown(std::net::Shutdown::Write)),
+    };
+    match wrote {
+        Err(e) if timed_out(&e) => return Err(silent()),
+        Err(e) => return Err(CallError::Failed(Error::io("write to DHCP daemon", e))),
+        Ok(()) => {}
+    }
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let Some(d) = left() else {
+            return Err(silent());
+        };
+        let n = s
+            .set_read_timeout(Some(d))
+            .and_then(|()| s.read(&mut chunk));
+        match n {
+            Ok(0) => break,
+            Ok(n) if (buf.len() + n) as u64 > MAX_MESSAGE => {
+                return Err(CallError::Failed(Error::internal(format!(
+                    "bad answer from DHCP daemon: longer than {MAX_MESSAGE} bytes"
+                ))));
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => return Err(silent()),
+            Err(e) => return Err(CallError::Failed(Error::io("read from DHCP daemon", e))),
         }
-        Ok(v)
-    })())
+    }
+    answer(&buf).map_err(CallError::Failed)
+}
+
+/// Connect to `socket` before `end`: `None` when the daemon's backlog stayed full until then
+/// (it stopped accepting), else the connect error.
+fn connect(socket: &str, end: Instant) -> std::result::Result<UnixStream, Option<std::io::Error>> {
+    let addr = UnixAddr::new(socket).map_err(|e| Some(e.into()))?;
+    // Non-blocking, so a full backlog is EAGAIN instead of a wait without end.
+    let fd = nix::sys::socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )
+    .map_err(|e| Some(e.into()))?;
+    loop {
+        match nix::sys::socket::connect(fd.as_raw_fd(), &addr) {
+            // EISCONN: a connect interrupted by a signal went through meanwhile.
+            Ok(()) | Err(Errno::EISCONN) => break,
+            Err(Errno::EAGAIN | Errno::EINTR) if Instant::now() < end => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(Errno::EAGAIN) => return Err(None),
+            Err(e) => return Err(Some(e.into())),
+        }
+    }
+    let s = UnixStream::from(fd);
+    s.set_nonblocking(false).map_err(Some)?;
+    Ok(s)
+}
+
+/// The daemon's answer: its result, or its error. An error code that is no CNI error code (0,
+/// which would read as success, or one past u32, which would be cut to another code) becomes
+/// 999 with the daemon's code in the message.
+fn answer(buf: &[u8]) -> Result<Value> {
+    let v: Value = serde_json::from_slice(buf)
+        .map_err(|e| Error::internal(format!("bad answer from DHCP daemon: {e}")))?;
+    let Some(c) = v.get("code") else {
+        return Ok(v);
+    };
+    let msg = v.get("msg").and_then(Value::as_str).unwrap_or_default();
+    Err(
+        match c
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|&n| n != 0)
+        {
+            Some(code) => Error::new(code, msg),
+            None => Error::internal(format!(
+                "DHCP daemon answered with error code {c}, which is no CNI error code: {msg}"
+            )),
+        },
+    )
 }
 
 #[cfg(test)]
@@ -152,5 +275,74 @@ mod tests {
         ] {
             assert!(Call::from_json(&bad).is_none(), "{bad}");
         }
+    }
+
+    /// A daemon that takes the call and never answers (it holds the connection for 5 s, so
+    /// a call without a deadline fails this test instead of hanging it).
+    #[test]
+    fn a_silent_daemon_is_cut_at_the_deadline() {
+        let dir = std::env::temp_dir().join(format!("cnibox-dhcp-proto-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("silent.sock");
+        let _ = std::fs::remove_file(&path);
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let server = std::thread::spawn(move || {
+            let (c, _) = l.accept().unwrap();
+            std::thread::sleep(Duration::from_secs(5));
+            drop(c);
+        });
+        let start = Instant::now();
+        let call = Call {
+            op: "del".into(),
+            ..Call::default()
+        };
+        let r = call_within(path.to_str().unwrap(), &call, Duration::from_secs(1));
+        let took = start.elapsed();
+        let _ = server.join();
+        let _ = std::fs::remove_dir_all(&dir);
+        let Err(CallError::Silent(e)) = r else {
+            panic!("not cut as silent after {took:?}");
+        };
+        assert!(took < Duration::from_secs(3), "{took:?}");
+        assert_eq!(e.code, 11);
+        assert!(e.msg.ends_with("did not answer within 1s"), "{}", e.msg);
+    }
+
+    #[test]
+    fn deadlines_cover_the_daemons_default_budget() {
+        assert!(deadline("add") > Duration::from_secs(208 + 20));
+        assert!(deadline("add") < Duration::from_secs(300));
+        assert_eq!(deadline("del"), Duration::from_secs(10));
+        assert_eq!(deadline("status"), Duration::from_secs(5));
+    }
+
+    /// The daemon's error codes: a CNI code passes, 0 (success) and codes past u32 (cut to
+    /// another one) and non-numbers become 999 naming the daemon's code.
+    #[test]
+    fn daemon_error_codes() {
+        let e = answer(br#"{"code": 7, "msg": "m"}"#).unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (7, "m"));
+        let e = answer(br#"{"code": 4294967295, "msg": "m"}"#).unwrap_err();
+        assert_eq!(e.code, u32::MAX);
+        for (raw, shown) in [
+            ("0", "0"),
+            ("1099511627783", "1099511627783"),
+            ("4294967296", "4294967296"),
+            ("-1", "-1"),
+            ("\"7\"", "\"7\""),
+            ("1.5", "1.5"),
+            ("null", "null"),
+        ] {
+            let e = answer(format!(r#"{{"code": {raw}, "msg": "m"}}"#).as_bytes()).unwrap_err();
+            assert_eq!(e.code, 999, "{raw}");
+            assert_eq!(
+                e.msg,
+                format!(
+                    "DHCP daemon answered with error code {shown}, which is no CNI error code: m"
+                )
+            );
+        }
+        assert_eq!(answer(br#"{"result": {}}"#).unwrap(), json!({"result": {}}));
+        assert_eq!(answer(b"{").unwrap_err().code, 999);
     }
 }
