@@ -36,10 +36,18 @@ pub fn load(path: &str) -> Result<Option<Vec<(String, Regex)>>> {
         .map(|l| {
             Regex::new(l)
                 .map(|r| (l.to_string(), r))
-                .map_err(|why| Error::config(format!("{path}: pattern {l:?}: {why}")))
+                .map_err(|why| Error::config(format!("{path}: pattern {:?}: {why}", short(l))))
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)
+}
+
+/// A line as errors quote it: a pattern can be as long as the file.
+fn short(line: &str) -> String {
+    match line.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
+    }
 }
 
 /// The text of `path`, `None` when it does not exist. Opened with O_NONBLOCK so that a FIFO
