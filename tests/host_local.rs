@@ -3,8 +3,8 @@
 //! and compatibility with the reference plugin on the same store.
 
 mod common;
-use common::*;
 use common::family::{FAMILIES, Fam, assert_result_family, reservations, result_ips};
+use common::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -637,7 +637,11 @@ fn gateway_of_the_other_family_is_refused() {
             let ranges = ranges_with_gateways(fam, n, |i, v4| (i == bad_set).then(|| other(v4)));
             let subnet = ranges[bad_set][0]["subnet"].as_str().unwrap().to_string();
             let msg = p
-                .add("host-local", &id("gw"), &conf(&sb, "1.0.0", json!({"ranges": ranges})))
+                .add(
+                    "host-local",
+                    &id("gw"),
+                    &conf(&sb, "1.0.0", json!({"ranges": ranges})),
+                )
                 .err(7);
             assert!(
                 msg.contains(&format!("range set {bad_set}"))
@@ -652,7 +656,11 @@ fn gateway_of_the_other_family_is_refused() {
             let msg = p.add("host-local", &id("gw"), &c).err(7);
             assert!(msg.contains(&subnet), "{}: {msg}", fam.tag());
         }
-        assert!(!data.exists(), "{}: a refused ADD made the store", fam.tag());
+        assert!(
+            !data.exists(),
+            "{}: a refused ADD made the store",
+            fam.tag()
+        );
         let own = |v4: bool| {
             if v4 {
                 format!("10.{n}.0.9")
@@ -799,4 +807,21 @@ fn data_dir_that_is_a_file() {
     );
     let msg = p.add("host-local", &id("f"), &c).err(5);
     assert!(msg.contains("/sys/cnibox-no-such-dir"), "{msg}");
+}
+
+/// `ipam.type: cnibox` (the binary itself, not an applet) is a config error naming the key;
+/// exec'd it printed its usage text, read as "failed with no error message" (issue 24, item 10).
+#[test]
+fn ipam_type_naming_the_cnibox_binary() {
+    let sb = Sandbox::new("hl-ipam-cnibox");
+    sb.link("cnibox");
+    for applet in ["macvlan", "ptp", "host-device", "bridge"] {
+        let c = json!({"cniVersion": "1.1.0", "name": "hlnet", "type": applet,
+                       "master": "eth0", "device": "eth0", "ipam": {"type": "cnibox"}});
+        let msg = sb.ours().status(applet, &c).err(7);
+        assert!(
+            msg.contains("ipam.type") && msg.contains("cnibox") && msg.contains("host-local"),
+            "{applet}: {msg}"
+        );
+    }
 }

@@ -1,8 +1,8 @@
 //! The `static` IPAM applet end to end, compared with the reference plugin where installed.
 
 mod common;
-use common::*;
 use common::family::{FAMILIES, assert_result_family, v4_subnet, v6_subnet};
+use common::*;
 use serde_json::{Value, json};
 
 fn conf(ver: &str, extra: Value) -> Value {

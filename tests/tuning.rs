@@ -364,7 +364,12 @@ impl Box1 {
         match list {
             Allowlist::Text(t) => std::fs::write(&file, t).unwrap(),
             Allowlist::Fifo => {
-                let out = exec(std::path::Path::new("mkfifo"), &[file.to_str().unwrap()], &[], "");
+                let out = exec(
+                    std::path::Path::new("mkfifo"),
+                    &[file.to_str().unwrap()],
+                    &[],
+                    "",
+                );
                 assert!(out.status_ok, "mkfifo: {out:?}");
             }
             Allowlist::DevZero => std::fs::write(&file, "").unwrap(),
@@ -469,16 +474,32 @@ fn allowlist_hostile_input_ends_in_errors() {
     );
     let nested = format!("{}a{}\n", "(".repeat(100_000), ")".repeat(100_000));
     let cases: Vec<(Value, Allowlist, &str)> = vec![
-        (long.clone(), Allowlist::Text("^net\\.(a|b)*$\n"), "longer than any sysctl"),
-        (b.conf("1.0.0", mtu.clone()), Allowlist::Text(&nested), "allowlist.conf: pattern"),
+        (
+            long.clone(),
+            Allowlist::Text("^net\\.(a|b)*$\n"),
+            "longer than any sysctl",
+        ),
+        (
+            b.conf("1.0.0", mtu.clone()),
+            Allowlist::Text(&nested),
+            "allowlist.conf: pattern",
+        ),
         (b.conf("1.0.0", mtu.clone()), Allowlist::Fifo, "FIFO"),
-        (b.conf("1.0.0", mtu.clone()), Allowlist::DevZero, "character device"),
+        (
+            b.conf("1.0.0", mtu.clone()),
+            Allowlist::DevZero,
+            "character device",
+        ),
     ];
     for (c, list, want) in cases {
         let out = b.run_with_allowlist("ADD", "th", &c, list);
         let msg = out.err(7);
         assert!(msg.contains(want), "{want}: {msg}");
-        assert!(msg.len() < 2000, "the error echoes the input: {} bytes", msg.len());
+        assert!(
+            msg.len() < 2000,
+            "the error echoes the input: {} bytes",
+            msg.len()
+        );
     }
     // Without an allowlist the long key is refused the same way.
     let pl = b.sb.plugin_in(Impl::Ours, &b.node);
@@ -585,7 +606,12 @@ fn runtime_config_mac_of_another_type_is_refused() {
     let b = setup("tuning-rcmac");
     let pl = b.sb.plugin_in(Impl::Ours, &b.node);
     let before = b.link();
-    for mac in [json!(5), json!(["02:00:00:00:00:01"]), json!({"a": 1}), json!(true)] {
+    for mac in [
+        json!(5),
+        json!(["02:00:00:00:00:01"]),
+        json!({"a": 1}),
+        json!(true),
+    ] {
         let c = b.conf("1.0.0", json!({"runtimeConfig": {"mac": mac.clone()}}));
         let msg = pl.add("tuning", &b.env("tr"), &c).err(6);
         assert!(msg.contains("runtimeConfig.mac"), "{mac}: {msg}");
@@ -602,7 +628,9 @@ fn runtime_config_mac_of_another_type_is_refused() {
     assert!(!b.node.sh(&["ip", "link", "show"]).contains("cnibox-nobr"));
     // null and "" are no MAC: CNI_ARGS MAC applies.
     for mac in [json!(null), json!("")] {
-        let env = b.env("tn").with_args("IgnoreUnknown=1;MAC=02:00:00:00:00:07");
+        let env = b
+            .env("tn")
+            .with_args("IgnoreUnknown=1;MAC=02:00:00:00:00:07");
         let c = b.conf("1.0.0", json!({"runtimeConfig": {"mac": mac}}));
         let r = pl.add("tuning", &env, &c).ok().clone();
         assert_eq!(r["interfaces"][1]["mac"], "02:00:00:00:00:07", "{r}");

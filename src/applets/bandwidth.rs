@@ -138,15 +138,12 @@ fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link>
         ))
     })?;
     let kind = iface.kind.as_deref().unwrap_or("device");
-    let peer = iface
-        .link
-        .filter(|_| kind == "veth")
-        .ok_or_else(|| {
-            Error::config(format!(
-                "CNI_IFNAME: container interface {ifname} is a {kind}, not a veth: bandwidth \
-                 shapes the host end of a veth (chain it after bridge or ptp)"
-            ))
-        })?;
+    let peer = iface.link.filter(|_| kind == "veth").ok_or_else(|| {
+        Error::config(format!(
+            "container interface {ifname} (CNI_IFNAME) is a {kind}, not a veth: \
+                 bandwidth shapes the host end of a veth (chain it after bridge or ptp)"
+        ))
+    })?;
     if iface.link_netnsid.is_none() {
         // Both ends in the container: the index names nothing on the host.
         return Err(Error::config(format!(

@@ -117,7 +117,12 @@ impl Regex {
             .build()
             .map(Regex)
             // regex-lite's messages span lines (the pattern, a caret): one line in a CNI error.
-            .map_err(|e| e.to_string().split_whitespace().collect::<Vec<_>>().join(" "))
+            .map_err(|e| {
+                e.to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
     }
 
     /// Whether the pattern matches anywhere in `text`.
@@ -192,7 +197,11 @@ mod tests {
         let r = Regex::new(r"^(a*)*b$").unwrap();
         assert!(!r.is_match(&"a".repeat(40)));
         let long = "a".repeat(100_000);
-        assert!(Regex::new(r"^(?:a|b)*c$").unwrap().is_match(&(long.clone() + "c")));
+        assert!(
+            Regex::new(r"^(?:a|b)*c$")
+                .unwrap()
+                .is_match(&(long.clone() + "c"))
+        );
         assert!(!Regex::new(r"^a+$").unwrap().is_match(&(long + "b")));
         let deep = format!("{}a{}", "(".repeat(100_000), ")".repeat(100_000));
         assert!(Regex::new(&deep).is_err());

@@ -357,10 +357,9 @@ fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
         .mode(0o600)
         .create(dir)
         .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOTDIR | libc::EEXIST) => Error::config(format!(
-                "dataDir {}: not a directory ({e})",
-                dir.display()
-            )),
+            Some(libc::ENOTDIR | libc::EEXIST) => {
+                Error::config(format!("dataDir {}: not a directory ({e})", dir.display()))
+            }
             _ => host_io(
                 format_args!("failed to create backup directory {}", dir.display()),
                 e,
