@@ -313,14 +313,14 @@ fn gateway_of_the_other_family_is_refused() {
                 })
                 .collect()
         };
-        for bad in 0..own.len() {
+        for (bad, bad_addr) in own.iter().enumerate() {
             let mut c = conf("1.0.0", json!({}));
             c["ipam"]["addresses"] = addresses(Some(bad));
             c["ipam"]["routes"] = json!([]);
             let msg = sb.ours().add("static", &env, &c).err(7);
             assert!(
                 msg.contains("ipam.addresses")
-                    && msg.contains(&own[bad])
+                    && msg.contains(bad_addr.as_str())
                     && msg.contains("other address family"),
                 "{}: {msg}",
                 fam.tag()
