@@ -63,7 +63,11 @@ fn sysctl_keys_are_bounded_and_not_echoed() {
     let key = format!("net.{}", "a".repeat(keys::MAX_KEY));
     let e = sysctl_path(&key, "eth0").unwrap_err();
     assert_eq!(e.code, 7);
-    assert!(e.msg.contains("longer than any sysctl") && e.msg.len() < 200, "{}", e.msg);
+    assert!(
+        e.msg.contains("longer than any sysctl") && e.msg.len() < 200,
+        "{}",
+        e.msg
+    );
     let ok = format!("net.{}", "a".repeat(keys::MAX_KEY - 4));
     assert!(sysctl_path(&ok, "eth0").is_ok());
 }
