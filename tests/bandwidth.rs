@@ -360,3 +360,94 @@ fn failed_add_leaves_no_qdisc() {
     let squat = p.node.sh(&["ip", "-o", "link", "show", &ifb]);
     assert!(squat.contains("veth") || squat.contains(&ifb), "{squat}");
 }
+
+/// Config errors are code 7 naming what is wrong, with nothing changed on the host (issue 24,
+/// item 11: they were 999): a container interface that is no veth, a veth whose peer is in
+/// the container too, a peer prevResult does not list, and limits given by halves (the
+/// message names the key, in `runtimeConfig.bandwidth` too). Type errors are decode errors
+/// (code 6) naming the key.
+#[test]
+fn wrong_interfaces_and_bad_limits_are_config_errors() {
+    if !require_root("wrong_interfaces_and_bad_limits_are_config_errors") {
+        return;
+    }
+    let sb = Sandbox::new("bw-config");
+    let p = pair("c");
+    let pl = sb.plugin_in(Impl::Ours, &p.node);
+    p.cont.sh(&[
+        "ip", "link", "add", "cn1", "type", "veth", "peer", "name", "cn2",
+    ]);
+    p.cont.sh(&["ip", "link", "add", "cbr0", "type", "bridge"]);
+    let limits: Value = serde_json::from_str(LIMITS).unwrap();
+    let on = |ifname: &str| Env {
+        ifname: ifname.into(),
+        ..env(&p, "w")
+    };
+    for (ifname, want) in [
+        ("lo", "lo (CNI_IFNAME) is a device, not a veth"),
+        ("cbr0", "cbr0 (CNI_IFNAME) is a bridge, not a veth"),
+        ("cn1", "peer is in the container too"),
+    ] {
+        let msg = pl
+            .add("bandwidth", &on(ifname), &conf(&p, "1.0.0", limits.clone()))
+            .err(7);
+        assert!(msg.contains(want), "{ifname}: {msg}");
+        let msg = pl
+            .check("bandwidth", &on(ifname), &conf(&p, "1.0.0", limits.clone()))
+            .err(7);
+        assert!(msg.contains(want), "{ifname}: {msg}");
+    }
+    // The right veth, but prevResult lists another host interface.
+    let mut c = conf(&p, "1.0.0", limits.clone());
+    c["prevResult"]["interfaces"][0]["name"] = json!("someother0");
+    let msg = pl.add("bandwidth", &env(&p, "w"), &c).err(7);
+    assert!(
+        msg.contains("prevResult.interfaces") && msg.contains(&p.host_veth),
+        "{msg}"
+    );
+    for (limits, code, key) in [
+        (json!({"ingressRate": 1000}), 7, "ingressBurst"),
+        (json!({"egressBurst": 1000}), 7, "egressRate"),
+        (
+            json!({"ingressRate": 1000, "ingressBurst": 1u64 << 40}),
+            7,
+            "ingressBurst",
+        ),
+        (
+            json!({"runtimeConfig": {"bandwidth": {"egressRate": 1000}}}),
+            7,
+            "runtimeConfig.bandwidth.egressBurst",
+        ),
+        (
+            json!({"runtimeConfig": {"bandwidth": {"ingressBurst": 1000}}}),
+            7,
+            "runtimeConfig.bandwidth.ingressRate",
+        ),
+        (
+            json!({"runtimeConfig": {"bandwidth": {"ingressRate": "fast"}}}),
+            6,
+            "ingressRate",
+        ),
+        (
+            json!({"runtimeConfig": {"bandwidth": 5}}),
+            6,
+            "runtimeConfig.bandwidth",
+        ),
+    ] {
+        let msg = pl
+            .add(
+                "bandwidth",
+                &env(&p, "w"),
+                &conf(&p, "1.0.0", limits.clone()),
+            )
+            .err(code);
+        assert!(msg.contains(key), "{limits}: {msg}");
+    }
+    let q = p.node.sh(&["tc", "qdisc", "show", "dev", &p.host_veth]);
+    assert!(!q.contains("tbf") && !q.contains("ingress"), "{q}");
+    assert!(
+        !p.node
+            .exec(&["ip", "link", "show", &pl_ifb("bwnet", "w")])
+            .status_ok
+    );
+}

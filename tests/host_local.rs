@@ -3,6 +3,7 @@
 //! and compatibility with the reference plugin on the same store.
 
 mod common;
+use common::family::{FAMILIES, Fam, assert_result_family, reservations, result_ips};
 use common::*;
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashSet};
@@ -598,5 +599,229 @@ fn relative_data_dir_is_refused() {
         );
         let msg = sb.ours().add("host-local", &id("r1"), &c).err(7);
         assert!(msg.contains("ipam.dataDir"), "{msg}");
+    }
+}
+
+/// `ranges` for `fam` with lab number `n`, each range set's first range given `gateway(set
+/// index, is_v4)` when it returns one.
+fn ranges_with_gateways(fam: Fam, n: u8, gateway: impl Fn(usize, bool) -> Option<String>) -> Value {
+    let mut sets = fam.ranges(n);
+    for (i, set) in sets.as_array_mut().unwrap().iter_mut().enumerate() {
+        let v4 = set[0]["subnet"].as_str().unwrap().contains('.');
+        if let Some(g) = gateway(i, v4) {
+            set[0]["gateway"] = json!(g);
+        }
+    }
+    sets
+}
+
+/// A range whose gateway is of the other family is refused at load (code 7 naming the range
+/// set and the subnet), in `ranges` and in `runtimeConfig.ipRanges`, before the store exists
+/// (issue 24, item 6: ptp panicked on such a result). The same ranges with gateways of their
+/// own family work.
+#[test]
+fn gateway_of_the_other_family_is_refused() {
+    for fam in FAMILIES {
+        let sb = Sandbox::new(&format!("hl-gwfam-{}", fam.tag()));
+        let p = sb.ours();
+        let n = lab::unique_n();
+        let data = sb.path("data");
+        let other = |v4: bool| {
+            if v4 {
+                format!("fd00:{n}::1")
+            } else {
+                format!("10.{n}.0.1")
+            }
+        };
+        for bad_set in 0..fam.addr_count() {
+            let ranges = ranges_with_gateways(fam, n, |i, v4| (i == bad_set).then(|| other(v4)));
+            let subnet = ranges[bad_set][0]["subnet"].as_str().unwrap().to_string();
+            let msg = p
+                .add(
+                    "host-local",
+                    &id("gw"),
+                    &conf(&sb, "1.0.0", json!({"ranges": ranges})),
+                )
+                .err(7);
+            assert!(
+                msg.contains(&format!("range set {bad_set}"))
+                    && msg.contains(&subnet)
+                    && msg.contains("gateway"),
+                "{}: {msg}",
+                fam.tag()
+            );
+            // The same ranges from the runtime.
+            let mut c = conf(&sb, "1.0.0", json!({}));
+            c["runtimeConfig"] = json!({"ipRanges": ranges});
+            let msg = p.add("host-local", &id("gw"), &c).err(7);
+            assert!(msg.contains(&subnet), "{}: {msg}", fam.tag());
+        }
+        assert!(
+            !data.exists(),
+            "{}: a refused ADD made the store",
+            fam.tag()
+        );
+        let own = |v4: bool| {
+            if v4 {
+                format!("10.{n}.0.9")
+            } else {
+                format!("fd00:{n}::9")
+            }
+        };
+        let c = conf(
+            &sb,
+            "1.0.0",
+            json!({"ranges": ranges_with_gateways(fam, n, |_, v4| Some(own(v4)))}),
+        );
+        let r = p.add("host-local", &id("gw"), &c).ok().clone();
+        assert_result_family(&r, fam);
+        for ip in r["ips"].as_array().unwrap() {
+            let a = ip["address"].as_str().unwrap();
+            let gw = ip["gateway"].as_str().unwrap();
+            assert_eq!(a.contains('.'), gw.contains('.'), "{r}");
+            assert_eq!(gw, own(a.contains('.')), "{r}");
+        }
+        assert_eq!(reservations(&data.join("hlnet")), fam.addr_count());
+        p.del("host-local", &id("gw"), &c).ok();
+        assert_eq!(reservations(&data.join("hlnet")), 0);
+    }
+}
+
+/// An address outside every range in `ipam.ranges`: refused with code 7 naming it, and the
+/// store is left exactly as it was, `last_reserved_ip.N` included (issue 24, item 11: the
+/// other range sets were allocated first and moved it).
+#[test]
+fn requested_ip_in_no_range_leaves_the_store_as_it_was() {
+    for fam in FAMILIES {
+        let sb = Sandbox::new(&format!("hl-outside-{}", fam.tag()));
+        let p = sb.ours();
+        let n = lab::unique_n();
+        let c = conf(&sb, "1.0.0", json!({"ranges": fam.ranges(n)}));
+        // A first container makes the store and its last_reserved_ip files.
+        let r = p.add("host-local", &id("first"), &c).ok().clone();
+        assert_result_family(&r, fam);
+        let dir = sb.path("data/hlnet");
+        let before = store(&dir);
+        assert_eq!(
+            before
+                .keys()
+                .filter(|k| k.starts_with("last_reserved_ip."))
+                .count(),
+            fam.addr_count(),
+            "{before:?}"
+        );
+        // Outside the last range set's subnet (10.n.1.x / fd00:n:1::x), the others free.
+        let outside = if fam.has_v6() {
+            format!("fd00:{n}:1::5")
+        } else {
+            format!("10.{n}.1.5")
+        };
+        let mut bad = c.clone();
+        bad["args"] = json!({"cni": {"ips": [outside]}});
+        let msg = p.add("host-local", &id("second"), &bad).err(7);
+        assert!(msg.contains(&outside), "{}: {msg}", fam.tag());
+        assert_eq!(store(&dir), before, "{}: the store changed", fam.tag());
+        // The next ADD continues where the first left off.
+        let r2 = p.add("host-local", &id("second"), &c).ok().clone();
+        for (a, b) in result_ips(&r).iter().zip(result_ips(&r2)) {
+            assert_eq!(
+                ipam_next(*a),
+                b,
+                "{}: allocation did not continue after {a}",
+                fam.tag()
+            );
+        }
+    }
+}
+
+/// A later range set that fails (its requested address is taken) undoes the earlier sets'
+/// reservations and their `last_reserved_ip.N`: the store is as before.
+#[test]
+fn failed_later_range_set_leaves_the_store_as_it_was() {
+    for fam in FAMILIES {
+        let sb = Sandbox::new(&format!("hl-laterset-{}", fam.tag()));
+        let p = sb.ours();
+        let n = lab::unique_n();
+        let mut ranges = fam.ranges(n);
+        // Two range sets in every family: a second subnet of the same family for V4 and V6.
+        match fam {
+            Fam::V4 => ranges
+                .as_array_mut()
+                .unwrap()
+                .push(json!([{"subnet": format!("10.{n}.1.0/24")}])),
+            Fam::V6 => ranges
+                .as_array_mut()
+                .unwrap()
+                .push(json!([{"subnet": format!("fd00:{n}:1::/64")}])),
+            Fam::Dual => {}
+        }
+        let c = conf(&sb, "1.0.0", json!({"ranges": ranges}));
+        let first = p.add("host-local", &id("first"), &c).ok().clone();
+        let taken = result_ips(&first)[1].to_string();
+        let dir = sb.path("data/hlnet");
+        let before = store(&dir);
+        let mut bad = c.clone();
+        bad["args"] = json!({"cni": {"ips": [taken]}});
+        let msg = p.add("host-local", &id("second"), &bad).err(999);
+        assert!(msg.contains(&taken), "{}: {msg}", fam.tag());
+        assert_eq!(store(&dir), before, "{}: the store changed", fam.tag());
+    }
+}
+
+/// The address after `a` (the next one round-robin allocation hands out in a fresh /24 or /64).
+fn ipam_next(a: std::net::IpAddr) -> std::net::IpAddr {
+    match a {
+        std::net::IpAddr::V4(v) => std::net::Ipv4Addr::from(u32::from(v) + 1).into(),
+        std::net::IpAddr::V6(v) => std::net::Ipv6Addr::from(u128::from(v) + 1).into(),
+    }
+}
+
+/// `ipam.dataDir` that is a file, or has one in its path, is a config error (code 7 naming
+/// the key) and nothing is written; one the host cannot create is code 5; DEL succeeds.
+#[test]
+fn data_dir_that_is_a_file() {
+    let sb = Sandbox::new("hl-datafile");
+    let p = sb.ours();
+    let file = sb.path("afile");
+    std::fs::write(&file, "x").unwrap();
+    let n = lab::unique_n();
+    for dir in [file.clone(), file.join("sub")] {
+        let c = conf(
+            &sb,
+            "1.0.0",
+            json!({"ranges": Fam::V4.ranges(n), "dataDir": dir}),
+        );
+        let msg = p.add("host-local", &id("f"), &c).err(7);
+        assert!(
+            msg.contains("ipam.dataDir") && msg.contains("not a directory"),
+            "{msg}"
+        );
+        p.del("host-local", &id("f"), &c).ok();
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+    // sysfs takes no new directories, even from root: the host's failure, code 5.
+    let c = conf(
+        &sb,
+        "1.0.0",
+        json!({"ranges": Fam::V4.ranges(n), "dataDir": "/sys/cnibox-no-such-dir"}),
+    );
+    let msg = p.add("host-local", &id("f"), &c).err(5);
+    assert!(msg.contains("/sys/cnibox-no-such-dir"), "{msg}");
+}
+
+/// `ipam.type: cnibox` (the binary itself, not an applet) is a config error naming the key;
+/// exec'd it printed its usage text, read as "failed with no error message" (issue 24, item 10).
+#[test]
+fn ipam_type_naming_the_cnibox_binary() {
+    let sb = Sandbox::new("hl-ipam-cnibox");
+    sb.link("cnibox");
+    for applet in ["macvlan", "ptp", "host-device", "bridge"] {
+        let c = json!({"cniVersion": "1.1.0", "name": "hlnet", "type": applet,
+                       "master": "eth0", "device": "eth0", "ipam": {"type": "cnibox"}});
+        let msg = sb.ours().status(applet, &c).err(7);
+        assert!(
+            msg.contains("ipam.type") && msg.contains("cnibox") && msg.contains("host-local"),
+            "{applet}: {msg}"
+        );
     }
 }

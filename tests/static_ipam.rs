@@ -1,6 +1,7 @@
 //! The `static` IPAM applet end to end, compared with the reference plugin where installed.
 
 mod common;
+use common::family::{FAMILIES, assert_result_family, v4_subnet, v6_subnet};
 use common::*;
 use serde_json::{Value, json};
 
@@ -273,4 +274,67 @@ fn go_input_quirks_match_the_reference() {
     let mut c = conf("1.0.0", json!({}));
     c["ipam"]["addresses"][0]["address"] = json!(" 10.0.0.5/24");
     add_both(&sb, &sb.env(), &c).err(7);
+}
+
+/// An address whose gateway is of the other family is refused (code 7 naming the address;
+/// the Go plugin returns it, and ptp panicked on it: issue 24, items 6 and 11); the same
+/// addresses with gateways of their own family are returned as given.
+#[test]
+fn gateway_of_the_other_family_is_refused() {
+    let sb = Sandbox::new("gwfam");
+    let env = sb.env();
+    for fam in FAMILIES {
+        let n = lab::unique_n();
+        // Host .5 / ::5 of the lab's subnets, gateways .1 / ::1 of the own or the other family.
+        let in_subnet = |subnet: String, host: &str| {
+            let (net, len) = subnet.split_once('/').unwrap();
+            let addr = match net.strip_suffix(".0") {
+                Some(v4) => format!("{v4}.{host}"),
+                None => format!("{net}{host}"),
+            };
+            (addr, len.to_string())
+        };
+        let mut own = Vec::new();
+        if fam.has_v4() {
+            let (a, len) = in_subnet(v4_subnet(n), "5");
+            own.push(format!("{a}/{len}"));
+        }
+        if fam.has_v6() {
+            let (a, len) = in_subnet(v6_subnet(n), "5");
+            own.push(format!("{a}/{len}"));
+        }
+        let gw = |v4: bool| in_subnet(if v4 { v4_subnet(n) } else { v6_subnet(n) }, "1").0;
+        let addresses = |swap: Option<usize>| -> Value {
+            own.iter()
+                .enumerate()
+                .map(|(i, a)| {
+                    let v4 = a.contains('.');
+                    json!({"address": a, "gateway": gw(if swap == Some(i) { !v4 } else { v4 })})
+                })
+                .collect()
+        };
+        for (bad, bad_addr) in own.iter().enumerate() {
+            let mut c = conf("1.0.0", json!({}));
+            c["ipam"]["addresses"] = addresses(Some(bad));
+            c["ipam"]["routes"] = json!([]);
+            let msg = sb.ours().add("static", &env, &c).err(7);
+            assert!(
+                msg.contains("ipam.addresses")
+                    && msg.contains(bad_addr.as_str())
+                    && msg.contains("other address family"),
+                "{}: {msg}",
+                fam.tag()
+            );
+        }
+        let mut c = conf("1.0.0", json!({}));
+        c["ipam"]["addresses"] = addresses(None);
+        c["ipam"]["routes"] = json!([]);
+        let r = add_both(&sb, &env, &c).ok().clone();
+        assert_result_family(&r, fam);
+        let want: Vec<String> = own
+            .iter()
+            .map(|a| format!("{a} gw {}", gw(a.contains('.'))))
+            .collect();
+        assert_eq!(addrs(&r), want, "{}", fam.tag());
+    }
 }

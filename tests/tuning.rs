@@ -134,15 +134,20 @@ fn add_check_del() {
     b.cont.sh(&["sh", "-c", &format!("echo 1 > {RP_FILTER}")]);
     let msg = pl.check("tuning", &b.env("t1"), &checked).err(999);
     assert!(msg.contains(RP_FILTER), "{msg}");
+    b.cont.sh(&["sh", "-c", &format!("echo 2 > {RP_FILTER}")]);
 
     pl.del("tuning", &b.env("t1"), &c).ok();
     assert_restored(&b);
     assert!(b.link().contains("qlen 1000"), "{}", b.link());
     assert!(b.backup("t1").is_none(), "DEL leaves the backup");
     // Sysctls are not restored on DEL (upstream neither): the namespace goes with the
-    // container. DEL twice is fine.
-    assert_ne!(before_rp, "");
+    // container. The value ADD wrote is still there (and it was not there before). DEL twice
+    // is fine and changes nothing either.
+    assert_ne!(before_rp, "2", "the test needs a sysctl ADD changes");
+    assert_eq!(b.sysctl(RP_FILTER), "2", "DEL changed the sysctl");
     pl.del("tuning", &b.env("t1"), &c).ok();
+    assert_eq!(b.sysctl(RP_FILTER), "2");
+    assert_restored(&b);
 }
 
 /// The backup file is upstream's, byte for byte, and either implementation's DEL restores the
@@ -334,4 +339,301 @@ fn mac_precedence_and_tolerant_del() {
     let gone = b.env("tm").with_netns("/run/netns/cnibox-no-such-ns");
     pl.del("tuning", &gone, &c).ok();
     assert!(b.backup("tm").is_none());
+}
+
+/// What `/etc/cni/tuning/allowlist.conf` is during one run.
+enum Allowlist<'a> {
+    Text(&'a str),
+    Fifo,
+    DevZero,
+}
+
+static ALLOWLIST_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Box1 {
+    /// Run our tuning with `/etc/cni` replaced, for this run only, by a directory of the
+    /// sandbox whose `tuning/allowlist.conf` is `list`: a private mount namespace (`unshare
+    /// -m`) bind-mounts it, so neither the machine nor parallel tests see it. `timeout` ends a
+    /// run that blocks (the FIFO before the fix) and `ulimit -v` one that reads without end
+    /// (`/dev/zero`), so such a bug fails the test instead of hanging it or the machine.
+    fn run_with_allowlist(&self, cmd: &str, cid: &str, conf: &Value, list: Allowlist) -> Output {
+        let n = ALLOWLIST_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let etc = self.sb.path(&format!("etc-cni-{n}"));
+        let file = etc.join("tuning/allowlist.conf");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        match list {
+            Allowlist::Text(t) => std::fs::write(&file, t).unwrap(),
+            Allowlist::Fifo => {
+                let out = exec(
+                    std::path::Path::new("mkfifo"),
+                    &[file.to_str().unwrap()],
+                    &[],
+                    "",
+                );
+                assert!(out.status_ok, "mkfifo: {out:?}");
+            }
+            Allowlist::DevZero => std::fs::write(&file, "").unwrap(),
+        }
+        let zero = matches!(list, Allowlist::DevZero).to_string();
+        // /etc/cni is the mount point; an install of any CNI runtime has it (made here, empty,
+        // on a machine that has none).
+        let script = r#"set -e
+            [ -d /etc/cni ] || mkdir /etc/cni
+            mount --bind "$1" /etc/cni
+            [ "$4" = true ] && mount --bind /dev/zero /etc/cni/tuning/allowlist.conf
+            ulimit -v 1000000
+            exec timeout 20 ip netns exec "$2" "$3""#;
+        let prog = self.sb.bin.join("tuning").display().to_string();
+        let state = self.sb.state_dir();
+        let path = self.sb.bin.display().to_string();
+        let netns = self.cont.path();
+        let vars = [
+            ("CNI_COMMAND", cmd),
+            ("CNI_CONTAINERID", cid),
+            ("CNI_NETNS", netns.as_str()),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_PATH", path.as_str()),
+            ("CNIBOX_STATE_DIR", state.as_str()),
+        ];
+        exec(
+            std::path::Path::new("unshare"),
+            &[
+                "-m",
+                "sh",
+                "-c",
+                script,
+                "sh",
+                etc.to_str().unwrap(),
+                &self.node.name,
+                &prog,
+                &zero,
+            ],
+            &vars,
+            &conf.to_string(),
+        )
+    }
+}
+
+/// Go's RE2 syntax in the allowlist works as with the Go plugin (`(?i)`, `\x41`, POSIX classes,
+/// lazy quantifiers: the hand-written matcher refused them, so every ADD failed), a key that
+/// matches no line is refused (code 7, before anything changes), and CHECK reads it too.
+#[test]
+fn allowlist_takes_re2_syntax() {
+    if !require_root("tuning allowlist_takes_re2_syntax") {
+        return;
+    }
+    let b = setup("tuning-allow");
+    let list = "# comment lines are patterns too, as upstream: this one matches nothing\n\
+                (?i)^NET\\.IPV4\\.CONF\\.IFNAME\\.RP_FILTER$\n\
+                ^net\\.ipv4\\.conf\\.IFNAME\\.\\x61rp_[[:alpha:]]+?$\n";
+    let c = b.conf(
+        "1.0.0",
+        json!({"sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2",
+                          "net.ipv4.conf.IFNAME.arp_ignore": "1"}}),
+    );
+    let r = b.run_with_allowlist("ADD", "ta", &c, Allowlist::Text(list));
+    r.ok();
+    assert_eq!(b.sysctl(RP_FILTER), "2");
+    assert_eq!(b.sysctl("/proc/sys/net/ipv4/conf/eth0/arp_ignore"), "1");
+    let checked = with_prev(&c, r.ok());
+    let out = b.run_with_allowlist("CHECK", "ta", &checked, Allowlist::Text(list));
+    assert!(out.status_ok, "{out:?}");
+    // Not on the list: refused before the listed one is written.
+    let c = b.conf(
+        "1.0.0",
+        json!({"sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "1",
+                          "net.ipv4.conf.IFNAME.accept_local": "1"}}),
+    );
+    let msg = b
+        .run_with_allowlist("ADD", "tb", &c, Allowlist::Text(list))
+        .err(7);
+    assert!(
+        msg.contains("net.ipv4.conf.IFNAME.accept_local") && msg.contains("not allowed"),
+        "{msg}"
+    );
+    assert_eq!(b.sysctl(RP_FILTER), "2");
+}
+
+/// Hostile input against the allowlist (issue 24, items 5 and 9): each ends in a CNI error
+/// (code 7 naming what is wrong), never a signal or a hang, and changes nothing. Before the
+/// fix a 60k-character key from `args.cni` and a line of deeply nested groups overflowed the
+/// stack (SIGSEGV), a FIFO blocked the ADD forever and /dev/zero was read until memory ran out.
+#[test]
+fn allowlist_hostile_input_ends_in_errors() {
+    if !require_root("tuning allowlist_hostile_input_ends_in_errors") {
+        return;
+    }
+    let b = setup("tuning-allow-bad");
+    let before_link = b.link();
+    let before_rp = b.sysctl(RP_FILTER);
+    let mtu = json!({"mtu": 1400, "sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2"}});
+    let long_key = format!("net.{}", "a".repeat(60_000));
+    let long = b.conf(
+        "1.0.0",
+        json!({"mtu": 1400, "args": {"cni": {"sysctl": {long_key.clone(): "1"}}}}),
+    );
+    let nested = format!("{}a{}\n", "(".repeat(100_000), ")".repeat(100_000));
+    let cases: Vec<(Value, Allowlist, &str)> = vec![
+        (
+            long.clone(),
+            Allowlist::Text("^net\\.(a|b)*$\n"),
+            "longer than any sysctl",
+        ),
+        (
+            b.conf("1.0.0", mtu.clone()),
+            Allowlist::Text(&nested),
+            "allowlist.conf: pattern",
+        ),
+        (b.conf("1.0.0", mtu.clone()), Allowlist::Fifo, "FIFO"),
+        (
+            b.conf("1.0.0", mtu.clone()),
+            Allowlist::DevZero,
+            "character device",
+        ),
+    ];
+    for (c, list, want) in cases {
+        let out = b.run_with_allowlist("ADD", "th", &c, list);
+        let msg = out.err(7);
+        assert!(msg.contains(want), "{want}: {msg}");
+        assert!(
+            msg.len() < 2000,
+            "the error echoes the input: {} bytes",
+            msg.len()
+        );
+    }
+    // Without an allowlist the long key is refused the same way.
+    let pl = b.sb.plugin_in(Impl::Ours, &b.node);
+    let msg = pl.add("tuning", &b.env("th"), &long).err(7);
+    assert!(msg.contains("longer than any sysctl"), "{msg}");
+    assert_eq!(b.link(), before_link);
+    assert_eq!(b.sysctl(RP_FILTER), before_rp);
+    assert!(b.backup("th").is_none());
+}
+
+/// A sysctl key naming a directory, or a sysctl this namespace does not have, is a config
+/// error (code 7 naming the key) found before the other keys are written; so is a `dataDir`
+/// that is a file (or has one in its path): nothing changes (issue 24, items 10 and 11).
+#[test]
+fn sysctl_directories_and_data_dir_files_are_config_errors() {
+    if !require_root("tuning sysctl_directories_and_data_dir_files_are_config_errors") {
+        return;
+    }
+    let b = setup("tuning-dirs");
+    let pl = b.sb.plugin_in(Impl::Ours, &b.node);
+    let before_link = b.link();
+    let before_rp = b.sysctl(RP_FILTER);
+    for (key, why) in [
+        ("net.ipv4.conf", "directory"),
+        ("net.ipv4.conf.IFNAME", "directory"),
+        ("net.ipv4.no_such_sysctl", "no such sysctl"),
+    ] {
+        let c = b.conf(
+            "1.0.0",
+            json!({"sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2", key: "1"}}),
+        );
+        let msg = pl.add("tuning", &b.env("td"), &c).err(7);
+        assert!(msg.contains(key) && msg.contains(why), "{key}: {msg}");
+        let msg = pl.check("tuning", &b.env("td"), &c).err(7);
+        assert!(msg.contains(key), "{key}: {msg}");
+    }
+    let file = b.sb.path("a-file");
+    std::fs::write(&file, "x").unwrap();
+    for dir in [file.clone(), file.join("sub")] {
+        let c = b.conf(
+            "1.0.0",
+            json!({"dataDir": dir, "mtu": 1400,
+                   "sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2"}}),
+        );
+        let msg = pl.add("tuning", &b.env("td"), &c).err(7);
+        assert!(
+            msg.contains("dataDir") && msg.contains("not a directory"),
+            "{msg}"
+        );
+        pl.del("tuning", &b.env("td"), &c).ok();
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+    assert_eq!(b.link(), before_link);
+    assert_eq!(b.sysctl(RP_FILTER), before_rp);
+}
+
+/// Container IDs of any length: upstream's backup name while it fits in a file name (255
+/// bytes), a hashed one past it (before the fix: ENAMETOOLONG, every ADD failed); DEL
+/// restores from either.
+#[test]
+fn long_container_ids() {
+    if !require_root("tuning long_container_ids") {
+        return;
+    }
+    let b = setup("tuning-longid");
+    let pl = b.sb.plugin_in(Impl::Ours, &b.node);
+    let dir = b.sb.path("tuning");
+    // "<cid>_eth0.json": 245 + 10 = 255 bytes, the longest upstream name.
+    for (len, upstream_name) in [(245, true), (246, false), (1000, false)] {
+        let cid = format!("c{}", "x".repeat(len - 1));
+        let c = b.conf("1.0.0", keys_v111());
+        pl.add("tuning", &b.env(&cid), &c).ok();
+        assert_tuned(&b);
+        let files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(files.len(), 1, "{files:?}");
+        if upstream_name {
+            assert_eq!(files[0], format!("{cid}_eth0.json"));
+        } else {
+            assert!(
+                files[0].starts_with('~') && files[0].ends_with(".json") && files[0].len() < 64,
+                "{files:?}"
+            );
+        }
+        pl.del("tuning", &b.env(&cid), &c).ok();
+        assert_restored(&b);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        // Put the sysctl back for the next round.
+        b.cont.sh(&["sh", "-c", &format!("echo 0 > {RP_FILTER}")]);
+    }
+}
+
+/// `runtimeConfig.mac` of another type than string is refused as the Go plugins refuse it
+/// (their decoder fails the config), with code 6 naming the key, instead of being ignored —
+/// in tuning and in the other applets that read it through the same decoder (macvlan, tap,
+/// bridge; all decode it before they change anything). Empty and null are "none", as in Go.
+#[test]
+fn runtime_config_mac_of_another_type_is_refused() {
+    if !require_root("tuning runtime_config_mac_of_another_type_is_refused") {
+        return;
+    }
+    let b = setup("tuning-rcmac");
+    let pl = b.sb.plugin_in(Impl::Ours, &b.node);
+    let before = b.link();
+    for mac in [
+        json!(5),
+        json!(["02:00:00:00:00:01"]),
+        json!({"a": 1}),
+        json!(true),
+    ] {
+        let c = b.conf("1.0.0", json!({"runtimeConfig": {"mac": mac.clone()}}));
+        let msg = pl.add("tuning", &b.env("tr"), &c).err(6);
+        assert!(msg.contains("runtimeConfig.mac"), "{mac}: {msg}");
+        for applet in ["macvlan", "tap", "bridge"] {
+            let c = json!({"cniVersion": "1.0.0", "name": "rcmac", "type": applet,
+                           "master": "tn0", "bridge": "cnibox-nobr",
+                           "runtimeConfig": {"mac": mac.clone()}});
+            let msg = pl.add(applet, &b.env("tr"), &c).err(6);
+            assert!(msg.contains("runtimeConfig.mac"), "{applet} {mac}: {msg}");
+        }
+    }
+    assert_eq!(b.link(), before);
+    assert!(b.node.sh(&["ip", "link", "show"]).contains("tn0"));
+    assert!(!b.node.sh(&["ip", "link", "show"]).contains("cnibox-nobr"));
+    // null and "" are no MAC: CNI_ARGS MAC applies.
+    for mac in [json!(null), json!("")] {
+        let env = b
+            .env("tn")
+            .with_args("IgnoreUnknown=1;MAC=02:00:00:00:00:07");
+        let c = b.conf("1.0.0", json!({"runtimeConfig": {"mac": mac}}));
+        let r = pl.add("tuning", &env, &c).ok().clone();
+        assert_eq!(r["interfaces"][1]["mac"], "02:00:00:00:00:07", "{r}");
+        pl.del("tuning", &env, &c).ok();
+    }
 }

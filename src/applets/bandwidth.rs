@@ -75,6 +75,12 @@ fn limits(req: &Request) -> Result<Limits> {
         .or(c.egress_rate)
         .or(c.egress_burst)
         .is_some();
+    // Errors name the keys the limits came from.
+    let prefix = if any_static {
+        ""
+    } else {
+        "runtimeConfig.bandwidth."
+    };
     let l = if any_static {
         Limits {
             ingress_rate: c.ingress_rate.unwrap_or(0),
@@ -88,18 +94,20 @@ fn limits(req: &Request) -> Result<Limits> {
     } else {
         Limits::default()
     };
-    for (rate, burst) in [
-        (l.ingress_rate, l.ingress_burst),
-        (l.egress_rate, l.egress_burst),
+    for (dir, rate, burst) in [
+        ("ingress", l.ingress_rate, l.ingress_burst),
+        ("egress", l.egress_rate, l.egress_burst),
     ] {
+        // upstream's messages, after the keys.
+        let err = |key: &str, why: &str| Err(Error::config(format!("{prefix}{dir}{key}: {why}")));
         if burst == 0 && rate != 0 {
-            return Err(Error::config("if rate is set, burst must also be set"));
+            return err("Burst", "if rate is set, burst must also be set");
         }
         if rate == 0 && burst != 0 {
-            return Err(Error::config("if burst is set, rate must also be set"));
+            return err("Rate", "if burst is set, rate must also be set");
         }
         if burst / 8 >= u64::from(u32::MAX) {
-            return Err(Error::config("burst cannot be more than 4GB"));
+            return err("Burst", "burst cannot be more than 4GB");
         }
     }
     Ok(l)
@@ -117,28 +125,48 @@ fn alias(network: &str, container_id: &str) -> String {
 }
 
 /// The host end of the container's veth, which must be listed in prevResult without sandbox.
+/// A container interface that is no veth (bandwidth chained after macvlan, ipvlan, tap…) or
+/// whose peer prevResult does not list is a configuration error (code 7): upstream's 999
+/// would say "try something else" to nobody.
 fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link> {
     let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
     let mut cont = Handle::in_netns(&ns)?;
     let ifname = &req.env.ifname;
-    let peer = cont
-        .link_by_name(ifname)?
-        .filter(|l| l.kind.as_deref() == Some("veth"))
-        .and_then(|l| l.link)
-        .ok_or_else(|| Error::internal(format!("container interface {ifname} has no veth peer")))?;
-    let link = host
-        .link_by_index(peer)?
-        .ok_or_else(|| Error::internal(format!("veth peer with index {peer} is not in host ns")))?;
-    if !prev
-        .interfaces
-        .iter()
-        .any(|i| i.sandbox.is_empty() && i.name == link.name)
-    {
-        return Err(Error::internal(
-            "no veth peer of container interface found in host ns",
-        ));
+    let iface = cont.link_by_name(ifname)?.ok_or_else(|| {
+        Error::internal(format!(
+            "container interface {ifname} (CNI_IFNAME) not found"
+        ))
+    })?;
+    let kind = iface.kind.as_deref().unwrap_or("device");
+    let peer = iface.link.filter(|_| kind == "veth").ok_or_else(|| {
+        Error::config(format!(
+            "container interface {ifname} (CNI_IFNAME) is a {kind}, not a veth: \
+                 bandwidth shapes the host end of a veth (chain it after bridge or ptp)"
+        ))
+    })?;
+    if iface.link_netnsid.is_none() {
+        // Both ends in the container: the index names nothing on the host.
+        return Err(Error::config(format!(
+            "prevResult.interfaces: container interface {ifname} is a veth whose peer is in \
+             the container too, not on the host"
+        )));
     }
-    Ok(link)
+    let listed = |name: &str| {
+        prev.interfaces
+            .iter()
+            .any(|i| i.sandbox.is_empty() && i.name == name)
+    };
+    match host.link_by_index(peer)? {
+        Some(link) if listed(&link.name) => Ok(link),
+        found => Err(Error::config(format!(
+            "prevResult.interfaces: no host interface is the veth peer of container interface \
+             {ifname} (peer index {peer}{})",
+            found.map_or_else(
+                || ", not in the host namespace".to_string(),
+                |l| format!(": {}, not listed without sandbox", l.name)
+            )
+        ))),
+    }
 }
 
 fn add(req: &Request) -> Result<CniResult> {

@@ -107,11 +107,7 @@ pub fn requested_mac(req: &Request, configured: String) -> Result<String> {
     {
         mac = m.to_string();
     }
-    if let Some(m) = req
-        .runtime_config("mac")
-        .and_then(|v| v.as_str())
-        .filter(|m| !m.is_empty())
-    {
+    if let Some(m) = req.runtime_config_str("mac")?.filter(|m| !m.is_empty()) {
         mac = m.to_string();
     }
     Ok(mac)

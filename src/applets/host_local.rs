@@ -181,7 +181,11 @@ fn add(req: &Request) -> Result<CniResult> {
     if !cfg.resolv_conf.is_empty() {
         result.dns = parse_resolv_conf(&cfg.resolv_conf)?;
     }
-    let store = Store::open(&cfg.data_dir, &cfg.network, true)?.ok_or_else(|| {
+    // Which range set takes which requested address is known before anything is reserved: a
+    // requested address no set can take fails the ADD before the store is touched (upstream
+    // finds it after allocating the others, and `last_reserved_ip` stays moved).
+    let wants = assign_requested(&cfg.sets, &cfg.requested)?;
+    let store = open_store(&cfg, true)?.ok_or_else(|| {
         Error::internal(format!(
             "host-local store {} for network {:?} vanished while opening it",
             cfg.data_dir.display(),
@@ -189,35 +193,65 @@ fn add(req: &Request) -> Result<CniResult> {
         ))
     })?;
     let owner = Owner::new(&req.env.container_id, &req.env.ifname);
-    let mut requested = cfg.requested.clone();
     // The undo steps share the store with the allocation below: a RefCell lends it to each.
     let store = std::cell::RefCell::new(store);
     let mut undo = Undo::new("host-local");
     let r = (|| -> Result<()> {
-        for (idx, set) in cfg.sets.iter().enumerate() {
-            let want = requested
-                .iter()
-                .position(|ip| set.contains(*ip))
-                .map(|i| requested.remove(i));
+        for (idx, (set, want)) in cfg.sets.iter().zip(wants).enumerate() {
+            let last = store.borrow().last_reserved_raw(idx);
             let ip = allocate(&mut store.borrow_mut(), set, idx, &owner, want)
                 .ctx(format_args!("failed to allocate for range {idx}"))?;
             let (addr, owner, store) = (ip.address.addr(), &owner, &store);
             undo.push(format!("reservation of {addr}"), move || {
-                store.borrow_mut().release_ip(addr, owner)
+                let mut s = store.borrow_mut();
+                s.release_ip(addr, owner)?;
+                s.restore_last(idx, last.as_deref())
             });
             result.ips.push(ip);
-        }
-        if !requested.is_empty() {
-            let list: Vec<String> = requested.iter().map(IpAddr::to_string).collect();
-            return Err(Error::config(format!(
-                "failed to allocate all requested IPs: {}",
-                list.join(" ")
-            )));
         }
         Ok(())
     })();
     undo.finish(r)?;
     Ok(result)
+}
+
+/// The requested address each range set takes, as upstream assigns them: each set, in order,
+/// the first requested address it contains. One left over is a config error (code 7).
+fn assign_requested(sets: &[RangeSet], requested: &[IpAddr]) -> Result<Vec<Option<IpAddr>>> {
+    let mut left = requested.to_vec();
+    let wants = sets
+        .iter()
+        .map(|set| {
+            left.iter()
+                .position(|ip| set.contains(*ip))
+                .map(|i| left.remove(i))
+        })
+        .collect();
+    if !left.is_empty() {
+        let list: Vec<String> = left.iter().map(IpAddr::to_string).collect();
+        return Err(Error::config(format!(
+            "failed to allocate all requested IPs: {} (in no range set)",
+            list.join(" ")
+        )));
+    }
+    Ok(wants)
+}
+
+/// The network's store; `dataDir` that is a file (or has one in its path) is a config error
+/// (code 7 naming the key), any other failure to make or open it the host's (code 5).
+fn open_store(cfg: &Config, create: bool) -> Result<Option<Store>> {
+    Store::open(&cfg.data_dir, &cfg.network, create).map_err(|e| match e.errno {
+        libc::ENOTDIR | libc::EEXIST => Error::config(format!(
+            "ipam.dataDir {}: not a directory ({})",
+            cfg.data_dir.display(),
+            e.msg
+        )),
+        errno if errno != 0 && e.code == code::INTERNAL => Error {
+            code: code::IO_FAILURE,
+            ..e
+        },
+        _ => e,
+    })
 }
 
 fn allocate(
@@ -276,7 +310,7 @@ fn allocate(
 
 fn del(req: &Request) -> Result<()> {
     let cfg = load(req)?;
-    if let Some(mut store) = Store::open(&cfg.data_dir, &cfg.network, false)? {
+    if let Some(mut store) = open_store(&cfg, false)? {
         store.release(&req.env.container_id, &req.env.ifname)?;
     }
     Ok(())
@@ -285,7 +319,7 @@ fn del(req: &Request) -> Result<()> {
 fn check(req: &Request) -> Result<()> {
     let cfg = load(req)?;
     let owner = Owner::new(&req.env.container_id, &req.env.ifname);
-    let found = match Store::open(&cfg.data_dir, &cfg.network, false)? {
+    let found = match open_store(&cfg, false)? {
         None => false,
         Some(s) => {
             !s.owned_by(&owner)?.is_empty()
@@ -313,7 +347,7 @@ fn gc(req: &Request) -> Result<()> {
     let Some(valid) = req.valid_attachments() else {
         return Ok(());
     };
-    let Some(mut store) = Store::open(&cfg.data_dir, &cfg.network, false)? else {
+    let Some(mut store) = open_store(&cfg, false)? else {
         return Ok(());
     };
     let keep: HashSet<(&str, &str)> = valid
@@ -338,7 +372,7 @@ fn gc(req: &Request) -> Result<()> {
 /// Code 50 when some range set has no free address left.
 fn status(req: &Request) -> Result<()> {
     let cfg = load(req)?;
-    let Some(store) = Store::open(&cfg.data_dir, &cfg.network, false)? else {
+    let Some(store) = open_store(&cfg, false)? else {
         return Ok(());
     };
     let taken: Vec<IpAddr> = store

@@ -126,10 +126,17 @@ fn load(req: &Request) -> Result<CniResult> {
     }
     let mut r = CniResult::default();
     for (a, gateway, src) in list {
+        let address = cidr(&a, src)?;
+        // Beyond upstream, which returns it: no route can use a gateway of the other family.
+        if let Some(g) = gateway.filter(|g| g.is_ipv4() != address.addr().is_ipv4()) {
+            return Err(Error::config(format!(
+                "{src}: address {a:?} has gateway {g} of the other address family"
+            )));
+        }
         r.ips.push(IpConfig {
             version: None,
             interface: None,
-            address: cidr(&a, src)?,
+            address,
             gateway,
         });
     }

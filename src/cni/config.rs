@@ -130,4 +130,30 @@ impl Request {
         let cni = gojson::member(gojson::member(&self.raw, "args")?, "cni")?;
         gojson::member(cni, key)
     }
+
+    /// A string field of `runtimeConfig` such as `mac`: `None` when absent or null. The Go
+    /// plugins decode these into Go strings, so another type fails their whole config
+    /// ("cannot unmarshal number into Go struct field .runtimeConfig.mac of type string");
+    /// here too, with code 6 naming the key, instead of being ignored.
+    pub fn runtime_config_str(&self, key: &str) -> Result<Option<&str>> {
+        string_field(self.runtime_config(key), "runtimeConfig", key)
+    }
+
+    /// A string field of `args.cni`, decoded as [`Request::runtime_config_str`].
+    pub fn args_cni_str(&self, key: &str) -> Result<Option<&str>> {
+        string_field(self.args_cni(key), "args.cni", key)
+    }
+}
+
+fn string_field<'a>(v: Option<&'a Value>, parent: &str, key: &str) -> Result<Option<&'a str>> {
+    match v {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(Error::decode(format!(
+            "failed to load netconf: {parent}.{key}: {}",
+            gojson::from_value::<String>(other)
+                .err()
+                .map_or_else(|| "expected a string".to_string(), |e| e.to_string())
+        ))),
+    }
 }

@@ -142,7 +142,22 @@ fn run(
     let path = find_in_path(name, req)?;
     let _level = Level::enter(name, if ipam { "ipam.type" } else { "delegate.type" })?;
     let applet = req.applets.iter().copied().find(|a| a.name == name);
-    let out = match applet.filter(|_| is_self(&path)) {
+    let own = is_self(&path);
+    let out = match applet.filter(|_| own) {
+        // This binary under a name that is no applet (`cnibox` itself): exec'd it would print
+        // its usage text, which reads as no result at all.
+        None if own => {
+            let key = if ipam { "ipam.type" } else { "type" };
+            return Err(Error::config(format!(
+                "{key} {name:?}: {} is the cnibox binary, not a plugin: name one of its applets{}",
+                path.display(),
+                if ipam {
+                    format!(" ({})", IPAM_APPLETS.join(", "))
+                } else {
+                    String::new()
+                }
+            )));
+        }
         Some(_) if ipam && !IPAM_APPLETS.contains(&name) => {
             return Err(Error::config(format!(
                 "ipam.type {name:?} is not an IPAM plugin"

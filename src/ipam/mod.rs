@@ -91,11 +91,20 @@ impl Range {
         let net = to_u128(subnet.network());
         let last = to_u128(subnet.broadcast()) - u128::from(v4);
         let first = from_u128(net + 1, v4);
+        let gateway = c.gateway.map(canonical).unwrap_or(first);
+        // Beyond upstream, which returns it: a gateway of the other family makes no route
+        // (ptp and bridge would fail, or worse, on it).
+        if gateway.is_ipv4() != v4 {
+            return Err(Error::config(format!(
+                "gateway {gateway} is not an {} address like subnet {subnet}",
+                if v4 { "IPv4" } else { "IPv6" }
+            )));
+        }
         let mut r = Range {
             subnet,
             start: first,
             end: from_u128(last, v4),
-            gateway: c.gateway.map(canonical).unwrap_or(first),
+            gateway,
         };
         if let Some(s) = c.range_start.map(canonical) {
             if !r.in_subnet(s) {

@@ -151,10 +151,14 @@ fn load(req: &Request) -> Result<Bridge> {
     Ok(Bridge { c, trunk })
 }
 
-/// `runtimeConfig.mac` > `args.cni.mac` > CNI_ARGS `MAC`.
+/// `runtimeConfig.mac` > `args.cni.mac` > CNI_ARGS `MAC`: the first non-empty one, as upstream
+/// (an empty one falls through); a non-string is refused (code 6), as Go's decoder does.
 fn requested_mac(req: &Request) -> Result<Option<[u8; 6]>> {
-    let text = match req.runtime_config("mac").or_else(|| req.args_cni("mac")) {
-        Some(v) => v.as_str().map(str::to_string),
+    let nonempty = |s: &&str| !s.is_empty();
+    let runtime = req.runtime_config_str("mac")?.filter(nonempty);
+    let args = req.args_cni_str("mac")?.filter(nonempty);
+    let text = match runtime.or(args) {
+        Some(s) => Some(s.to_string()),
         None => req.env.cni_args(&["MAC"])?.get("MAC").map(str::to_string),
     };
     text.filter(|s| !s.is_empty())

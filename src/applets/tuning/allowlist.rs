@@ -1,25 +1,34 @@
 //! upstream's sysctl allowlist, `/etc/cni/tuning/allowlist.conf`: when the file exists, every
 //! sysctl key must match (unanchored, as Go's `regexp.MatchString`) one of its non-empty lines.
 //!
-//! The lines are regular expressions. A regex crate would cost hundreds of kilobytes of the
-//! binary for a file of a few lines, so this is a small backtracking matcher for the syntax
-//! such lists use — literals, `.`, escapes (`\.`, `\d`, `\w`, `\s` and their negations),
-//! classes `[a-z_]` / `[^.]`, groups with alternation `(a|b)` and `(?:…)`, anchors `^` `$`,
-//! and the quantifiers `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}` — which answers "does it match
-//! somewhere" exactly as RE2 does. Anything else (backreferences, flags, Unicode classes) is
-//! refused with an error naming the line, never matched loosely.
+//! The lines are RE2 regular expressions (Go's `regexp`), matched with `regex-lite`: the same
+//! syntax but for Unicode classes (`\pL`) and `\Q…\E`, which such lists have no use for and
+//! which are refused with an error naming the line, never matched loosely. It costs ~47 KB of
+//! the binary (benches/NOTES.md); the small hand-written matcher it replaced refused what Go
+//! accepts (`(?i)`, `\x41`, `[[:alpha:]]`, lazy quantifiers), so an allowlist valid for the Go
+//! plugin failed every ADD, and it recursed per repetition, so a long key overflowed the stack.
+//! regex-lite's matcher keeps its state on the heap (O(pattern × key) time), its parser stops
+//! at 50 nested groups; the keys are bounded at load (`keys::MAX_KEY`), the patterns here.
+//!
+//! The file is the operator's, but it is read as untrusted: opened non-blocking (a FIFO does
+//! not hang the ADD), it must be a regular file, and no larger than [`MAX_FILE`].
 
 use crate::error::{Error, Result};
-use std::cell::Cell;
+use std::io::Read;
 
 pub const PATH: &str = "/etc/cni/tuning/allowlist.conf";
 
+/// An allowlist is a few lines; a file this large is a mistake (or `/dev/zero`-like).
+pub const MAX_FILE: u64 = 1 << 20;
+
+/// Compiled program size per line: generous for any real pattern, and it bounds the search time
+/// (O(program × key)) and memory a pathological line (`a{1000}{1000}`) could take.
+const MAX_PROGRAM: usize = 1 << 20;
+
 /// The allowlist's patterns, or `None` when there is no allowlist file.
 pub fn load(path: &str) -> Result<Option<Vec<(String, Regex)>>> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(format_args!("read {path}"), e)),
+    let Some(text) = read_regular(path)? else {
+        return Ok(None);
     };
     text.lines()
         .map(str::trim)
@@ -27,273 +36,98 @@ pub fn load(path: &str) -> Result<Option<Vec<(String, Regex)>>> {
         .map(|l| {
             Regex::new(l)
                 .map(|r| (l.to_string(), r))
-                .map_err(|why| Error::config(format!("{path}: pattern {l:?}: {why}")))
+                .map_err(|why| Error::config(format!("{path}: pattern {:?}: {why}", short(l))))
         })
         .collect::<Result<Vec<_>>>()
         .map(Some)
 }
 
-#[derive(Debug, Clone)]
-enum Node {
-    Char(char),
-    Any,
-    Class(Vec<(char, char)>, bool),
-    Start,
-    End,
-    Group(Vec<Vec<Node>>),
-    Repeat(Box<Node>, usize, Option<usize>),
+/// A line as errors quote it: a pattern can be as long as the file.
+fn short(line: &str) -> String {
+    match line.char_indices().nth(80) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
+    }
+}
+
+/// The text of `path`, `None` when it does not exist. Opened with O_NONBLOCK so that a FIFO
+/// (or a device) is seen for what it is instead of blocking the open; anything but a regular
+/// file, a file over [`MAX_FILE`] or one that is not UTF-8 is a code 7 error naming the path.
+fn read_regular(path: &str) -> Result<Option<String>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format_args!("read {path}"), e)),
+    };
+    let meta = f
+        .metadata()
+        .map_err(|e| Error::io(format_args!("stat {path}"), e))?;
+    if !meta.is_file() {
+        return Err(Error::config(format!(
+            "{path}: the sysctl allowlist must be a regular file, this is {}",
+            file_kind(&meta)
+        )));
+    }
+    // The size is checked on what is read, not on the stat: the file may grow meanwhile.
+    let mut bytes = Vec::new();
+    f.take(MAX_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::io(format_args!("read {path}"), e))?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(Error::config(format!(
+            "{path}: the sysctl allowlist is larger than {MAX_FILE} bytes"
+        )));
+    }
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|_| Error::config(format!("{path}: the sysctl allowlist is not UTF-8 text")))
+}
+
+fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
 }
 
 /// A compiled pattern.
 #[derive(Debug, Clone)]
-pub struct Regex(Vec<Vec<Node>>);
-
-/// Nested quantifiers can make backtracking exponential; the allowlist is the admin's, but a
-/// bound keeps a bad line from hanging every ADD.
-const MAX_STEPS: usize = 1 << 20;
+pub struct Regex(regex_lite::Regex);
 
 impl Regex {
     pub fn new(pattern: &str) -> std::result::Result<Regex, String> {
-        let chars: Vec<char> = pattern.chars().collect();
-        let mut p = Parser { s: &chars, i: 0 };
-        let alts = p.alternation()?;
-        if p.i != chars.len() {
-            return Err(format!("unexpected {:?}", chars[p.i]));
-        }
-        Ok(Regex(alts))
+        regex_lite::RegexBuilder::new(pattern)
+            .size_limit(MAX_PROGRAM)
+            .build()
+            .map(Regex)
+            // regex-lite's messages span lines (the pattern, a caret): one line in a CNI error.
+            .map_err(|e| {
+                e.to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
     }
 
     /// Whether the pattern matches anywhere in `text`.
     pub fn is_match(&self, text: &str) -> bool {
-        let t: Vec<char> = text.chars().collect();
-        let m = Matcher {
-            t: &t,
-            steps: Cell::new(0),
-        };
-        (0..=t.len()).any(|start| self.0.iter().any(|alt| m.seq(alt, start, &mut |_| true)))
-    }
-}
-
-struct Parser<'a> {
-    s: &'a [char],
-    i: usize,
-}
-
-impl Parser<'_> {
-    fn peek(&self) -> Option<char> {
-        self.s.get(self.i).copied()
-    }
-
-    fn alternation(&mut self) -> std::result::Result<Vec<Vec<Node>>, String> {
-        let mut alts = vec![self.sequence()?];
-        while self.peek() == Some('|') {
-            self.i += 1;
-            alts.push(self.sequence()?);
-        }
-        Ok(alts)
-    }
-
-    fn sequence(&mut self) -> std::result::Result<Vec<Node>, String> {
-        let mut out = Vec::new();
-        while let Some(c) = self.peek() {
-            if c == '|' || c == ')' {
-                break;
-            }
-            self.i += 1;
-            let atom = match c {
-                '.' => Node::Any,
-                '^' => Node::Start,
-                '$' => Node::End,
-                '(' => {
-                    if self.s.get(self.i..self.i + 2) == Some(&['?', ':']) {
-                        self.i += 2;
-                    } else if self.peek() == Some('?') {
-                        return Err("group flags are not supported".into());
-                    }
-                    let alts = self.alternation()?;
-                    if self.peek() != Some(')') {
-                        return Err("missing )".into());
-                    }
-                    self.i += 1;
-                    Node::Group(alts)
-                }
-                '[' => self.class()?,
-                '\\' => self.escape()?,
-                '*' | '+' | '?' | '{' => return Err(format!("nothing to repeat before {c:?}")),
-                c => Node::Char(c),
-            };
-            let atom = self.quantified(atom)?;
-            out.push(atom);
-        }
-        Ok(out)
-    }
-
-    fn quantified(&mut self, atom: Node) -> std::result::Result<Node, String> {
-        let (min, max) = match self.peek() {
-            Some('*') => (0, None),
-            Some('+') => (1, None),
-            Some('?') => (0, Some(1)),
-            Some('{') => {
-                let close = self.s[self.i..]
-                    .iter()
-                    .position(|&c| c == '}')
-                    .ok_or("missing }")?;
-                let body: String = self.s[self.i + 1..self.i + close].iter().collect();
-                let num = |t: &str| {
-                    t.parse::<usize>()
-                        .map_err(|_| format!("bad repeat {{{body}}}"))
-                };
-                let r = match body.split_once(',') {
-                    None => (num(&body)?, Some(num(&body)?)),
-                    Some((a, "")) => (num(a)?, None),
-                    Some((a, b)) => (num(a)?, Some(num(b)?)),
-                };
-                if r.0 > 1000 || r.1.is_some_and(|m| m > 1000 || m < r.0) {
-                    return Err(format!("bad repeat {{{body}}}"));
-                }
-                self.i += close;
-                r
-            }
-            _ => return Ok(atom),
-        };
-        self.i += 1;
-        if matches!(atom, Node::Start | Node::End) {
-            return Err("nothing to repeat".into());
-        }
-        // Lazy (`*?`) and possessive forms are not part of the supported syntax.
-        if matches!(self.peek(), Some('?' | '+' | '*')) {
-            return Err("stacked or lazy quantifiers are not supported".into());
-        }
-        Ok(Node::Repeat(Box::new(atom), min, max))
-    }
-
-    fn escape(&mut self) -> std::result::Result<Node, String> {
-        let c = self.peek().ok_or("trailing backslash")?;
-        self.i += 1;
-        Ok(match c {
-            'd' | 'D' => Node::Class(vec![('0', '9')], c == 'D'),
-            'w' | 'W' => Node::Class(WORD.to_vec(), c == 'W'),
-            's' | 'S' => Node::Class(SPACE.to_vec(), c == 'S'),
-            c if c.is_ascii_punctuation() => Node::Char(c),
-            c => return Err(format!("unsupported escape \\{c}")),
-        })
-    }
-
-    fn class(&mut self) -> std::result::Result<Node, String> {
-        let negated = self.peek() == Some('^');
-        if negated {
-            self.i += 1;
-        }
-        let mut ranges = Vec::new();
-        let mut first = true;
-        loop {
-            let c = self.peek().ok_or("missing ]")?;
-            self.i += 1;
-            if c == ']' && !first {
-                break;
-            }
-            first = false;
-            let lo = match c {
-                '\\' => match self.escape()? {
-                    Node::Char(c) => c,
-                    Node::Class(r, false) => {
-                        ranges.extend(r);
-                        continue;
-                    }
-                    _ => return Err("negated escape inside a class".into()),
-                },
-                '[' if self.peek() == Some(':') => {
-                    return Err("POSIX classes are not supported".into());
-                }
-                c => c,
-            };
-            if self.peek() == Some('-') && self.s.get(self.i + 1).is_some_and(|&c| c != ']') {
-                self.i += 1;
-                let mut hi = self.peek().ok_or("missing ]")?;
-                self.i += 1;
-                if hi == '\\' {
-                    hi = match self.escape()? {
-                        Node::Char(c) => c,
-                        _ => return Err("bad class range".into()),
-                    };
-                }
-                if hi < lo {
-                    return Err(format!("bad class range {lo}-{hi}"));
-                }
-                ranges.push((lo, hi));
-            } else {
-                ranges.push((lo, lo));
-            }
-        }
-        Ok(Node::Class(ranges, negated))
-    }
-}
-
-const WORD: &[(char, char)] = &[('0', '9'), ('A', 'Z'), ('_', '_'), ('a', 'z')];
-const SPACE: &[(char, char)] = &[('\t', '\n'), ('\x0c', '\r'), (' ', ' ')];
-
-/// A backtracking match over `t`; continuations `k` receive each end position and return
-/// whether the whole match succeeded.
-struct Matcher<'a> {
-    t: &'a [char],
-    steps: Cell<usize>,
-}
-
-impl Matcher<'_> {
-    fn tick(&self) -> bool {
-        self.steps.set(self.steps.get() + 1);
-        self.steps.get() <= MAX_STEPS
-    }
-
-    fn seq(&self, alt: &[Node], at: usize, k: &mut dyn FnMut(usize) -> bool) -> bool {
-        if !self.tick() {
-            return false;
-        }
-        match alt.split_first() {
-            None => k(at),
-            Some((first, rest)) => self.one(first, at, &mut |next| self.seq(rest, next, k)),
-        }
-    }
-
-    fn one(&self, node: &Node, at: usize, k: &mut dyn FnMut(usize) -> bool) -> bool {
-        let t = self.t;
-        match node {
-            Node::Char(c) => t.get(at) == Some(c) && k(at + 1),
-            Node::Any => t.get(at).is_some_and(|&c| c != '\n') && k(at + 1),
-            Node::Class(ranges, neg) => {
-                t.get(at)
-                    .is_some_and(|&c| ranges.iter().any(|&(a, b)| a <= c && c <= b) != *neg)
-                    && k(at + 1)
-            }
-            Node::Start => at == 0 && k(at),
-            Node::End => at == t.len() && k(at),
-            Node::Group(alts) => alts.iter().any(|alt| self.seq(alt, at, k)),
-            Node::Repeat(inner, min, max) => self.repeat(inner, *min, *max, at, 0, k),
-        }
-    }
-
-    /// Greedy: one more iteration first, then stop here. An iteration that consumed nothing
-    /// ends the loop (it would repeat forever).
-    fn repeat(
-        &self,
-        inner: &Node,
-        min: usize,
-        max: Option<usize>,
-        at: usize,
-        count: usize,
-        k: &mut dyn FnMut(usize) -> bool,
-    ) -> bool {
-        if !self.tick() {
-            return false;
-        }
-        if max.is_none_or(|m| count < m)
-            && self.one(inner, at, &mut |next| {
-                next != at && self.repeat(inner, min, max, next, count + 1, k)
-            })
-        {
-            return true;
-        }
-        count >= min && k(at)
+        self.0.is_match(text)
     }
 }
 
@@ -334,28 +168,71 @@ mod tests {
         assert!(!m("^a.b$", "a\nb") && !m("a$", "a\nb"));
     }
 
+    /// What Go's RE2 accepts and the hand-written matcher refused (issue 24, item 5): an
+    /// allowlist valid for the Go plugin must not fail every ADD.
     #[test]
-    fn refuses_what_it_cannot_match_exactly() {
-        for bad in [
-            r"(a",
-            r"a)",
-            r"[a",
-            r"*a",
-            r"a**",
-            r"a*?",
-            r"(?i)a",
-            r"\1",
-            r"[[:alpha:]]",
-            r"a{3,1}",
-            r"\p{L}",
-        ] {
-            assert!(Regex::new(bad).is_err(), "{bad}");
-        }
+    fn accepts_re2_syntax() {
+        assert!(m(r"(?i)^NET\.IPV4\.", "net.ipv4.conf.eth0.rp_filter"));
+        assert!(m(r"^net\.\x69pv4\.", "net.ipv4.x"));
+        assert!(m(r"^net\.[[:alpha:]]+4\.", "net.ipv4.x") && !m(r"^[[:digit:]]", "net"));
+        assert!(m(r"^net\..*?\.rp_filter$", "net.ipv4.conf.all.rp_filter"));
+        assert!(m(r"^net\.(?P<fam>ipv[46])\.", "net.ipv6.x"));
+        assert!(m(r"\Anet\.core\.somaxconn\z", "net.core.somaxconn"));
     }
 
     #[test]
-    fn pathological_patterns_end() {
+    fn refuses_what_it_cannot_match() {
+        // Go refuses all but the last (a Unicode class, which regex-lite does not have).
+        for bad in [r"(a", r"a)", r"[a", r"*a", r"\1", r"a{3,1}", r"\pL"] {
+            assert!(Regex::new(bad).is_err(), "{bad}");
+        }
+        // Multi-line parser messages become one line.
+        let e = Regex::new("(a").unwrap_err();
+        assert!(!e.contains('\n'), "{e}");
+    }
+
+    /// Issue 24, item 5: these overflowed the stack of the hand-written matcher (SIGSEGV).
+    #[test]
+    fn hostile_patterns_and_keys_end() {
         let r = Regex::new(r"^(a*)*b$").unwrap();
         assert!(!r.is_match(&"a".repeat(40)));
+        let long = "a".repeat(100_000);
+        assert!(
+            Regex::new(r"^(?:a|b)*c$")
+                .unwrap()
+                .is_match(&(long.clone() + "c"))
+        );
+        assert!(!Regex::new(r"^a+$").unwrap().is_match(&(long + "b")));
+        let deep = format!("{}a{}", "(".repeat(100_000), ")".repeat(100_000));
+        assert!(Regex::new(&deep).is_err());
+        assert!(Regex::new("a{1000}{1000}{1000}").is_err());
+    }
+
+    #[test]
+    fn operator_file_must_be_a_small_regular_file() {
+        let dir = std::env::temp_dir().join(format!("cnibox-allowlist-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = |n: &str| dir.join(n).display().to_string();
+        assert!(load(&p("missing")).unwrap().is_none());
+        std::fs::write(p("ok"), "\n  ^net\\.core\\.  \n\n(?i)^NET\n").unwrap();
+        let l = load(&p("ok")).unwrap().unwrap();
+        assert_eq!(
+            l.iter().map(|(s, _)| s.as_str()).collect::<Vec<_>>(),
+            [r"^net\.core\.", "(?i)^NET"]
+        );
+        nix::unistd::mkfifo(dir.join("fifo").as_path(), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let e = load(&p("fifo")).unwrap_err();
+        assert!(e.code == 7 && e.msg.contains("FIFO"), "{e:?}");
+        let e = load("/dev/zero").unwrap_err();
+        assert!(e.code == 7 && e.msg.contains("character device"), "{e:?}");
+        let e = load(&dir.display().to_string()).unwrap_err();
+        assert!(e.code == 7 && e.msg.contains("directory"), "{e:?}");
+        std::fs::write(p("big"), vec![b'a'; MAX_FILE as usize + 1]).unwrap();
+        let e = load(&p("big")).unwrap_err();
+        assert!(e.code == 7 && e.msg.contains("larger"), "{e:?}");
+        std::fs::write(p("bad"), "^net\\.\n(a\n").unwrap();
+        let e = load(&p("bad")).unwrap_err();
+        assert!(e.code == 7 && e.msg.contains("\"(a\""), "{e:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

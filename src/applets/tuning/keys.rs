@@ -3,10 +3,23 @@
 
 use super::*;
 
+/// The longest key accepted: no path under /proc/sys is longer than PATH_MAX (real net sysctls
+/// are under 100 bytes). A key can come from `args.cni` (pod annotations): one of 60k
+/// characters overflowed the stack of the allowlist matcher cnibox used to have.
+pub(super) const MAX_KEY: usize = 4096;
+
 /// Upstream's mapping of a key to its file: dots become slashes, the first `IFNAME` becomes
 /// the container interface, the path is cleaned (`..` resolved) and must stay under
 /// `/proc/sys/net/`.
 pub(super) fn sysctl_path(key: &str, ifname: &str) -> Result<PathBuf> {
+    if key.len() > MAX_KEY {
+        // Not echoed: the message would be as long as the key.
+        return Err(Error::config(format!(
+            "sysctl key {:?}… ({} bytes): longer than any sysctl path ({MAX_KEY})",
+            key.chars().take(40).collect::<String>(),
+            key.len()
+        )));
+    }
     if key.chars().any(char::is_control) {
         return Err(Error::config(format!(
             "sysctl {key:?}: invalid net sysctl key"
@@ -30,6 +43,35 @@ pub(super) fn sysctl_path(key: &str, ifname: &str) -> Result<PathBuf> {
         )));
     }
     Ok(PathBuf::from(format!("/{}", parts.join("/"))))
+}
+
+/// Each key must name a sysctl file in the container's namespace: a directory
+/// (`net.ipv4.conf`) or a path that does not exist there is a configuration error (code 7
+/// naming the key), found before anything changes (upstream fails writing it, after the keys
+/// before it were written).
+pub(super) fn check_sysctl_files(ns: &NetNs, sysctls: &[(String, PathBuf, String)]) -> Result<()> {
+    ns.enter(|| {
+        for (key, path, _) in sysctls {
+            let why = match std::fs::metadata(path) {
+                Ok(m) if m.is_dir() => "names a directory, not a sysctl",
+                Ok(_) => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => {
+                    "no such sysctl in the container's network namespace"
+                }
+                Err(e) => {
+                    return Err(Error::io(
+                        format_args!("sysctl {key}: stat {}", path.display()),
+                        e,
+                    ));
+                }
+            };
+            return Err(Error::config(format!(
+                "sysctl {key:?}: {} {why}",
+                path.display()
+            )));
+        }
+        Ok(())
+    })?
 }
 
 /// Upstream refuses a `sysctl` object that names a key twice (a JSON object may; serde keeps

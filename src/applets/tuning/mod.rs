@@ -17,19 +17,22 @@
 //! namespace or link. CHECK compares sysctls and attributes.
 //!
 //! Beyond upstream: every key is checked before anything changes (upstream reports a bad MAC or
-//! sysctl path after writing the sysctls before it), a failed ADD restores the sysctls it wrote
-//! and the attributes it changed, and DEL removes the backup when the interface is gone
-//! (upstream leaves it in `/run/cni/tuning` forever).
+//! sysctl path after writing the sysctls before it): a sysctl key must name a file in the
+//! container's namespace (a directory or a missing one is code 7) and be at most 4096 bytes,
+//! `dataDir` must be a directory (or not exist yet), `runtimeConfig.mac` a string. A failed ADD
+//! restores the sysctls it wrote and the attributes it changed, and DEL removes the backup when
+//! the interface is gone (upstream leaves it in `/run/cni/tuning` forever). Container IDs too
+//! long for upstream's backup name (over 255 bytes with the ifname) get a hashed one.
 
 mod allowlist;
 mod keys;
 #[cfg(test)]
 mod tests;
 
-use keys::{refuse_duplicate_sysctls, sysctl_path};
+use keys::{check_sysctl_files, refuse_duplicate_sysctls, sysctl_path};
 
 use crate::cni::gojson;
-use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version, error::code};
 use crate::netlink::{Handle, Link, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
@@ -130,8 +133,46 @@ impl Tuning {
     }
 }
 
+/// Longest file name the kernel takes (NAME_MAX).
+const NAME_MAX: usize = 255;
+
+/// upstream's `<containerID>_<ifname>.json`, so either implementation's DEL finds the other's
+/// backup. Container IDs have no length limit and that name fails (ENAMETOOLONG) past 255
+/// bytes, where the Go plugin cannot work anyway: there it is `~<32 hex of sha512 of the
+/// name>.json` (`~` never starts a container ID), as `attachment.rs` names long owners.
 fn backup_path(data_dir: &Path, req: &Request) -> PathBuf {
-    data_dir.join(format!("{}_{}.json", req.env.container_id, req.env.ifname))
+    let name = format!("{}_{}.json", req.env.container_id, req.env.ifname);
+    if name.len() <= NAME_MAX {
+        return data_dir.join(name);
+    }
+    let hash = crate::hash::sha512_hex(name.as_bytes(), 32);
+    data_dir.join(format!("~{hash}.json"))
+}
+
+/// `dataDir` must be a directory, or not exist yet (ADD makes it): a file there or in its
+/// path is a configuration error (code 7), found before anything changes; any other failure
+/// to look is the host's (code 5).
+fn check_data_dir(dir: &Path) -> Result<()> {
+    let not_dir = || {
+        Error::config(format!(
+            "dataDir {}: not a directory (the backup of the interface's attributes goes there)",
+            dir.display()
+        ))
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(not_dir()),
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(not_dir()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(host_io(format_args!("dataDir {}", dir.display()), e)),
+    }
+}
+
+/// A failure of the host's filesystem (SPEC.md code 5), naming what was being done.
+fn host_io(what: impl std::fmt::Display, e: std::io::Error) -> Error {
+    let mut err = Error::io(what, e);
+    err.code = code::IO_FAILURE;
+    err
 }
 
 fn load(req: &Request, verify_sysctls: bool) -> Result<Tuning> {
@@ -229,6 +270,10 @@ fn add(req: &Request) -> Result<CniResult> {
     let t = load(req, true)?;
     let mut result = prev(req)?;
     let (ns, mut h, link) = container(req)?;
+    check_sysctl_files(&ns, &t.sysctls)?;
+    if t.changes_link() {
+        check_data_dir(&t.data_dir)?;
+    }
     let ifname = &req.env.ifname;
     let mut undo = Undo::new("tuning");
     let r = (|| -> Result<()> {
@@ -304,15 +349,22 @@ fn add(req: &Request) -> Result<CniResult> {
 
 fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    // Upstream creates the directory 0600 (root needs no search bit); same here.
+    // Upstream creates the directory 0600 (root needs no search bit); same here. A file in
+    // the way (made since check_data_dir looked) is the config's fault, anything else the
+    // host's.
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o600)
         .create(dir)
-        .ctx(format_args!(
-            "failed to create backup directory {}",
-            dir.display()
-        ))?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTDIR | libc::EEXIST) => {
+                Error::config(format!("dataDir {}: not a directory ({e})", dir.display()))
+            }
+            _ => host_io(
+                format_args!("failed to create backup directory {}", dir.display()),
+                e,
+            ),
+        })?;
     let text = crate::cni::result::pretty_with_indent(saved, b" ");
     std::fs::OpenOptions::new()
         .write(true)
@@ -321,7 +373,7 @@ fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
         .mode(0o600)
         .open(path)
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
-        .ctx(format_args!("failed to save {}", path.display()))
+        .map_err(|e| host_io(format_args!("failed to save {}", path.display()), e))
 }
 
 /// Put back what `backup` recorded, then remove it. Every attribute is tried; a missing link
@@ -403,6 +455,7 @@ fn check(req: &Request) -> Result<()> {
     let t = load(req, true)?;
     prev(req)?;
     let (ns, _h, link) = container(req)?;
+    check_sysctl_files(&ns, &t.sysctls)?;
     let ifname = &req.env.ifname;
     for (_, path, want) in &t.sysctls {
         let have = ns

@@ -57,3 +57,17 @@ fn duplicate_sysctl_keys() {
     assert!(refuse_duplicate_sysctls(ok).is_ok());
     assert!(refuse_duplicate_sysctls(br#"{"sysctl":null}"#).is_ok());
 }
+
+#[test]
+fn sysctl_keys_are_bounded_and_not_echoed() {
+    let key = format!("net.{}", "a".repeat(keys::MAX_KEY));
+    let e = sysctl_path(&key, "eth0").unwrap_err();
+    assert_eq!(e.code, 7);
+    assert!(
+        e.msg.contains("longer than any sysctl") && e.msg.len() < 200,
+        "{}",
+        e.msg
+    );
+    let ok = format!("net.{}", "a".repeat(keys::MAX_KEY - 4));
+    assert!(sysctl_path(&ok, "eth0").is_ok());
+}

@@ -281,6 +281,25 @@ impl Store {
         )))
     }
 
+    /// What `last_reserved_ip.N` holds (`None`: no such file), for [`Store::restore_last`].
+    pub fn last_reserved_raw(&self, set: usize) -> Option<Vec<u8>> {
+        fs::read(self.dir.join(format!("last_reserved_ip.{set}"))).ok()
+    }
+
+    /// Put `last_reserved_ip.N` back as it was before a reservation moved it (the undo of a
+    /// failed ADD: a failed ADD changes nothing, not even where the next allocation starts).
+    pub fn restore_last(&mut self, set: usize, prev: Option<&[u8]>) -> Result<()> {
+        let last = self.dir.join(format!("last_reserved_ip.{set}"));
+        match prev {
+            Some(bytes) => write_in_place(&last, bytes),
+            None => {
+                self.unseal()?;
+                not_found_ok(fs::remove_file(&last))
+            }
+        }
+        .ctx(format_args!("restore {}", last.display()))
+    }
+
     pub fn last_reserved(&self, set: usize) -> Option<IpAddr> {
         fs::read_to_string(self.dir.join(format!("last_reserved_ip.{set}")))
             .ok()?
