@@ -17,6 +17,7 @@
 #![allow(dead_code)]
 
 pub mod conflist;
+pub mod dual;
 pub mod family;
 pub mod lab;
 pub mod traffic;
