@@ -13,8 +13,12 @@ use std::net::IpAddr;
 /// Give the lab's node ↔ client veth its IPv6 pair (no DAD: the link is the test's own, and a
 /// tentative address would only delay the first packet).
 pub fn add_v6_link(lab: &Lab) {
-    let n = lab.n;
-    lab.node.sh(&[
+    add_v6_link_ns(lab.n, &lab.node, &lab.client);
+}
+
+/// [`add_v6_link`] for a node and client made by `traffic::node_and_client(n)` outside a lab.
+pub fn add_v6_link_ns(n: u8, node: &NetNs, client: &NetNs) {
+    node.sh(&[
         "ip",
         "-6",
         "addr",
@@ -24,7 +28,7 @@ pub fn add_v6_link(lab: &Lab) {
         "tocl",
         "nodad",
     ]);
-    lab.client.sh(&[
+    client.sh(&[
         "ip",
         "-6",
         "addr",
