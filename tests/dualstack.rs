@@ -4,7 +4,7 @@
 //! families: tests/common/dual.rs), for cnibox on each netfilter backend and for the reference
 //! plugins in /usr/lib/cni where Debian ships them:
 //!
-//! - bridge (and ptp): container ↔ container and container → node traffic in each family;
+//! - bridge and ptp: container ↔ container and container → node traffic in each family;
 //! - bridge `ipMasq`: a container reaches a host behind the node that has no route back, and
 //!   that host sees the node's address as the source;
 //! - portmap: a hostPort answers from the client over each family;
@@ -308,6 +308,37 @@ fn bridge_traffic(v: Variant) {
 variants!(bridge_traffic:
     bridge_traffic_reference => REFERENCE,
     bridge_traffic_ours => OURS_UNSET,
+);
+
+/// ptp: each pod on its own veth, the node routing between them.
+fn ptp_traffic(v: Variant) {
+    if skip("ptp_traffic", v, &["ptp", "host-local"]) {
+        return;
+    }
+    for fam in FAMILIES {
+        let net = Net::new("ds-ptp", v, fam);
+        let chain = [Link {
+            kind: "ptp",
+            conf: json!({
+                "cniVersion": "1.0.0",
+                "name": net.name,
+                "type": "ptp",
+                "ipMasq": false,
+                "ipam": fam.host_local(net.lab.n, &net.ipam_dir()),
+            }),
+        }];
+        let (a, b) = (net.add(&chain, "a"), net.add(&chain, "b"));
+        pod_traffic(&net, &a, &b);
+        net.check(&chain, &a);
+        net.del(&chain, &a);
+        net.del(&chain, &b);
+        net.assert_clean(&[&a, &b]);
+    }
+}
+
+variants!(ptp_traffic:
+    ptp_traffic_reference => REFERENCE,
+    ptp_traffic_ours => OURS_UNSET,
 );
 
 // ---------------------------------------------------------------------------------------------
