@@ -408,8 +408,21 @@ fn portmap(v: Variant) {
                 {"hostPort": 8053, "containerPort": 53, "protocol": "udp"},
             ]},
         });
+        if fam.has_v6() {
+            // A mapping bound to the node's IPv6 address only.
+            pm["runtimeConfig"]["portMappings"]
+                .as_array_mut()
+                .unwrap()
+                .push(
+                    json!({"hostPort": 8081, "containerPort": 80, "protocol": "tcp",
+                             "hostIP": node_addr(&net.lab, true)}),
+                );
+        }
         merge(&mut pm, backend_key(v, "backend"));
-        let chain = [net.bridge(json!({})), net.chained("portmap", pm)];
+        let chain = [
+            net.bridge(json!({"hairpinMode": true})),
+            net.chained("portmap", pm),
+        ];
         let pod = net.add(&chain, "p");
         let what = format!("{} {}", v.tag(), fam.tag());
         let mut servers = Vec::new();
@@ -438,6 +451,47 @@ fn portmap(v: Variant) {
                 &format!("{what}: UDP hostPort"),
             );
         }
+        if fam.has_v6() {
+            assert_answers(
+                &net.lab.client,
+                "tcp",
+                &node_addr(&net.lab, true),
+                8081,
+                "tcp6",
+                &format!("{what}: IPv6 hostIP mapping"),
+            );
+        }
+        if fam == Fam::Dual {
+            assert_silent(
+                &net.lab.client,
+                "tcp",
+                &node_addr(&net.lab, false),
+                8081,
+                &format!("{what}: the IPv6 hostIP mapping on the IPv4 address"),
+            );
+        }
+        // Hairpin: the pod reaches its own hostPort through the node's address (bridge
+        // hairpinMode, portmap's snat), and so do a second pod and the node itself.
+        let other = net.add(&chain[..1], "o");
+        for v6 in v6_flags(fam) {
+            let tag = if v6 { "6" } else { "4" };
+            let host = node_addr(&net.lab, v6);
+            for (who, from) in [
+                ("itself", &pod.ns),
+                ("another pod", &other.ns),
+                ("the node", &net.lab.node),
+            ] {
+                assert_answers(
+                    from,
+                    "tcp",
+                    &host,
+                    8080,
+                    &format!("tcp{tag}"),
+                    &format!("{what}: hairpin from {who}"),
+                );
+            }
+        }
+        net.del(&chain[..1], &other);
         net.check(&chain, &pod);
         net.del(&chain, &pod);
         for v6 in v6_flags(fam) {
@@ -450,7 +504,7 @@ fn portmap(v: Variant) {
             );
         }
         drop(servers);
-        net.assert_clean(&[&pod]);
+        net.assert_clean(&[&pod, &other]);
     }
 }
 
