@@ -7,6 +7,7 @@
 //! the same family; routes to the same destination and table become one multipath route; route
 //! `table`, `scope` and `priority` are applied, `mtu`/`advmss` are not (upstream does not).
 
+use crate::applets::settle::Dad;
 use crate::cni::result::CniResult;
 use crate::cni::{Request, delegate};
 use crate::error::{Context, Error, Result};
@@ -51,7 +52,8 @@ pub fn ipam_add<'a>(ipam: &'a str, req: &'a Request, undo: &mut Undo<'a>) -> Res
 }
 
 /// Configure `ifname` (index `index` in `ns`) with the result's IPs whose `interface` points at
-/// `if_pos` (or that have no index), then set it up and add the routes.
+/// `if_pos` (or that have no index), then set it up and add the routes. IPv6 addresses are
+/// added as `dad` says (see [`crate::applets::settle`]).
 pub fn configure(
     ns: &NetNs,
     h: &mut Handle,
@@ -59,6 +61,7 @@ pub fn configure(
     index: u32,
     result: &CniResult,
     if_pos: usize,
+    dad: Dad,
 ) -> Result<()> {
     let ips: Vec<_> = result
         .ips
@@ -80,7 +83,12 @@ pub fn configure(
         })??;
     }
     for ip in &ips {
-        h.add_addr(index, ip.address, 0).ctx(format_args!(
+        let flags = if ip.address.addr().is_ipv6() {
+            dad.addr_flags()
+        } else {
+            0
+        };
+        h.add_addr(index, ip.address, flags).ctx(format_args!(
             "failed to add IP address {} to {ifname}",
             ip.address
         ))?;

@@ -15,6 +15,7 @@
 
 use super::veth::create_veth;
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::result::{Dns, Interface};
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netfilter::masq;
@@ -126,7 +127,10 @@ fn add_steps<'a>(
     for ip in &mut result.ips {
         ip.interface = Some(1);
     }
-    iface::configure(ns, &mut cont, ifname, cv.index, &result, 1)?;
+    // No other node can hold the address: the veth's only other end is our host end (whose
+    // addresses are the gateways). Without DAD the address is usable at once, so the routes
+    // below can take it as their source (the kernel refuses a tentative source address).
+    iface::configure(ns, &mut cont, ifname, cv.index, &result, 1, Dad::Off)?;
     // Point-to-point through the gateway: drop the kernel's subnet route, reach the gateway
     // on the link, the subnet through the gateway.
     for (ip, gw) in result.ips.iter().zip(&gateways) {

@@ -19,6 +19,7 @@ use port::*;
 
 use super::veth::create_veth;
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Dns, Interface, Route};
@@ -326,7 +327,7 @@ fn add_steps<'a>(
                 .ctx(format_args!("failed to set {ifname:?} up"))?;
         }
     } else {
-        iface::configure(ns, cont, ifname, cv.index, &result, 2)?;
+        iface::configure(ns, cont, ifname, cv.index, &result, 2, Dad::Detect)?;
         if b.c.enable_dad
             && result
                 .ips
