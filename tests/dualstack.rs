@@ -7,7 +7,8 @@
 //! - bridge and ptp: container ↔ container and container → node traffic in each family;
 //! - bridge `ipMasq`: a container reaches a host behind the node that has no route back, and
 //!   that host sees the node's address as the source;
-//! - portmap: a hostPort answers from the client over each family;
+//! - portmap: a hostPort answers from the client over each family, hairpin from the pod, from
+//!   another pod and from the node, and a mapping with an IPv6 `hostIP` only on that address;
 //! - firewall: its accept rules carry the IPv6 addresses, and carry the traffic when the node's
 //!   FORWARD policy drops;
 //! - bandwidth: qdiscs on the host side, gone after DEL;
@@ -16,8 +17,8 @@
 //! - flannel: subnet.env with FLANNEL_IPV6_* gives the addresses and routes of each family.
 //!
 //! Every chain: the result lists one address per family, each bindable the moment ADD returns;
-//! CHECK after ADD passes (the reference portmap's v1.1.1 CHECK is broken for IPv6 and is not
-//! run); DEL leaves no veth, no host-local reservation, no iptables / ip6tables / nftables rule
+//! CHECK after ADD passes (the reference's v1.1.1 CHECKs of portmap, and of tuning with an
+//! `IFNAME` sysctl, are broken and not run; after sbr only sbr's is); DEL leaves no veth, no host-local reservation, no iptables / ip6tables / nftables rule
 //! naming the container, and no qdisc.
 
 mod common;
