@@ -2,8 +2,8 @@
 //! namespaces and a "client" namespace that plays a second host: TCP and UDP through host ports
 //! from outside, from the node itself (127.0.0.1 with route_localnet) and hairpin from
 //! containers, hostIP, IPv6 (also the stale-UDP-flow removal), CHECK/DEL with rule cleanup for
-//! both backends, errors, concurrent
-//! ADDs, and cross-implementation ADD/CHECK/DEL with the reference plugin (iptables).
+//! both backends, errors, concurrent ADDs, and cross-implementation ADD/CHECK/DEL with the
+//! reference plugin (iptables). The full IPv4 / IPv6 / dual-stack matrix is tests/dualstack.rs.
 //!
 //! Every scenario is one function taking the implementation (and, for ours, the backend); thin
 //! `#[test]` wrappers run it for the reference, ours on iptables and ours on nftables. Each
