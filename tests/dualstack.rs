@@ -16,6 +16,9 @@
 //! - sbr: a rule per address and a table with the routes, gone after DEL;
 //! - flannel: subnet.env with FLANNEL_IPV6_* gives the addresses and routes of each family.
 //!
+//! For ours, CHECK of portmap and firewall fails (code 999, the message saying what) once one
+//! IPv6 rule of the container is deleted, and DEL still removes the rest.
+//!
 //! Every chain: the result lists one address per family, each bindable the moment ADD returns;
 //! CHECK after ADD passes (the reference's v1.1.1 CHECKs of portmap, and of tuning with an
 //! `IFNAME` sysctl, are broken and not run; after sbr only sbr's is); DEL leaves no veth, no host-local reservation, no iptables / ip6tables / nftables rule
@@ -23,7 +26,7 @@
 
 mod common;
 use common::dual::{
-    PEER_REPLY, add_v6_link, client_addr, node_addr, parse_peer, pod_veths,
+    PEER_REPLY, add_v6_link, client_addr, delete_rule_naming, node_addr, parse_peer, pod_veths,
     route_client_to_containers, rules_naming, shaping_left, v6_flags,
 };
 use common::family::{FAMILIES, Fam, assert_bindable, assert_result_family, reservations};
@@ -494,6 +497,22 @@ fn portmap(v: Variant) {
         }
         net.del(&chain[..1], &other);
         net.check(&chain, &pod);
+        if v.imp == Impl::Ours && fam.has_v6() {
+            let nft = v.backend == Some("nftables");
+            let gone = delete_rule_naming(&net.lab.node, nft, &addr_of(&pod, true));
+            let out =
+                net.plugin()
+                    .check("portmap", &pod.env, &with_prev(&chain[1].conf, &pod.result));
+            let msg = out.err(999);
+            assert!(
+                if nft {
+                    msg.starts_with("missing hostport rules in ")
+                } else {
+                    msg.ends_with(" not found in table nat")
+                },
+                "{what}: CHECK after deleting `{gone}`: {msg}"
+            );
+        }
         net.del(&chain, &pod);
         for v6 in v6_flags(fam) {
             assert_silent(
@@ -585,6 +604,28 @@ fn firewall(v: Variant) {
             );
         }
         net.check(&chain, &pod);
+        if v.imp == Impl::Ours && fam.has_v6() {
+            let a6 = addr_of(&pod, true);
+            let gone = delete_rule_naming(&net.lab.node, nft, &a6);
+            let out = net.plugin().check(
+                "firewall",
+                &pod.env,
+                &with_prev(&chain[1].conf, &pod.result),
+            );
+            let msg = out.err(999);
+            let want = if nft {
+                format!(
+                    "expected firewall rules for {} in nftables table",
+                    pod.env.container_id
+                )
+            } else {
+                "expected CNI-FORWARD rule \"".to_string()
+            };
+            assert!(
+                msg.starts_with(&want) && (nft || msg.contains(&a6)),
+                "{what}: CHECK after deleting `{gone}`: {msg}"
+            );
+        }
         // Without the firewall's rules the drop policy applies again.
         let fw = &chain[1..];
         net.del(fw, &pod);

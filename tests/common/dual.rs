@@ -159,3 +159,53 @@ pub fn shaping_left(node: &NetNs) -> Vec<String> {
     );
     left
 }
+
+/// Delete the first IPv6 rule of the node that names `needle` (an address), from ip6tables
+/// (`filter` then `nat`) or from nftables, as an administrator or a firewall reload might; a
+/// CHECK must notice. Returns the rule deleted; fails when none names `needle`.
+#[track_caller]
+pub fn delete_rule_naming(node: &NetNs, nft: bool, needle: &str) -> String {
+    if nft {
+        let ruleset = node.sh(&["nft", "-a", "list", "ruleset"]);
+        let (mut table, mut chain) = (Vec::new(), String::new());
+        for l in ruleset.lines() {
+            let t = l.trim();
+            if let Some(rest) = t.strip_prefix("table ") {
+                table = rest
+                    .trim_end_matches(|c| c == '{' || c == ' ')
+                    .split(' ')
+                    .take(2)
+                    .map(str::to_string)
+                    .collect();
+            } else if let Some(rest) = t.strip_prefix("chain ") {
+                chain = rest.split(' ').next().unwrap_or_default().to_string();
+            } else if t.contains(needle)
+                && let Some(handle) = t.rsplit_once("# handle ").map(|(_, h)| h.trim())
+            {
+                let mut args = vec!["nft", "delete", "rule"];
+                args.extend(table.iter().map(String::as_str));
+                args.extend([chain.as_str(), "handle", handle]);
+                node.sh(&args);
+                return t.to_string();
+            }
+        }
+        panic!("no nftables rule names {needle}:\n{ruleset}");
+    }
+    for table in ["filter", "nat"] {
+        let saved = node.sh(&["ip6tables-save", "-t", table]);
+        let mut index: std::collections::HashMap<String, usize> = Default::default();
+        for l in saved.lines() {
+            let Some(rest) = l.strip_prefix("-A ") else {
+                continue;
+            };
+            let chain = rest.split(' ').next().unwrap_or_default().to_string();
+            let i = index.entry(chain.clone()).or_default();
+            *i += 1;
+            if l.contains(needle) {
+                node.sh(&["ip6tables", "-t", table, "-D", &chain, &i.to_string()]);
+                return l.to_string();
+            }
+        }
+    }
+    panic!("no ip6tables rule names {needle}");
+}
