@@ -6,7 +6,8 @@
 //!
 //! - bridge and ptp: container ↔ container and container → node traffic in each family;
 //! - bridge `ipMasq`: a container reaches a host behind the node that has no route back, and
-//!   that host sees the node's address as the source;
+//!   that host sees the node's address as the source; for ours, GC keeps only the valid pod's
+//!   masquerading in each family;
 //! - portmap: a hostPort answers from the client over each family, hairpin from the pod, from
 //!   another pod and from the node, and a mapping with an IPv6 `hostIP` only on that address;
 //! - firewall: its accept rules carry the IPv6 addresses, and carry the traffic when the node's
@@ -26,8 +27,9 @@
 
 mod common;
 use common::dual::{
-    PEER_REPLY, add_v6_link, client_addr, delete_rule_naming, node_addr, parse_peer, pod_veths,
-    route_client_to_containers, rules_naming, shaping_left, v6_flags,
+    PEER_REPLY, add_v6_link, client_addr, delete_rule_naming, masq_chain, netfilter_lines,
+    node_addr, parse_peer, pod_veths, route_client_to_containers, rules_naming, shaping_left,
+    v6_flags,
 };
 use common::family::{FAMILIES, Fam, assert_bindable, assert_result_family, reservations};
 use common::lab::{Lab, OURS_IPTABLES, OURS_NFTABLES, OURS_UNSET, REFERENCE, Variant, skip};
@@ -359,10 +361,11 @@ fn masquerade(v: Variant) {
         let chain = [net.bridge(extra)];
         let pod = net.add(&chain, "m");
         let what = format!("{} {}", v.tag(), fam.tag());
+        let mut servers = Vec::new();
         for v6 in v6_flags(fam) {
             // The outside host has no route to the container subnets: only a masqueraded
             // connection gets an answer, and the answer names the source it saw.
-            let _srv = serve(&net.lab.client, "tcp", v6, 9000, PEER_REPLY);
+            servers.push(serve(&net.lab.client, "tcp", v6, 9000, PEER_REPLY));
             let far = client_addr(&net.lab, v6);
             let seen = retry_talk(&pod.ns, &far, 9000);
             let want: IpAddr = node_addr(&net.lab, v6).parse().unwrap();
@@ -372,6 +375,39 @@ fn masquerade(v: Variant) {
                 "{what}: the outside host saw {seen:?} as the source, not the node's {want}"
             );
         }
+        if v.imp == Impl::Ours {
+            // GC with only `pod` valid: a second pod's masquerading goes in every family
+            // (it is cut off from the outside host), `pod` keeps its own.
+            let gone = net.add(&chain, "g");
+            let mut gc = chain[0].conf.clone();
+            gc["cniVersion"] = json!("1.1.0");
+            gc["cni.dev/valid-attachments"] =
+                json!([{"containerID": pod.env.container_id, "ifname": "eth0"}]);
+            net.plugin().gc("bridge", &gc).ok();
+            let chain_of = |p: &Pod| masq_chain(&net.name, &p.env.container_id);
+            let left: Vec<String> = netfilter_lines(&net.lab.node)
+                .into_iter()
+                .filter(|l| l.contains(&gone.env.container_id) || l.contains(&chain_of(&gone)))
+                .collect();
+            assert_eq!(left, Vec::<String>::new(), "{what}: rules left after GC");
+            if v.backend == Some("iptables") {
+                let nat = netfilter_lines(&net.lab.node);
+                assert!(
+                    nat.iter().any(|l| l.contains(&chain_of(&pod))),
+                    "{what}: GC removed the valid pod's chain"
+                );
+            }
+            for v6 in v6_flags(fam) {
+                let far = client_addr(&net.lab, v6);
+                assert_silent(&gone.ns, "tcp", &far, 9000, &format!("{what}: after GC"));
+                assert!(
+                    retry_talk(&pod.ns, &far, 9000).is_some(),
+                    "{what}: the valid pod lost its masquerading in GC"
+                );
+            }
+            net.del(&chain, &gone);
+        }
+        drop(servers);
         net.check(&chain, &pod);
         net.del(&chain, &pod);
         net.assert_clean(&[&pod]);

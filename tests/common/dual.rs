@@ -122,25 +122,37 @@ pub fn pod_veths(node: &NetNs) -> Vec<String> {
 /// (`CNI-DN-…` of portmap, `CNI-<24 hex>` of ipMasq): empty once the node holds nothing of the
 /// containers.
 pub fn rules_naming(node: &NetNs, needles: &[String]) -> Vec<String> {
-    let mut left = Vec::new();
+    netfilter_lines(node)
+        .into_iter()
+        .filter(|line| {
+            let l = line.split_once(": ").map_or(line.as_str(), |(_, r)| r);
+            let per_container_chain = l.starts_with(":CNI-DN-")
+                || l.strip_prefix(":CNI-").is_some_and(|rest| {
+                    let name = rest.split(' ').next().unwrap_or_default();
+                    name.len() == 24 && name.chars().all(|c| c.is_ascii_hexdigit())
+                });
+            per_container_chain || needles.iter().any(|n| l.contains(n.as_str()))
+        })
+        .collect()
+}
+
+/// Every line of the node's `iptables-save`, `ip6tables-save` and `nft list ruleset` (comment
+/// lines dropped), each prefixed with the program that printed it.
+pub fn netfilter_lines(node: &NetNs) -> Vec<String> {
+    let mut v = Vec::new();
     for cmd in [
         &["iptables-save"][..],
         &["ip6tables-save"],
         &["nft", "list", "ruleset"],
     ] {
         let out = node.sh(cmd);
-        for l in out.lines().filter(|l| !l.starts_with('#')) {
-            let per_container_chain = l.starts_with(":CNI-DN-")
-                || l.strip_prefix(":CNI-").is_some_and(|rest| {
-                    let name = rest.split(' ').next().unwrap_or_default();
-                    name.len() == 24 && name.chars().all(|c| c.is_ascii_hexdigit())
-                });
-            if per_container_chain || needles.iter().any(|n| l.contains(n.as_str())) {
-                left.push(format!("{}: {l}", cmd[0]));
-            }
-        }
+        v.extend(
+            out.lines()
+                .filter(|l| !l.starts_with('#'))
+                .map(|l| format!("{}: {l}", cmd[0])),
+        );
     }
-    left
+    v
 }
 
 /// `tc qdisc show` lines of the node that shape traffic (tbf) or redirect it to an ifb, and the
@@ -208,4 +220,17 @@ pub fn delete_rule_naming(node: &NetNs, nft: bool, needle: &str) -> String {
         }
     }
     panic!("no ip6tables rule names {needle}");
+}
+
+/// bridge ipMasq's iptables chain of container `cid` on network `net` (upstream's name: `CNI-`
+/// and 24 hex of sha512(net + cid)), computed with coreutils, independently of src/.
+pub fn masq_chain(net: &str, cid: &str) -> String {
+    let out = super::exec(
+        std::path::Path::new("sha512sum"),
+        &[],
+        &[],
+        &format!("{net}{cid}"),
+    );
+    assert!(out.status_ok, "sha512sum: {out:?}");
+    format!("CNI-{}", &out.stdout[..24])
 }
