@@ -18,7 +18,8 @@
 //! - flannel: subnet.env with FLANNEL_IPV6_* gives the addresses and routes of each family.
 //!
 //! For ours, CHECK of portmap and firewall fails (code 999, the message saying what) once one
-//! IPv6 rule of the container is deleted, and DEL still removes the rest.
+//! IPv6 rule of the container is deleted, and DEL still removes the rest; GC of portmap,
+//! firewall and ipMasq removes a gone pod's rules of every family and keeps the valid pod's.
 //!
 //! Every chain: the result lists one address per family, each bindable the moment ADD returns;
 //! CHECK after ADD passes (the reference's v1.1.1 CHECKs of portmap, and of tuning with an
@@ -414,6 +415,53 @@ fn masquerade(v: Variant) {
     }
 }
 
+/// GC of `kind` with only `keep` valid: a second pod attached through the same chain loses every
+/// rule naming it or its addresses, in each family.
+#[track_caller]
+fn gc_keeps_only(net: &Net, chain: &[Link], keep: &Pod, kind: &str) {
+    let what = format!("{} {} {kind} GC", net.lab.variant().tag(), net.fam.tag());
+    let mut chain2: Vec<Link> = chain
+        .iter()
+        .map(|l| Link {
+            kind: l.kind,
+            conf: l.conf.clone(),
+        })
+        .collect();
+    // The second pod maps another host port, so both can coexist.
+    if let Some(maps) = chain2
+        .iter_mut()
+        .find(|l| l.kind == "portmap")
+        .and_then(|l| l.conf["runtimeConfig"]["portMappings"].as_array_mut())
+    {
+        for m in maps {
+            m["hostPort"] = json!(m["hostPort"].as_u64().unwrap() + 100);
+        }
+    }
+    let gone = net.add(&chain2, "gc");
+    let needles: Vec<String> = gone
+        .ips
+        .iter()
+        .map(|a| a.to_string())
+        .chain([gone.env.container_id.clone()])
+        .collect();
+    assert!(
+        !rules_naming(&net.lab.node, &needles).is_empty(),
+        "{what}: no rule of the second pod before GC"
+    );
+    let conf = &chain2.iter().find(|l| l.kind == kind).unwrap().conf;
+    let mut gc = conf.clone();
+    gc["cniVersion"] = json!("1.1.0");
+    gc["cni.dev/valid-attachments"] =
+        json!([{"containerID": keep.env.container_id, "ifname": "eth0"}]);
+    net.plugin().gc(kind, &gc).ok();
+    let left: Vec<String> = netfilter_lines(&net.lab.node)
+        .into_iter()
+        .filter(|l| needles.iter().any(|n| l.contains(n.as_str())))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "{what}: rules left");
+    net.del(&chain2, &gone);
+}
+
 /// `talk` retried for a few seconds (neighbour discovery on a fresh link); the last reply.
 fn retry_talk(from: &NetNs, host: &str, port: u16) -> Option<String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
@@ -532,6 +580,21 @@ fn portmap(v: Variant) {
             }
         }
         net.del(&chain[..1], &other);
+        if v.imp == Impl::Ours {
+            gc_keeps_only(&net, &chain, &pod, "portmap");
+            // The valid pod's hostPort still answers in every family.
+            for v6 in v6_flags(fam) {
+                let tag = if v6 { "6" } else { "4" };
+                assert_answers(
+                    &net.lab.client,
+                    "tcp",
+                    &node_addr(&net.lab, v6),
+                    8080,
+                    &format!("tcp{tag}"),
+                    &format!("{what}: the valid pod's hostPort after GC"),
+                );
+            }
+        }
         net.check(&chain, &pod);
         if v.imp == Impl::Ours && fam.has_v6() {
             let nft = v.backend == Some("nftables");
@@ -661,6 +724,16 @@ fn firewall(v: Variant) {
                 msg.starts_with(&want) && (nft || msg.contains(&a6)),
                 "{what}: CHECK after deleting `{gone}`: {msg}"
             );
+        }
+        if v.imp == Impl::Ours {
+            gc_keeps_only(&net, &chain, &pod, "firewall");
+            let lines = netfilter_lines(&net.lab.node);
+            for a in &pod.ips {
+                assert!(
+                    lines.iter().any(|l| l.contains(&a.to_string())),
+                    "{what}: GC removed the valid pod's firewall rules for {a}"
+                );
+            }
         }
         // Without the firewall's rules the drop policy applies again.
         let fw = &chain[1..];
