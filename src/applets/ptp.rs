@@ -68,10 +68,6 @@ fn load(req: &Request) -> Result<Ptp<'_>> {
     Ok(Ptp { c, ipam, mtu })
 }
 
-fn host_prefix(ip: &IpNet) -> u8 {
-    if ip.addr().is_ipv4() { 32 } else { 128 }
-}
-
 fn add(req: &Request) -> Result<CniResult> {
     let p = load(req)?;
     let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
@@ -94,12 +90,28 @@ fn add_steps<'a>(
         .ips
         .iter()
         .map(|ip| {
-            ip.gateway.ok_or_else(|| {
+            let gw = ip.gateway.ok_or_else(|| {
                 Error::internal(format!(
                     "IPAM plugin {:?} returned {} without a gateway (ptp routes through it)",
                     p.ipam, ip.address
                 ))
-            })
+            })?;
+            // Whatever the IPAM plugin returns (a static address, a prevResult-like answer of
+            // a third-party plugin), the gateway must be a host of the address's family other
+            // than the address itself: it becomes a /32 (/128) on the host end.
+            if gw.is_ipv4() != ip.address.addr().is_ipv4() {
+                return Err(Error::internal(format!(
+                    "IPAM plugin {:?} returned gateway {gw} for {}: not of the same address family",
+                    p.ipam, ip.address
+                )));
+            }
+            if gw == ip.address.addr() {
+                return Err(Error::internal(format!(
+                    "IPAM plugin {:?} returned {} with itself as gateway",
+                    p.ipam, ip.address
+                )));
+            }
+            Ok(gw)
         })
         .collect::<Result<_>>()?;
     if result.ips.iter().any(|ip| ip.address.addr().is_ipv4()) {
@@ -141,7 +153,7 @@ fn add_steps<'a>(
             ..Default::default()
         })
         .ctx(format_args!("failed to delete route {subnet} dev {ifname}"))?;
-        let gw_net = IpNet::new(*gw, host_prefix(&ip.address)).expect("host prefix");
+        let gw_net = IpNet::from(*gw);
         for r in [
             Route {
                 dst: gw_net,
@@ -177,11 +189,10 @@ fn add_steps<'a>(
     host.set_up(hv.index, true)
         .ctx(format_args!("failed to set {host_name:?} up"))?;
     for (ip, gw) in result.ips.iter().zip(&gateways) {
-        let bits = host_prefix(&ip.address);
-        let gw_net = IpNet::new(*gw, bits).expect("host prefix");
+        let gw_net = IpNet::from(*gw);
         host.add_addr(hv.index, gw_net, IFA_F_NODAD)
             .ctx(format_args!("failed to add {gw_net} to {host_name:?}"))?;
-        let dst = IpNet::new(ip.address.addr(), bits).expect("host prefix");
+        let dst = IpNet::from(ip.address.addr());
         match host.route_add(&Route {
             dst,
             oif: Some(hv.index),

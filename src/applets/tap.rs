@@ -222,7 +222,8 @@ fn configure<'a>(
         ns.enter(|| {
             let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
         })?;
-        iface::configure(ns, cont, ifname, index, &result, 0, Dad::Detect)?;
+        // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
+        iface::configure(ns, cont, ifname, index, &result, 0, Dad::Deferred)?;
     }
     result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)

@@ -201,11 +201,6 @@ fn finish(
         0,
         Dad::Detect,
     )?;
-    // As upstream, the result is returned once IPv6 duplicate address detection is over, so
-    // the container can use its addresses at once.
-    if result.ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
-        iface::wait_dad(cont, link.index, std::time::Duration::from_secs(10))?;
-    }
     result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)
 }

@@ -327,15 +327,15 @@ fn add_steps<'a>(
                 .ctx(format_args!("failed to set {ifname:?} up"))?;
         }
     } else {
-        iface::configure(ns, cont, ifname, cv.index, &result, 2, Dad::Detect)?;
-        if b.c.enable_dad
-            && result
-                .ips
-                .iter()
-                .any(|ip| ip.address.addr().is_ipv6() && ip.gateway.is_some())
-        {
-            iface::wait_dad(cont, cv.index, Duration::from_secs(5))?;
-        }
+        // As upstream, DAD only runs with `enabledad`; without it the addresses get
+        // IFA_F_NODAD as well as `accept_dad=0`, so they are usable at once even before the
+        // veth has its carrier. With it, the shared step waits for detection.
+        let dad = if b.c.enable_dad {
+            Dad::Detect
+        } else {
+            Dad::Off
+        };
+        iface::configure(ns, cont, ifname, cv.index, &result, 2, dad)?;
     }
     let vlan_gateway = if b.c.is_gateway {
         setup_gateway(host, b, br, &result)?
