@@ -11,7 +11,8 @@
 //! - portmap: a hostPort answers from the client over each family, hairpin from the pod, from
 //!   another pod and from the node, and a mapping with an IPv6 `hostIP` only on that address;
 //! - firewall: its accept rules carry the IPv6 addresses, and carry the traffic when the node's
-//!   FORWARD policy drops;
+//!   FORWARD policy drops; ingressPolicy `same-bridge` drops traffic between bridges in every
+//!   family;
 //! - bandwidth: qdiscs on the host side, gone after DEL;
 //! - tuning: IPv6 (and IPv4) per-interface sysctls applied in the container;
 //! - sbr: a rule per address and a table with the routes, gone after DEL;
@@ -97,6 +98,24 @@ impl Net {
             "bridge": self.bridge_name(),
             "isGateway": true,
             "ipam": self.fam.host_local(self.lab.n, &self.ipam_dir()),
+        });
+        merge(&mut c, extra);
+        Link {
+            kind: "bridge",
+            conf: c,
+        }
+    }
+
+    /// A second bridge network on the same node, numbered `k` (from `unique_n`): bridge
+    /// `cnidsK`, network `dsK`, the family's subnets of `k`.
+    fn other_bridge(&self, k: u8, extra: Value) -> Link {
+        let mut c = json!({
+            "cniVersion": "1.0.0",
+            "name": format!("ds{k}"),
+            "type": "bridge",
+            "bridge": format!("cnids{k}"),
+            "isGateway": true,
+            "ipam": self.fam.host_local(k, &self.ipam_dir()),
         });
         merge(&mut c, extra);
         Link {
@@ -759,6 +778,75 @@ variants!(firewall:
     firewall_reference => REFERENCE,
     firewall_ours_iptables => OURS_IPTABLES,
     firewall_ours_nftables => OURS_NFTABLES,
+);
+
+/// ingressPolicy `same-bridge` with IPv6: two bridges reach each other through the node until a
+/// firewall attachment with that policy is on each; then traffic between them is dropped in
+/// every family while pods on one bridge still talk.
+fn isolation(v: Variant) {
+    if skip("isolation", v, &["bridge", "host-local", "firewall"]) {
+        return;
+    }
+    for fam in FAMILIES {
+        let net = Net::new("ds-isolation", v, fam);
+        let k = common::lab::unique_n();
+        let mut fw = backend_key(v, "backend");
+        fw["ingressPolicy"] = json!("same-bridge");
+        let (bra, brb) = (net.bridge(json!({})), net.other_bridge(k, json!({})));
+        let fwa = net.chained("firewall", fw.clone());
+        let mut fwb = net.chained("firewall", fw);
+        fwb.conf["name"] = brb.conf["name"].clone();
+        let what = format!("{} {}", v.tag(), fam.tag());
+        let a1 = net.add(std::slice::from_ref(&bra), "a1");
+        let b1 = net.add(std::slice::from_ref(&brb), "b1");
+        let mut servers = Vec::new();
+        for v6 in v6_flags(fam) {
+            servers.push(serve(&b1.ns, "tcp", v6, 80, "b1"));
+            servers.push(serve(&a1.ns, "tcp", v6, 80, "a1"));
+            assert_answers(
+                &a1.ns,
+                "tcp",
+                &addr_of(&b1, v6),
+                80,
+                "b1",
+                &format!("{what}: across bridges before isolation"),
+            );
+        }
+        let chain_a = [bra, fwa];
+        let chain_b = [brb, fwb];
+        let a2 = net.add(&chain_a, "a2");
+        let b2 = net.add(&chain_b, "b2");
+        for v6 in v6_flags(fam) {
+            assert_answers(
+                &a2.ns,
+                "tcp",
+                &addr_of(&a1, v6),
+                80,
+                "a1",
+                &format!("{what}: within a bridge"),
+            );
+            let tag = format!("{what}: across isolated bridges");
+            assert_silent(&a1.ns, "tcp", &addr_of(&b1, v6), 80, &tag);
+            assert_silent(&b1.ns, "tcp", &addr_of(&a1, v6), 80, &tag);
+        }
+        drop(servers);
+        net.del(&chain_a, &a2);
+        net.del(&chain_b, &b2);
+        net.del(&chain_a[..1], &a1);
+        net.del(&chain_b[..1], &b1);
+        net.assert_clean(&[&a1, &a2, &b1, &b2]);
+        assert_eq!(
+            reservations(&net.ipam_dir().join(format!("ds{k}"))),
+            0,
+            "{what}: reservations left on the second network"
+        );
+    }
+}
+
+variants!(isolation:
+    isolation_reference => REFERENCE,
+    isolation_ours_iptables => OURS_IPTABLES,
+    isolation_ours_nftables => OURS_NFTABLES,
 );
 
 // ---------------------------------------------------------------------------------------------

@@ -184,7 +184,7 @@ pub fn delete_rule_naming(node: &NetNs, nft: bool, needle: &str) -> String {
             let t = l.trim();
             if let Some(rest) = t.strip_prefix("table ") {
                 table = rest
-                    .trim_end_matches(|c| c == '{' || c == ' ')
+                    .trim_end_matches(['{', ' '])
                     .split(' ')
                     .take(2)
                     .map(str::to_string)
