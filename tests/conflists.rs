@@ -1,6 +1,7 @@
 //! Real clients' conflists, exactly as they ship, run through cnibox alone (as libcni runs a
 //! list: tests/common/conflist.rs) in a throwaway node whose /run and /var/lib are the
-//! sandbox's: kind's `10-kindnet.conflist` (ptp + host-local + portmap), k3s's
+//! sandbox's: kind's `10-kindnet.conflist` (ptp + host-local + portmap; IPv4, IPv6-only and
+//! dual-stack, as kindnetd fills its template for each cluster family), k3s's
 //! `10-flannel.conflist` (flannel delegating to bridge, portmap, bandwidth) and podman 4's
 //! generated default (bridge, portmap, firewall, tuning). Each: pods reach each other and the
 //! node, a hostPort answers from a second host, CHECK passes, and DEL leaves no link, address
@@ -178,6 +179,33 @@ fn kind_kindnet_dual_stack() {
         assert_eq!(r["cniVersion"], "0.3.1", "{r}");
         assert!(addr(r, 0).starts_with(&format!("10.{n}.1.")), "{r}");
         assert!(addr(r, 1).starts_with(&format!("fd00:{n}:0:1:")), "{r}");
+    });
+}
+
+/// kind's IPv6-only cluster: one IPv6 range and `::/0` (kind's nodes get
+/// `fd00:10:244:N::/64`; here the lab's own subnet).
+#[test]
+fn kind_kindnet_ipv6() {
+    if !require_root("conflists kind_kindnet_ipv6") {
+        return;
+    }
+    let lab = Lab::new("conflist-kind-v6", OURS_UNSET);
+    let n = lab.n;
+    let list = json!({
+        "cniVersion": "0.3.1",
+        "name": "kindnet",
+        "plugins": [
+            {"type": "ptp", "ipMasq": false,
+             "ipam": {"type": "host-local", "dataDir": "/run/cni-ipam-state",
+                      "routes": [{"dst": "::/0"}],
+                      "ranges": [[{"subnet": format!("fd00:{n}:0:1::/64")}]]},
+             "mtu": 1500},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    two_pods(&lab, &list, "/run/cni-ipam-state/kindnet", |_, r| {
+        assert_eq!(r["ips"].as_array().map(Vec::len), Some(1), "{r}");
+        assert!(addr(r, 0).starts_with(&format!("fd00:{n}:0:1:")), "{r}");
     });
 }
 
