@@ -44,6 +44,30 @@ use std::path::PathBuf;
 // ---------------------------------------------------------------------------------------------
 // Chains and pods
 
+/// Run `scenario` for every family at once, each in its own lab: the scenarios mostly wait
+/// (neighbour discovery, probes that must time out), so three at a time cost little more than
+/// one. A panic in any family fails the test with that family's message.
+fn per_family(scenario: impl Fn(Fam) + Sync) {
+    std::thread::scope(|s| {
+        let runs: Vec<_> = FAMILIES
+            .iter()
+            .map(|&fam| {
+                let f = &scenario;
+                std::thread::Builder::new()
+                    .name(fam.tag().into())
+                    .spawn_scoped(s, move || f(fam))
+                    .expect("spawn a family's thread")
+            })
+            .collect();
+        let failed: Vec<&str> = runs
+            .into_iter()
+            .zip(FAMILIES)
+            .filter_map(|(r, fam)| r.join().is_err().then_some(fam.tag()))
+            .collect();
+        assert!(failed.is_empty(), "failed in {failed:?} (messages above)");
+    });
+}
+
 /// One plugin of a chain: its type and its config (without `prevResult`).
 struct Link {
     kind: &'static str,
@@ -319,7 +343,7 @@ fn bridge_traffic(v: Variant) {
     if skip("bridge_traffic", v, &["bridge", "host-local"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-bridge", v, fam);
         let chain = [net.bridge(json!({}))];
         let (a, b) = (net.add(&chain, "a"), net.add(&chain, "b"));
@@ -328,7 +352,7 @@ fn bridge_traffic(v: Variant) {
         net.del(&chain, &a);
         net.del(&chain, &b);
         net.assert_clean(&[&a, &b]);
-    }
+    });
 }
 
 variants!(bridge_traffic:
@@ -341,7 +365,7 @@ fn ptp_traffic(v: Variant) {
     if skip("ptp_traffic", v, &["ptp", "host-local"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-ptp", v, fam);
         let chain = [Link {
             kind: "ptp",
@@ -359,7 +383,7 @@ fn ptp_traffic(v: Variant) {
         net.del(&chain, &a);
         net.del(&chain, &b);
         net.assert_clean(&[&a, &b]);
-    }
+    });
 }
 
 variants!(ptp_traffic:
@@ -374,7 +398,7 @@ fn masquerade(v: Variant) {
     if skip("masquerade", v, &["bridge", "host-local"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-masq", v, fam);
         let mut extra = json!({"ipMasq": true});
         merge(&mut extra, backend_key(v, "ipMasqBackend"));
@@ -431,7 +455,7 @@ fn masquerade(v: Variant) {
         net.check(&chain, &pod);
         net.del(&chain, &pod);
         net.assert_clean(&[&pod]);
-    }
+    });
 }
 
 /// GC of `kind` with only `keep` valid: a second pod attached through the same chain loses every
@@ -506,7 +530,7 @@ fn portmap(v: Variant) {
     if skip("portmap", v, &["bridge", "host-local", "portmap"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-portmap", v, fam);
         let mut pm = json!({
             "snat": true,
@@ -643,7 +667,7 @@ fn portmap(v: Variant) {
         }
         drop(servers);
         net.assert_clean(&[&pod, &other]);
-    }
+    });
 }
 
 variants!(portmap:
@@ -660,7 +684,7 @@ fn firewall(v: Variant) {
         return;
     }
     let nft = v.backend == Some("nftables");
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-firewall", v, fam);
         route_client_to_containers(&net.lab, fam);
         // With iptables, the node drops forwarded traffic unless a rule accepts it: the
@@ -771,7 +795,7 @@ fn firewall(v: Variant) {
         net.del(&chain[..1], &pod);
         drop(servers);
         net.assert_clean(&[&pod]);
-    }
+    });
 }
 
 variants!(firewall:
@@ -787,7 +811,7 @@ fn isolation(v: Variant) {
     if skip("isolation", v, &["bridge", "host-local", "firewall"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-isolation", v, fam);
         let k = common::lab::unique_n();
         let mut fw = backend_key(v, "backend");
@@ -840,7 +864,7 @@ fn isolation(v: Variant) {
             0,
             "{what}: reservations left on the second network"
         );
-    }
+    });
 }
 
 variants!(isolation:
@@ -856,7 +880,7 @@ fn bandwidth(v: Variant) {
     if skip("bandwidth", v, &["bridge", "host-local", "bandwidth"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-bandwidth", v, fam);
         let chain = [
             net.bridge(json!({})),
@@ -883,7 +907,7 @@ fn bandwidth(v: Variant) {
         net.del(&chain, &a);
         net.del(&chain, &b);
         net.assert_clean(&[&a, &b]);
-    }
+    });
 }
 
 variants!(bandwidth:
@@ -895,7 +919,7 @@ fn tuning(v: Variant) {
     if skip("tuning", v, &["bridge", "host-local", "tuning"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-tuning", v, fam);
         let mut sysctls = Vec::new();
         if fam.has_v4() {
@@ -928,7 +952,7 @@ fn tuning(v: Variant) {
         net.check(&chain, &pod);
         net.del(&chain, &pod);
         net.assert_clean(&[&pod]);
-    }
+    });
 }
 
 variants!(tuning:
@@ -940,7 +964,7 @@ fn sbr(v: Variant) {
     if skip("sbr", v, &["bridge", "host-local", "sbr"]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-sbr", v, fam);
         let chain = [net.bridge(json!({})), net.chained("sbr", json!({}))];
         let pod = net.add(&chain, "s");
@@ -982,7 +1006,7 @@ fn sbr(v: Variant) {
             );
         }
         net.assert_clean(&[&pod]);
-    }
+    });
 }
 
 variants!(sbr:
@@ -1003,7 +1027,7 @@ fn flannel_families() {
     if skip("flannel_families", OURS_UNSET, &[]) {
         return;
     }
-    for fam in FAMILIES {
+    per_family(|fam| {
         let net = Net::new("ds-flannel", OURS_UNSET, fam);
         let n = net.lab.n;
         let mut env = String::from("FLANNEL_MTU=1400\nFLANNEL_IPMASQ=false\n");
@@ -1069,5 +1093,5 @@ fn flannel_families() {
             .map(|d| d.count())
             .unwrap_or(0);
         assert_eq!(stored, 0, "{what}: stored delegate configs left");
-    }
+    });
 }
