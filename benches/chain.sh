@@ -8,21 +8,29 @@
 # the next ones, DEL after them) but is not timed: it builds what the timed one works on (tuning
 # needs an interface in the container). CHAIN_SETUP, when set, is run (eval) before the first ADD.
 # SPAWNER=<floor binary> times each call from spawn to exit as a runtime's posix_spawn would.
+# FAMILY=v6|dual gives bridge, ptp and macvlan host-local ranges of that family (IPv6: the
+# same number under fd00:N::/64; dual: both, IPv4 first) instead of their IPv4 subnet.
 dir=$1 bk=$2 cid=$3 netns=$4 data=$5; shift 5
 plugins=("$@")
 # Defaults of the one-applet scenarios (compare.sh sets them per node namespace).
 : "${MACVLAN_MASTER:=mvm0}" "${HOST_DEVICE:=hd0}"
+# ipam N: the host-local section of subnet 10.N.0.0/16 (or its FAMILY variant).
+ipam() {
+    local v4="[{\"subnet\":\"10.$1.0.0/16\"}]" v6="[{\"subnet\":\"fd00:$1::/64\"}]" r
+    case ${FAMILY:-v4} in v6) r="[$v6]" ;; dual) r="[$v4,$v6]" ;; *) r="[$v4]" ;; esac
+    printf '"ipam":{"type":"host-local","ranges":%s,"dataDir":"%s"}' "$r" "$data"
+}
 conf() { # plugin → the plugin's config without its closing brace
     local bk=""; [ -n "$2" ] && bk=",\"backend\":\"$2\""
     case $1 in
     bridge) local mb=""; [ -n "$2" ] && mb=",\"ipMasqBackend\":\"$2\""
         local masq=""; [ ${#plugins[@]} -gt 1 ] && masq=",\"ipMasq\":true$mb"
-        printf '{"cniVersion":"1.0.0","name":"chain","type":"bridge","bridge":"cbc","isGateway":true%s,"ipam":{"type":"host-local","subnet":"10.230.0.0/16","dataDir":"%s"}' "$masq" "$data" ;;
+        printf '{"cniVersion":"1.0.0","name":"chain","type":"bridge","bridge":"cbc","isGateway":true%s,%s' "$masq" "$(ipam 230)" ;;
     portmap) printf '{"cniVersion":"1.0.0","name":"chain","type":"portmap","capabilities":{"portMappings":true}%s,"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8053,"containerPort":53,"protocol":"udp"}]}' "$bk" ;;
     firewall) printf '{"cniVersion":"1.0.0","name":"chain","type":"firewall","backend":"%s"' "${2:-iptables}" ;;
     bandwidth) printf '{"cniVersion":"1.0.0","name":"chain","type":"bandwidth","ingressRate":100000000,"ingressBurst":1000000,"egressRate":100000000,"egressBurst":1000000' ;;
-    ptp) printf '{"cniVersion":"1.0.0","name":"chain","type":"ptp","ipam":{"type":"host-local","subnet":"10.231.0.0/16","dataDir":"%s"}' "$data" ;;
-    macvlan) printf '{"cniVersion":"1.0.0","name":"chain","type":"macvlan","master":"%s","mode":"bridge","ipam":{"type":"host-local","subnet":"10.232.0.0/16","dataDir":"%s"}' "$MACVLAN_MASTER" "$data" ;;
+    ptp) printf '{"cniVersion":"1.0.0","name":"chain","type":"ptp",%s' "$(ipam 231)" ;;
+    macvlan) printf '{"cniVersion":"1.0.0","name":"chain","type":"macvlan","master":"%s","mode":"bridge",%s' "$MACVLAN_MASTER" "$(ipam 232)" ;;
     tuning) printf '{"cniVersion":"1.0.0","name":"chain","type":"tuning","mtu":1400,"promisc":true,"txQLen":500,"sysctl":{"net.ipv4.conf.eth0.rp_filter":"2"},"dataDir":"%s/tuning"' "$data" ;;
     tap) printf '{"cniVersion":"1.1.0","name":"chain","type":"tap","mtu":1400,"ipam":{"type":"host-local","subnet":"10.233.0.0/16","dataDir":"%s"}' "$data" ;;
     host-device) printf '{"cniVersion":"1.0.0","name":"chain","type":"host-device","device":"%s"' "$HOST_DEVICE" ;;

@@ -1,6 +1,7 @@
 //! Real clients' conflists, exactly as they ship, run through cnibox alone (as libcni runs a
 //! list: tests/common/conflist.rs) in a throwaway node whose /run and /var/lib are the
-//! sandbox's: kind's `10-kindnet.conflist` (ptp + host-local + portmap), k3s's
+//! sandbox's: kind's `10-kindnet.conflist` (ptp + host-local + portmap; IPv4, IPv6-only and
+//! dual-stack, as kindnetd fills its template for each cluster family), k3s's
 //! `10-flannel.conflist` (flannel delegating to bridge, portmap, bandwidth) and podman 4's
 //! generated default (bridge, portmap, firewall, tuning). Each: pods reach each other and the
 //! node, a hostPort answers from a second host, CHECK passes, and DEL leaves no link, address
@@ -8,6 +9,8 @@
 
 mod common;
 use common::conflist::{self, NodeRoot};
+use common::dual::{self, add_v6_link};
+use common::family::{assert_bindable, reservations, result_ips};
 use common::lab::{Lab, OURS_UNSET};
 use common::traffic::{answers, serve};
 use common::*;
@@ -44,7 +47,9 @@ fn entries(root: &NodeRoot, node_path: &str) -> Vec<String> {
 }
 
 /// Two pods on `list`; pod 1 serves a hostPort. Returns after DEL, having checked that
-/// nothing of either pod is left.
+/// nothing of either pod is left. Every address family the result has is checked: pods reach
+/// each other and the node over each, and the hostPort answers the second host over each (the
+/// lab's client link then carries IPv6 too: tests/common/dual.rs).
 fn two_pods(lab: &Lab, list: &Value, ipam_dir: &str, per_pod: impl Fn(&NodeRoot, &Value)) {
     let root = NodeRoot {
         sb: &lab.sb,
@@ -60,44 +65,61 @@ fn two_pods(lab: &Lab, list: &Value, ipam_dir: &str, per_pod: impl Fn(&NodeRoot,
     let r1 = conflist::add(list, &rc1, &run1);
     let r2 = conflist::add(list, &rc2, &run2);
     per_pod(&root, &r1);
-    let (a1, a2) = (addr(&r1, 0), addr(&r2, 0));
-    p1.sh(&["ping", "-c", "1", "-W", "5", &a2]);
-    p2.sh(&["ping", "-c", "1", "-W", "5", &a1]);
-    lab.node.sh(&["ping", "-c", "1", "-W", "5", &a1]);
-    let _server = serve(&p1, "tcp", false, 80, "pod1");
-    assert!(
-        answers(&lab.client, "tcp", &lab.node_addr(), 8080, "pod1"),
-        "hostPort 8080 from a second host"
-    );
+    let (ips1, ips2) = (result_ips(&r1), result_ips(&r2));
+    assert_eq!(ips1.len(), ips2.len(), "{r1}\n{r2}");
+    assert_bindable(&p1, &ips1);
+    assert_bindable(&p2, &ips2);
+    let has_v6 = ips1.iter().any(|a| a.is_ipv6());
+    if has_v6 {
+        add_v6_link(lab);
+    }
+    let mut servers = Vec::new();
+    for (a1, a2) in ips1.iter().zip(&ips2) {
+        let (a1, a2) = (a1.to_string(), a2.to_string());
+        p1.sh(&["ping", "-c", "1", "-W", "5", &a2]);
+        p2.sh(&["ping", "-c", "1", "-W", "5", &a1]);
+        lab.node.sh(&["ping", "-c", "1", "-W", "5", &a1]);
+        servers.push(serve(&p1, "tcp", a1.contains(':'), 80, "pod1"));
+    }
+    for a in &ips1 {
+        let host = dual::node_addr(lab, a.is_ipv6());
+        assert!(
+            answers(&lab.client, "tcp", &host, 8080, "pod1"),
+            "hostPort 8080 from a second host at {host}"
+        );
+    }
     if list["cniVersion"] != "0.3.1" {
         assert!(
             conflist::check(list, &rc1, &r1, &run1).is_none(),
             "CHECK pod1"
         );
-        // A deliberate change: CHECK must notice the missing address.
+        // A deliberate change: CHECK must notice the missing address, and say which.
         p2.sh(&["ip", "addr", "flush", "dev", "eth0"]);
         let bad = conflist::check(list, &rc2, &r2, &run2).expect("CHECK after a flush fails");
-        assert!(bad.err_code().is_some(), "{bad:?}");
+        let first = r2["ips"][0]["address"].as_str().expect("an address");
+        assert_eq!(
+            bad.err(999),
+            format!("address {first} not found on \"eth0\""),
+            "{bad:?}"
+        );
     }
-    assert_eq!(
-        entries(&root, ipam_dir)
-            .iter()
-            .filter(|f| f.starts_with("10."))
-            .count(),
-        2
-    );
+    let reserved = reservations(&root.host_path(ipam_dir));
+    assert_eq!(reserved, ips1.len() * 2, "reservations after ADD");
     conflist::del(list, &rc1, &r1, &run1);
     conflist::del(list, &rc2, &r2, &run2);
     // A repeated DEL is fine.
     conflist::del(list, &rc2, &r2, &run2);
+    drop(servers);
     assert_eq!(veths(&lab.node), 0, "veths left behind");
-    let left: Vec<_> = entries(&root, ipam_dir)
-        .into_iter()
-        .filter(|f| f.starts_with("10."))
-        .collect();
-    assert!(left.is_empty(), "reservations left: {left:?}");
-    let nat = lab.node.sh(&["iptables-save", "-t", "nat"]);
-    assert!(!nat.contains("CNI-DN-"), "per-pod DNAT chain left:\n{nat}");
+    assert_eq!(
+        reservations(&root.host_path(ipam_dir)),
+        0,
+        "reservations left"
+    );
+    for save in ["iptables-save", "ip6tables-save"] {
+        let nat = lab.node.sh(&[save, "-t", "nat"]);
+        assert!(!nat.contains("CNI-DN-"), "per-pod DNAT chain left:\n{nat}");
+    }
     let nft = lab.node.sh(&["nft", "list", "ruleset"]);
     assert!(!nft.contains("8080"), "hostPort rule left:\n{nft}");
     let qd = lab.node.sh(&["tc", "qdisc", "show"]);
@@ -127,6 +149,63 @@ fn kind_kindnet() {
     two_pods(&lab, &list, "/run/cni-ipam-state/kindnet", |_, r| {
         assert_eq!(r["cniVersion"], "0.3.1", "{r}");
         assert!(addr(r, 0).starts_with(&format!("10.{n}.1.")), "{r}");
+    });
+}
+
+/// kind's dual-stack cluster: the same kindnet template filled with one range and one default
+/// route per family (kindnetd writes `[ { "subnet": … } ]` per pod CIDR and `{ "dst": … }` per
+/// family's default route).
+#[test]
+fn kind_kindnet_dual_stack() {
+    if !require_root("conflists kind_kindnet_dual_stack") {
+        return;
+    }
+    let lab = Lab::new("conflist-kind-dual", OURS_UNSET);
+    let n = lab.n;
+    let list = json!({
+        "cniVersion": "0.3.1",
+        "name": "kindnet",
+        "plugins": [
+            {"type": "ptp", "ipMasq": false,
+             "ipam": {"type": "host-local", "dataDir": "/run/cni-ipam-state",
+                      "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}],
+                      "ranges": [[{"subnet": format!("10.{n}.1.0/24")}],
+                                 [{"subnet": format!("fd00:{n}:0:1::/64")}]]},
+             "mtu": 1500},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    two_pods(&lab, &list, "/run/cni-ipam-state/kindnet", |_, r| {
+        assert_eq!(r["cniVersion"], "0.3.1", "{r}");
+        assert!(addr(r, 0).starts_with(&format!("10.{n}.1.")), "{r}");
+        assert!(addr(r, 1).starts_with(&format!("fd00:{n}:0:1:")), "{r}");
+    });
+}
+
+/// kind's IPv6-only cluster: one IPv6 range and `::/0` (kind's nodes get
+/// `fd00:10:244:N::/64`; here the lab's own subnet).
+#[test]
+fn kind_kindnet_ipv6() {
+    if !require_root("conflists kind_kindnet_ipv6") {
+        return;
+    }
+    let lab = Lab::new("conflist-kind-v6", OURS_UNSET);
+    let n = lab.n;
+    let list = json!({
+        "cniVersion": "0.3.1",
+        "name": "kindnet",
+        "plugins": [
+            {"type": "ptp", "ipMasq": false,
+             "ipam": {"type": "host-local", "dataDir": "/run/cni-ipam-state",
+                      "routes": [{"dst": "::/0"}],
+                      "ranges": [[{"subnet": format!("fd00:{n}:0:1::/64")}]]},
+             "mtu": 1500},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    two_pods(&lab, &list, "/run/cni-ipam-state/kindnet", |_, r| {
+        assert_eq!(r["ips"].as_array().map(Vec::len), Some(1), "{r}");
+        assert!(addr(r, 0).starts_with(&format!("fd00:{n}:0:1:")), "{r}");
     });
 }
 

@@ -10,12 +10,15 @@
 //!
 //! Covered: pod IPs, pod-to-pod traffic, a hostPort from another host, the qdiscs from the
 //! annotations, 20 pods started at once, containerd killed and restarted with pods running,
-//! and nothing left after teardown (links, ifbs, reservations, rules, pod namespaces).
+//! and nothing left after teardown (links, ifbs, reservations, rules, pod namespaces); and a
+//! dual-stack network (two host-local ranges): both addresses per pod, IPv6 pod-to-pod, the
+//! hostPort over IPv6 from another host.
 //!
 //! The machine this runs on does not let a process lower its oom_score_adj, which the CRI
 //! plugin does for sandboxes (-998): `restrict_oom_score_adj` keeps it at containerd's own.
 
 mod common;
+use common::dual::add_v6_link_ns;
 use common::traffic::{answers, node_and_client};
 use common::*;
 use serde_json::Value;
@@ -48,12 +51,15 @@ struct Cri {
     node: NetNs,
     client: NetNs,
     n: u8,
+    /// The network has an IPv6 range (`fd00:N::/64`) besides its IPv4 one, and the node ↔
+    /// client link carries IPv6 (tests/common/dual.rs).
+    dual: bool,
     containerd: Option<Child>,
 }
 
 impl Cri {
     /// `None` (with a skip note, a failure under CNIBOX_REQUIRE_ALL=1) when a tool is missing.
-    fn new(test: &str, n: u8) -> Option<Cri> {
+    fn new(test: &str, n: u8, dual: bool) -> Option<Cri> {
         if !require_root(test) {
             return None;
         }
@@ -94,8 +100,12 @@ impl Cri {
             node,
             client,
             n,
+            dual,
             containerd: None,
         };
+        if dual {
+            add_v6_link_ns(n, &cri.node, &cri.client);
+        }
         let binary = std::env::var_os("CNIBOX_STATIC")
             .map(PathBuf::from)
             .unwrap_or_else(bin);
@@ -146,13 +156,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         );
         std::fs::write(self.tmp.join("config.toml"), config).unwrap();
         let n = self.n;
+        let mut ranges = vec![serde_json::json!([{"subnet": format!("10.244.{n}.0/24")}])];
+        let mut routes = vec![serde_json::json!({"dst": "0.0.0.0/0"})];
+        if self.dual {
+            ranges.push(serde_json::json!([{"subnet": format!("fd00:{n}::/64")}]));
+            routes.push(serde_json::json!({"dst": "::/0"}));
+        }
         let conflist = serde_json::json!({
             "cniVersion": "1.0.0", "name": "k8s-pod-network",
             "plugins": [
                 {"type": "bridge", "bridge": format!("cni-e2e{n}"), "isGateway": true,
                  "ipMasq": true, "hairpinMode": true,
-                 "ipam": {"type": "host-local", "ranges": [[{"subnet": format!("10.244.{n}.0/24")}]],
-                          "routes": [{"dst": "0.0.0.0/0"}], "dataDir": self.path("ipam")}},
+                 "ipam": {"type": "host-local", "ranges": ranges,
+                          "routes": routes, "dataDir": self.path("ipam")}},
                 {"type": "portmap", "capabilities": {"portMappings": true}},
                 {"type": "bandwidth", "capabilities": {"bandwidth": true}},
                 {"type": "firewall"}
@@ -294,7 +310,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             .flatten()
         {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            if name.starts_with("10.") {
+            if name.parse::<std::net::IpAddr>().is_ok() {
                 left.push(format!("reservation {name}"));
             }
         }
@@ -356,10 +372,16 @@ impl Drop for Cri {
 struct PodServer(Child);
 
 impl PodServer {
-    fn start(netns: &str, port: u16, reply: &str) -> PodServer {
+    /// `v6`: one IPv6 socket that also takes IPv4 (mapped) connections.
+    fn start(netns: &str, port: u16, reply: &str, v6: bool) -> PodServer {
+        let listen = if v6 {
+            format!("TCP6-LISTEN:{port},fork,reuseaddr,ipv6only=0")
+        } else {
+            format!("TCP4-LISTEN:{port},fork,reuseaddr")
+        };
         let child = Command::new("nsenter")
             .arg(format!("--net={netns}"))
-            .args(["socat", &format!("TCP4-LISTEN:{port},fork,reuseaddr")])
+            .args(["socat", &listen])
             .arg(format!("SYSTEM:echo {reply}"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -405,7 +427,7 @@ fn in_pod(netns: &str, cmd: &[&str]) -> bool {
 
 #[test]
 fn kubernetes_pods_through_containerd_cri() {
-    let Some(mut cri) = Cri::new("kubernetes_pods_through_containerd_cri", 131) else {
+    let Some(mut cri) = Cri::new("kubernetes_pods_through_containerd_cri", 131, false) else {
         return;
     };
     let n = cri.n;
@@ -462,7 +484,7 @@ fn kubernetes_pods_through_containerd_cri() {
         in_pod(&ns_b, &["ping", "-c", "1", "-W", "5", &ip_a]),
         "pod b -> pod a"
     );
-    let _srv = PodServer::start(&ns_a, 80, "hello-from-a");
+    let _srv = PodServer::start(&ns_a, 80, "hello-from-a", false);
     let node_ip = format!("192.168.{n}.1");
     assert!(
         answers(&cri.client, "tcp", &node_ip, 8080, "hello-from-a"),
@@ -533,6 +555,75 @@ fn kubernetes_pods_through_containerd_cri() {
         cri.py(&["remove", id]);
     }
     assert_eq!(cri.py(&["list"])["items"], serde_json::json!([]));
+    let left = cri.traces(&ips, &netns);
+    assert!(
+        left.is_empty(),
+        "left behind after teardown:\n{}",
+        left.join("\n")
+    );
+}
+
+/// A dual-stack cluster's pods: the conflist's host-local has an IPv4 and an IPv6 range (as
+/// kubeadm and kind write for `--pod-network-cidr=v4,v6`); each pod gets both addresses
+/// (PodSandboxStatus's `ip` and `additional_ips`), pods reach each other over IPv6, the hostPort
+/// answers a second host on the node's IPv6 address as well as its IPv4 one, and teardown
+/// leaves nothing of either family.
+#[test]
+fn dual_stack_pods_through_containerd_cri() {
+    let n = common::lab::unique_n();
+    let Some(mut cri) = Cri::new("dual_stack_pods_through_containerd_cri", n, true) else {
+        return;
+    };
+    cri.start();
+    cri.import_image();
+    let a = cri.py(&["run", "dual-a", "--port", "8080:80/tcp"]);
+    let b = cri.py(&["run", "dual-b"]);
+    let (a, b) = (
+        a["id"].as_str().unwrap().to_string(),
+        b["id"].as_str().unwrap().to_string(),
+    );
+    let mut ips = Vec::new();
+    let mut netns = Vec::new();
+    let mut v6 = Vec::new();
+    for id in [&a, &b] {
+        let s = cri.status(id);
+        assert_eq!(s["state"], "SANDBOX_READY", "{s}");
+        let pod_ips: Vec<String> = s["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(pod_ips.len(), 2, "two addresses: {s}");
+        assert!(pod_ips[0].starts_with(&format!("10.244.{n}.")), "{s}");
+        assert!(pod_ips[1].starts_with(&format!("fd00:{n}::")), "{s}");
+        v6.push(pod_ips[1].clone());
+        ips.extend(pod_ips);
+        netns.push(s["netns"].as_str().unwrap().to_string());
+    }
+    assert!(
+        in_pod(&netns[0], &["ping", "-c", "1", "-W", "5", &v6[1]]),
+        "pod a -> pod b over IPv6"
+    );
+    assert!(
+        in_pod(&netns[1], &["ping", "-c", "1", "-W", "5", &v6[0]]),
+        "pod b -> pod a over IPv6"
+    );
+    let _srv = PodServer::start(&netns[0], 80, "hello-from-a", true);
+    for node_ip in [format!("fd00:{n}:1::1"), format!("192.168.{n}.1")] {
+        assert!(
+            answers(&cri.client, "tcp", &node_ip, 8080, "hello-from-a"),
+            "hostPort 8080 from the second host at {node_ip}"
+        );
+    }
+    assert!(
+        !cri.traces(&ips, &netns).is_empty(),
+        "the trace check sees nothing while pods run"
+    );
+    for id in [&a, &b] {
+        cri.py(&["stop", id]);
+        cri.py(&["remove", id]);
+    }
     let left = cri.traces(&ips, &netns);
     assert!(
         left.is_empty(),

@@ -23,7 +23,8 @@
 //! `podman` has the same chain and is never used here (`--network` is explicit).
 
 mod common;
-use common::traffic::node_and_client;
+use common::dual::{PEER_REPLY, add_v6_link_ns, parse_peer};
+use common::traffic::{node_and_client, serve};
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -780,5 +781,92 @@ fn podman_subnet_ipv6_connect_disconnect() {
     pod.teardown();
     assert!(pod.traces(&a, &net6, &[&a4, &a6]).is_empty());
     assert!(pod.traces(&b, &net_s, &[&b4]).is_empty());
+    pod.assert_clean(&netns);
+}
+
+/// A dual-stack `podman network create --ipv6` used as a user would: two containers reach each
+/// other over IPv6, `-p` answers a second host on the node's IPv6 address (and IPv4), a
+/// container reaches a host behind the node over each family masqueraded to the node's address
+/// (podman's bridge sets `ipMasq`), and nothing is left after rm.
+#[test]
+fn podman_ipv6_ports_and_masquerade() {
+    let n = common::lab::unique_n();
+    let Some(pod) = Pod::new("podman_ipv6_ports_and_masquerade", n) else {
+        return;
+    };
+    add_v6_link_ns(n, &pod.node, &pod.client);
+    let net = pod.network(&["--ipv6"]);
+    let web = pod.run(
+        "web",
+        &net,
+        &["--tmpfs", "/www", "-p", "8080:80"],
+        &[
+            "sh",
+            "-c",
+            "echo hello-from-web > /www/index.html && exec httpd -f -p 80 -h /www",
+        ],
+    );
+    let peer = pod.run("peer", &net, &[], &["sleep", "600"]);
+    let (web4, web6) = pod.ips(&web, &net);
+    let (peer4, peer6) = pod.ips(&peer, &net);
+    assert!(
+        !web4.is_empty() && !web6.is_empty() && !peer6.is_empty(),
+        "dual-stack addresses: web {web4} {web6}, peer {peer4} {peer6}"
+    );
+    let netns: Vec<String> = [&web, &peer]
+        .iter()
+        .map(|c| {
+            pod.inspect(c)["NetworkSettings"]["SandboxKey"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    pod.ping_from(&peer, &web6);
+    pod.ping_from(&web, &peer6);
+
+    // -p from the second host, over each family.
+    pod.assert_serves(
+        &pod.client,
+        &format!("http://[fd00:{n}:1::1]:8080/"),
+        "hello-from-web",
+    );
+    pod.assert_serves(
+        &pod.client,
+        &format!("http://{}:8080/", pod.node_ip),
+        "hello-from-web",
+    );
+
+    // Out through the node: the far host (no route to the container subnets) sees the node.
+    for (far, node) in [
+        (format!("fd00:{n}:1::2"), format!("fd00:{n}:1::1")),
+        (format!("192.168.{n}.2"), pod.node_ip.clone()),
+    ] {
+        let _srv = serve(&pod.client, "tcp", far.contains(':'), 9000, PEER_REPLY);
+        let seen = eventually(&format!("peer -> {far}:9000"), 20, || {
+            let out = pod.podman_raw(&[
+                "exec",
+                &peer,
+                "sh",
+                "-c",
+                &format!("echo ping | nc -w 3 {far} 9000"),
+            ]);
+            parse_peer(&out.stdout).ok_or(format!("{out:?}"))
+        });
+        assert_eq!(
+            seen,
+            node.parse::<std::net::IpAddr>().unwrap(),
+            "the far host saw {seen}, not the node's {node}"
+        );
+    }
+
+    pod.teardown();
+    for (c, ips) in [
+        (&web, vec![web4.as_str(), web6.as_str()]),
+        (&peer, vec![peer4.as_str(), peer6.as_str()]),
+    ] {
+        let left = pod.traces(c, &net, &ips);
+        assert!(left.is_empty(), "after rm: {left:?}");
+    }
     pod.assert_clean(&netns);
 }

@@ -3,6 +3,8 @@
 //! L2-only without IPAM, CHECK (mode), DEL, a failed ADD undone, and the Go plugin's view.
 
 mod common;
+use common::family::reservations;
+use common::lab::unique_n;
 use common::*;
 use serde_json::{Value, json};
 
@@ -76,7 +78,7 @@ fn bridge_mode_traffic_check_del() {
     if !require_root("macvlan bridge_mode_traffic_check_del") {
         return;
     }
-    let nd = node("mv-basic", 97);
+    let nd = node("mv-basic", unique_n());
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let pl = nd.sb.plugin_in(Impl::Ours, &nd.node);
     let conf = nd.conf(json!({"mode": "bridge", "mtu": 1400}));
@@ -102,8 +104,10 @@ fn bridge_mode_traffic_check_del() {
             .trim(),
         "1"
     );
+    assert_eq!(reservations(&nd.sb.path("ipam/mvnet")), 2);
     let checked = with_prev(&conf, &r1);
-    assert!(pl.check("macvlan", &env_for(&c1, "v1"), &checked).status_ok);
+    let out = pl.check("macvlan", &env_for(&c1, "v1"), &checked);
+    assert!(out.status_ok, "{out:?}");
     // CHECK names a mode that differs.
     let other = with_prev(&nd.conf(json!({"mode": "vepa", "mtu": 1400})), &r1);
     let msg = pl.check("macvlan", &env_for(&c1, "v1"), &other).err(999);
@@ -113,16 +117,7 @@ fn bridge_mode_traffic_check_del() {
         pl.del("macvlan", &env_for(c, id), &conf).ok();
         assert_eq!(macvlans(c), 0);
     }
-    let left = std::fs::read_dir(nd.sb.path("ipam/mvnet"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("10.")
-        })
-        .count();
+    let left = reservations(&nd.sb.path("ipam/mvnet"));
     assert_eq!(left, 0, "reservations left");
 }
 
@@ -133,7 +128,7 @@ fn default_master_and_l2_only() {
     if !require_root("macvlan default_master_and_l2_only") {
         return;
     }
-    let nd = node("mv-l2", 98);
+    let nd = node("mv-l2", unique_n());
     let c1 = NetNs::create();
     let pl = nd.sb.plugin_in(Impl::Ours, &nd.node);
     let conf = json!({"cniVersion": "1.0.0", "name": "mvl2", "type": "macvlan",
@@ -160,28 +155,39 @@ fn failed_add_and_bad_input() {
     if !require_root("macvlan failed_add_and_bad_input") {
         return;
     }
-    let nd = node("mv-bad", 99);
+    let nd = node("mv-bad", unique_n());
     let c1 = NetNs::create();
     let pl = nd.sb.plugin_in(Impl::Ours, &nd.node);
     let mut conf = nd.conf(json!({}));
     conf["ipam"] = json!({"type": "no-such-ipam"});
-    let out = pl.add("macvlan", &env_for(&c1, "f1"), &conf);
-    assert!(!out.status_ok, "{out:?}");
+    let msg = pl.add("macvlan", &env_for(&c1, "f1"), &conf).err(7);
+    assert!(msg.contains("no-such-ipam"), "{msg}");
     assert_eq!(macvlans(&c1), 0, "macvlan left behind");
     assert!(
         !c1.sh(&["ip", "link"]).contains("veth"),
         "temporary link left behind"
     );
-    for (extra, key) in [
-        (json!({"mode": "weird"}), "mode"),
-        (json!({"mtu": 9000}), "MTU"),
-        (json!({"mac": "nope"}), "MAC"),
-        (json!({"master": "no-such-if"}), "no-such-if"),
-        (json!({"master": "a/b"}), "master"),
+    for (extra, code, says) in [
+        (
+            json!({"mode": "weird"}),
+            7,
+            "unknown macvlan mode: \"weird\"",
+        ),
+        (json!({"mtu": 9000}), 7, "invalid MTU 9000"),
+        (json!({"mac": "nope"}), 7, "invalid MAC address \"nope\""),
+        (
+            json!({"master": "no-such-if"}),
+            999,
+            "failed to lookup master \"no-such-if\"",
+        ),
+        (json!({"master": "a/b"}), 7, "master"),
     ] {
         let out = pl.add("macvlan", &env_for(&c1, "f2"), &nd.conf(extra.clone()));
-        assert!(!out.status_ok, "{extra}: {out:?}");
-        assert!(out.stdout.contains(key), "{extra}: {out:?}");
+        assert_eq!(out.err_code(), Some(code), "{extra}: {out:?}");
+        assert!(
+            out.json["msg"].as_str().unwrap_or("").contains(says),
+            "{extra}: {out:?}"
+        );
         assert_eq!(macvlans(&c1), 0);
     }
 }
@@ -193,7 +199,8 @@ fn matches_reference() {
         return;
     }
     let mut out = Vec::new();
-    for (imp, n) in [(Impl::Ours, 96), (Impl::Reference, 96)] {
+    let n = unique_n();
+    for imp in [Impl::Ours, Impl::Reference] {
         let nd = node(&format!("mv-ref-{imp:?}"), n);
         let c1 = NetNs::create();
         let pl = nd.sb.plugin_in(imp, &nd.node);

@@ -4,6 +4,8 @@
 //! and DEL without a namespace still removes the masquerading.
 
 mod common;
+use common::family::reservations;
+use common::lab::unique_n;
 use common::*;
 use serde_json::{Value, json};
 
@@ -43,18 +45,7 @@ impl Node {
     }
 
     fn reservations(&self) -> usize {
-        std::fs::read_dir(self.sb.path(&format!("ipam/ptpnet{}", self.n)))
-            .map(|d| {
-                d.filter(|e| {
-                    e.as_ref()
-                        .unwrap()
-                        .file_name()
-                        .to_string_lossy()
-                        .starts_with("10.")
-                })
-                .count()
-            })
-            .unwrap_or(0)
+        reservations(&self.sb.path(&format!("ipam/ptpnet{}", self.n)))
     }
 
     fn veths(&self) -> usize {
@@ -123,11 +114,22 @@ fn run_ptp(imp: Impl, n: u8) -> (Value, String, String) {
     let veth = r1["interfaces"][0]["name"].as_str().unwrap().to_string();
     let (cr, hr) = routes(&nd, &c1, &veth);
     assert!(c1.sh(&["ip", "link", "show", "eth0"]).contains("mtu 1400"));
-    // CHECK with the result as prevResult.
-    assert!(
-        pl.check("ptp", &env_for(&c1, "p1"), &with_prev(&conf, &r1))
-            .status_ok
-    );
+    // CHECK with the result as prevResult passes, and names what is missing once the
+    // address is gone.
+    let checked = with_prev(&conf, &r1);
+    let out = pl.check("ptp", &env_for(&c1, "p1"), &checked);
+    assert!(out.status_ok, "{out:?}");
+    if imp == Impl::Ours {
+        let addr = r1["ips"][0]["address"].as_str().unwrap();
+        c1.sh(&["ip", "addr", "del", addr, "dev", "eth0"]);
+        let msg = pl.check("ptp", &env_for(&c1, "p1"), &checked).err(999);
+        assert!(
+            msg.contains(&format!("address {addr} not found on \"eth0\"")),
+            "{msg}"
+        );
+        let out = pl.check("ptp", &env_for(&c2, "p1"), &checked);
+        assert_eq!(out.err_code(), Some(999), "{out:?}");
+    }
     for (c, id) in [(&c1, "p1"), (&c2, "p2")] {
         pl.del("ptp", &env_for(c, id), &conf).ok();
         pl.del("ptp", &env_for(c, id), &conf).ok();
@@ -142,9 +144,10 @@ fn connects_and_matches_the_reference() {
     if !require_root("ptp connects_and_matches_the_reference") {
         return;
     }
-    let (r, cr, hr) = run_ptp(Impl::Ours, 93);
+    let n = unique_n();
+    let (r, cr, hr) = run_ptp(Impl::Ours, n);
     // Upstream's addressing: the container keeps the /24 but reaches it through the gateway.
-    assert_eq!(r["ips"][0]["address"], "10.93.0.2/24", "{r}");
+    assert_eq!(r["ips"][0]["address"], format!("10.{n}.0.2/24"), "{r}");
     assert_eq!(r["ips"][0]["interface"], 1, "{r}");
     assert_eq!(r["interfaces"][1]["name"], "eth0", "{r}");
     assert!(
@@ -155,23 +158,28 @@ fn connects_and_matches_the_reference() {
         "{r}"
     );
     assert!(
-        cr.contains("10.93.0.0/24 via 10.93.0.1 dev eth0 src 10.93.0.2"),
+        cr.contains(&format!(
+            "10.{n}.0.0/24 via 10.{n}.0.1 dev eth0 src 10.{n}.0.2"
+        )),
         "{cr}"
     );
     assert!(
-        cr.contains("10.93.0.1 dev eth0 scope link src 10.93.0.2"),
+        cr.contains(&format!("10.{n}.0.1 dev eth0 scope link src 10.{n}.0.2")),
         "{cr}"
     );
     assert!(
         !cr.contains("proto kernel"),
         "the kernel's subnet route stayed: {cr}"
     );
-    assert!(hr.contains("10.93.0.2 dev VETH scope host"), "{hr}");
-    assert!(hr.ends_with("addr 10.93.0.1/32"), "{hr}");
+    assert!(
+        hr.contains(&format!("10.{n}.0.2 dev VETH scope host")),
+        "{hr}"
+    );
+    assert!(hr.ends_with(&format!("addr 10.{n}.0.1/32")), "{hr}");
     if !reference_available("ptp") {
         return;
     }
-    let (rr, crr, hrr) = run_ptp(Impl::Reference, 93);
+    let (rr, crr, hrr) = run_ptp(Impl::Reference, n);
     assert_eq!(cr, crr, "container routes differ from the reference");
     assert_eq!(hr, hrr, "host routes differ from the reference");
     let strip = |mut v: Value| {
@@ -191,7 +199,8 @@ fn ipmasq_and_del_without_netns() {
     if !require_root("ptp ipmasq_and_del_without_netns") {
         return;
     }
-    let nd = node("ptp-masq", Impl::Ours, 94);
+    let nd = node("ptp-masq", Impl::Ours, unique_n());
+    let subnet = format!("10.{}.0.0/24", nd.n);
     let c1 = NetNs::create();
     let conf = nd.conf(
         "1.0.0",
@@ -201,7 +210,7 @@ fn ipmasq_and_del_without_netns() {
     pl.add("ptp", &env_for(&c1, "m1"), &conf).ok();
     let rules = nd.node.sh(&["nft", "list", "ruleset"]);
     assert!(
-        rules.contains("masquerade") && rules.contains("10.94.0.0/24"),
+        rules.contains("masquerade") && rules.contains(&subnet),
         "{rules}"
     );
     drop(c1);
@@ -213,7 +222,7 @@ fn ipmasq_and_del_without_netns() {
     pl.del("ptp", &gone, &conf).ok();
     let rules = nd.node.sh(&["nft", "list", "ruleset"]);
     assert!(
-        !rules.contains("10.94.0.0/24"),
+        !rules.contains(&subnet),
         "masquerading left behind: {rules}"
     );
     assert_eq!(nd.reservations(), 0);
@@ -226,7 +235,8 @@ fn ipmasq_iptables_del_with_prev_result() {
     if !require_root("ptp ipmasq_iptables_del_with_prev_result") {
         return;
     }
-    let nd = node("ptp-masq-ipt", Impl::Ours, 96);
+    let nd = node("ptp-masq-ipt", Impl::Ours, unique_n());
+    let net = format!("ptpnet{}", nd.n);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let conf = nd.conf(
         "1.0.0",
@@ -239,7 +249,7 @@ fn ipmasq_iptables_del_with_prev_result() {
         nd.node
             .sh(&["iptables-save", "-t", "nat"])
             .lines()
-            .filter(|l| l.contains("ptpnet96"))
+            .filter(|l| l.contains(&net))
             .map(str::to_string)
             .collect::<Vec<_>>()
     };
@@ -272,14 +282,15 @@ fn failed_add_is_undone() {
     if !require_root("ptp failed_add_is_undone") {
         return;
     }
-    let nd = node("ptp-undo", Impl::Ours, 95);
+    let nd = node("ptp-undo", Impl::Ours, unique_n());
+    let gw = format!("10.{}.0.1", nd.n);
     let c1 = NetNs::create();
     c1.sh(&["ip", "link", "set", "lo", "up"]);
-    c1.sh(&["ip", "route", "add", "10.95.0.1/32", "dev", "lo"]);
+    c1.sh(&["ip", "route", "add", &format!("{gw}/32"), "dev", "lo"]);
     let conf = nd.conf("1.0.0", json!({}));
     let pl = nd.plugin();
     let msg = pl.add("ptp", &env_for(&c1, "u1"), &conf).err(999);
-    assert!(msg.contains("10.95.0.1"), "{msg}");
+    assert!(msg.contains(&gw), "{msg}");
     assert_eq!(nd.veths(), 0, "veth left behind");
     assert!(!c1.sh(&["ip", "link"]).contains("eth0"));
     assert_eq!(nd.reservations(), 0, "address not released");
@@ -297,4 +308,72 @@ fn failed_add_is_undone() {
             .contains("mtu")
     );
     assert_eq!(nd.veths(), 0);
+}
+
+/// Whatever an IPAM plugin returns reaches ptp: a gateway of the other family (an IPv6 address
+/// with an IPv4 gateway, or the reverse) or the address itself as gateway is a CNI error naming
+/// both, never a panic, and the undo runs (the IPAM DEL is called, no veth is left). The plugin
+/// here is a script that answers ADD with a fixed result, so no IPAM's own checks stand between.
+#[test]
+fn bad_ipam_results_are_errors_and_undone() {
+    if !require_root("ptp bad_ipam_results_are_errors_and_undone") {
+        return;
+    }
+    let nd = node("ptp-badipam", Impl::Ours, unique_n());
+    let n = nd.n;
+    let c1 = NetNs::create();
+    let (result, dels) = (nd.sb.path("result.json"), nd.sb.path("dels"));
+    let script = nd.sb.bin.join("fixedipam");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\ncase \"$CNI_COMMAND\" in\nADD) cat {};;\nDEL) echo del >> {};;\nesac\n",
+            result.display(),
+            dels.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = json!({
+        "cniVersion": "1.0.0", "name": format!("ptpnet{n}"), "type": "ptp",
+        "ipam": {"type": "fixedipam"}
+    });
+    for (i, (address, gateway, says)) in [
+        (
+            format!("fd00:{n}::5/64"),
+            format!("10.{n}.0.1"),
+            "not of the same address family",
+        ),
+        (
+            format!("10.{n}.0.5/24"),
+            format!("fd00:{n}::1"),
+            "not of the same address family",
+        ),
+        (
+            format!("fd00:{n}::5/64"),
+            format!("fd00:{n}::5"),
+            "with itself as gateway",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = json!({"cniVersion": "1.0.0",
+                       "ips": [{"address": address, "gateway": gateway}]});
+        std::fs::write(&result, r.to_string()).unwrap();
+        let msg = nd
+            .plugin()
+            .add("ptp", &env_for(&c1, &format!("b{i}")), &conf)
+            .err(999);
+        assert!(
+            msg.contains(&address) && msg.contains(&gateway) && msg.contains(says),
+            "{msg}"
+        );
+        assert!(!msg.contains("panicked"), "{msg}");
+        let called = std::fs::read_to_string(&dels).unwrap_or_default();
+        assert_eq!(called.lines().count(), i + 1, "IPAM DEL not run: {msg}");
+        assert_eq!(nd.veths(), 0, "veth left behind");
+        assert!(!c1.sh(&["ip", "link"]).contains("eth0"));
+    }
 }

@@ -53,13 +53,7 @@ fn has_link(ns: &NetNs, ifname: &str) -> bool {
 }
 
 fn reservations(sb: &Sandbox) -> usize {
-    std::fs::read_dir(sb.path("ipam/tapnet"))
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with("10."))
-                .count()
-        })
-        .unwrap_or(0)
+    common::family::reservations(&sb.path("ipam/tapnet"))
 }
 
 #[test]
@@ -94,6 +88,7 @@ fn add_check_del_with_ipam() {
         cont.sh(&["ip", "addr", "show", "tap0"])
             .contains("10.231.0.2/24")
     );
+    assert_eq!(reservations(&sb), 1);
     assert_eq!(
         cont.sh(&["sysctl", "-n", "net.ipv4.conf.tap0.arp_notify"])
             .trim(),
@@ -215,6 +210,7 @@ fn failed_add_leaves_nothing() {
         "ranges": [[{"subnet": "10.232.1.0/30", "rangeStart": "10.232.1.2", "rangeEnd": "10.232.1.2"}]]});
     let other = NetNs::create();
     pl.add("tap", &env_for(&other, "t8", "tap0"), &full).ok();
+    assert_eq!(reservations(&sb), 1);
     pl.add("tap", &env, &full).err(999);
     assert_eq!(cont.sh(&["ip", "-o", "link"]), before);
     pl.del("tap", &env_for(&other, "t8", "tap0"), &full).ok();

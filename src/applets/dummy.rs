@@ -18,6 +18,7 @@
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
 use super::iface;
+use crate::applets::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
 use crate::netns::NetNs;
@@ -56,7 +57,7 @@ fn add(req: &Request) -> Result<CniResult> {
     let r = (|| {
         let mut result = iface::ipam_add(ipam, req, &mut undo)?;
         iface::sole_interface(&mut result, req, &link);
-        iface::configure(&ns, &mut cont, ifname, link.index, &result, 0)?;
+        iface::configure(&ns, &mut cont, ifname, link.index, &result, 0, Dad::Detect)?;
         Ok(result)
     })();
     undo.finish(r)

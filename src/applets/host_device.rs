@@ -710,7 +710,15 @@ fn add(req: &Request) -> Result<CniResult> {
             ip.interface = Some(0);
         }
         if let Some((mut cont, index)) = moved {
-            iface::configure(&ns, &mut cont, ifname, index, &result, 0)?;
+            iface::configure(
+                &ns,
+                &mut cont,
+                ifname,
+                index,
+                &result,
+                0,
+                super::settle::Dad::Detect,
+            )?;
         }
         result.dns = req.conf.dns.clone().unwrap_or_default();
         Ok(result)

@@ -7,6 +7,7 @@
 //! the same family; routes to the same destination and table become one multipath route; route
 //! `table`, `scope` and `priority` are applied, `mtu`/`advmss` are not (upstream does not).
 
+use crate::applets::settle::{Dad, Settle};
 use crate::cni::result::CniResult;
 use crate::cni::{Request, delegate};
 use crate::error::{Context, Error, Result};
@@ -14,9 +15,6 @@ use crate::netlink::{self, Family, Handle, Link, NextHop};
 use crate::netns::NetNs;
 use crate::sysctl;
 use crate::undo::Undo;
-use std::time::{Duration, Instant};
-
-const IFA_F_TENTATIVE: u32 = 0x40;
 
 /// A result whose one interface is the container's `link` (CNI_IFNAME in CNI_NETNS): every
 /// address points at it; the interface is returned for what else a plugin reports (MTU).
@@ -51,7 +49,9 @@ pub fn ipam_add<'a>(ipam: &'a str, req: &'a Request, undo: &mut Undo<'a>) -> Res
 }
 
 /// Configure `ifname` (index `index` in `ns`) with the result's IPs whose `interface` points at
-/// `if_pos` (or that have no index), then set it up and add the routes.
+/// `if_pos` (or that have no index), set it up, settle its IPv6 addresses as `dad` says (the
+/// shared step of [`crate::applets::settle`]: usable when this returns, a duplicate is an
+/// error) and add the routes.
 pub fn configure(
     ns: &NetNs,
     h: &mut Handle,
@@ -59,13 +59,15 @@ pub fn configure(
     index: u32,
     result: &CniResult,
     if_pos: usize,
+    dad: Dad,
 ) -> Result<()> {
     let ips: Vec<_> = result
         .ips
         .iter()
         .filter(|ip| ip.interface.is_none_or(|i| i == if_pos))
         .collect();
-    if ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
+    let v6 = ips.iter().any(|ip| ip.address.addr().is_ipv6());
+    if v6 {
         ns.enter(|| -> Result<()> {
             for dev in ["lo", ifname] {
                 // A kernel booted with ipv6.disable=1 has no such keys; adding the address
@@ -79,14 +81,29 @@ pub fn configure(
             Ok(())
         })??;
     }
+    // Only an IPv6 address needs settling: an IPv4-only ADD opens nothing more.
+    let settle = if v6 {
+        Some(Settle::begin(ns, ifname, index, dad)?)
+    } else {
+        None
+    };
     for ip in &ips {
-        h.add_addr(index, ip.address, 0).ctx(format_args!(
+        let flags = match &settle {
+            Some(s) if ip.address.addr().is_ipv6() => s.addr_flags(),
+            _ => 0,
+        };
+        h.add_addr(index, ip.address, flags).ctx(format_args!(
             "failed to add IP address {} to {ifname}",
             ip.address
         ))?;
     }
     h.set_up(index, true)
         .ctx(format_args!("failed to set {ifname} up"))?;
+    // As upstream, routes are added once the addresses are usable.
+    if let Some(s) = settle {
+        let addrs: Vec<_> = ips.iter().map(|ip| ip.address).collect();
+        s.wait(h, &addrs)?;
+    }
     let gw_for = |v4: bool| {
         ips.iter()
             .find(|ip| ip.address.addr().is_ipv4() == v4)
@@ -141,23 +158,6 @@ pub fn configure(
         }
     }
     Ok(())
-}
-
-/// Wait (≤ `limit`) until no IPv6 address of `index` is tentative (DAD finished).
-pub fn wait_dad(h: &mut Handle, index: u32, limit: Duration) -> Result<()> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let addrs = h.addrs(Some(index), Family::V6)?;
-        if !addrs.iter().any(|a| a.flags & IFA_F_TENTATIVE != 0) {
-            return Ok(());
-        }
-        if Instant::now() >= deadline {
-            return Err(Error::internal(format!(
-                "link {index}: IPv6 duplicate address detection did not finish in {limit:?}"
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 /// CHECK: every address of prevResult meant for this interface is on it; every route is present.

@@ -19,6 +19,7 @@
 
 use super::container::rename_into_place;
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
@@ -210,7 +211,7 @@ fn configure<'a>(
         let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
         let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", ifname, "ndisc_notify"), "1");
     })?;
-    iface::configure(ns, cont, ifname, link.index, &result, 0)?;
+    iface::configure(ns, cont, ifname, link.index, &result, 0, Dad::Detect)?;
     result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)
 }

@@ -18,6 +18,7 @@
 //! created; DEL only deletes CNI_IFNAME when it is a macvlan; `source` mode is accepted.
 
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
@@ -223,7 +224,7 @@ fn configure<'a>(
                 let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
                 let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", ifname, "ndisc_notify"), "1");
             })?;
-            iface::configure(ns, cont, ifname, link.index, &result, 0)?;
+            iface::configure(ns, cont, ifname, link.index, &result, 0, Dad::Detect)?;
         }
         None => cont
             .set_up(link.index, true)

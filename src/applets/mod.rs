@@ -19,6 +19,7 @@ mod macvlan;
 mod portmap;
 mod ptp;
 mod sbr;
+pub(crate) mod settle;
 mod static_ipam;
 mod tap;
 mod tuning;

@@ -15,6 +15,7 @@
 
 use super::veth::create_veth;
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::result::{Dns, Interface};
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netfilter::masq;
@@ -67,10 +68,6 @@ fn load(req: &Request) -> Result<Ptp<'_>> {
     Ok(Ptp { c, ipam, mtu })
 }
 
-fn host_prefix(ip: &IpNet) -> u8 {
-    if ip.addr().is_ipv4() { 32 } else { 128 }
-}
-
 fn add(req: &Request) -> Result<CniResult> {
     let p = load(req)?;
     let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
@@ -93,12 +90,28 @@ fn add_steps<'a>(
         .ips
         .iter()
         .map(|ip| {
-            ip.gateway.ok_or_else(|| {
+            let gw = ip.gateway.ok_or_else(|| {
                 Error::internal(format!(
                     "IPAM plugin {:?} returned {} without a gateway (ptp routes through it)",
                     p.ipam, ip.address
                 ))
-            })
+            })?;
+            // Whatever the IPAM plugin returns (a static address, a prevResult-like answer of
+            // a third-party plugin), the gateway must be a host of the address's family other
+            // than the address itself: it becomes a /32 (/128) on the host end.
+            if gw.is_ipv4() != ip.address.addr().is_ipv4() {
+                return Err(Error::internal(format!(
+                    "IPAM plugin {:?} returned gateway {gw} for {}: not of the same address family",
+                    p.ipam, ip.address
+                )));
+            }
+            if gw == ip.address.addr() {
+                return Err(Error::internal(format!(
+                    "IPAM plugin {:?} returned {} with itself as gateway",
+                    p.ipam, ip.address
+                )));
+            }
+            Ok(gw)
         })
         .collect::<Result<_>>()?;
     if result.ips.iter().any(|ip| ip.address.addr().is_ipv4()) {
@@ -126,7 +139,10 @@ fn add_steps<'a>(
     for ip in &mut result.ips {
         ip.interface = Some(1);
     }
-    iface::configure(ns, &mut cont, ifname, cv.index, &result, 1)?;
+    // No other node can hold the address: the veth's only other end is our host end (whose
+    // addresses are the gateways). Without DAD the address is usable at once, so the routes
+    // below can take it as their source (the kernel refuses a tentative source address).
+    iface::configure(ns, &mut cont, ifname, cv.index, &result, 1, Dad::Off)?;
     // Point-to-point through the gateway: drop the kernel's subnet route, reach the gateway
     // on the link, the subnet through the gateway.
     for (ip, gw) in result.ips.iter().zip(&gateways) {
@@ -137,7 +153,7 @@ fn add_steps<'a>(
             ..Default::default()
         })
         .ctx(format_args!("failed to delete route {subnet} dev {ifname}"))?;
-        let gw_net = IpNet::new(*gw, host_prefix(&ip.address)).expect("host prefix");
+        let gw_net = IpNet::from(*gw);
         for r in [
             Route {
                 dst: gw_net,
@@ -173,11 +189,10 @@ fn add_steps<'a>(
     host.set_up(hv.index, true)
         .ctx(format_args!("failed to set {host_name:?} up"))?;
     for (ip, gw) in result.ips.iter().zip(&gateways) {
-        let bits = host_prefix(&ip.address);
-        let gw_net = IpNet::new(*gw, bits).expect("host prefix");
+        let gw_net = IpNet::from(*gw);
         host.add_addr(hv.index, gw_net, IFA_F_NODAD)
             .ctx(format_args!("failed to add {gw_net} to {host_name:?}"))?;
-        let dst = IpNet::new(ip.address.addr(), bits).expect("host prefix");
+        let dst = IpNet::from(ip.address.addr());
         match host.route_add(&Route {
             dst,
             oif: Some(hv.index),

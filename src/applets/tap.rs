@@ -23,6 +23,7 @@
 //! CHECK also checks the link is a tap with the recorded MAC on `bridge`.
 
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
@@ -221,7 +222,8 @@ fn configure<'a>(
         ns.enter(|| {
             let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
         })?;
-        iface::configure(ns, cont, ifname, index, &result, 0)?;
+        // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
+        iface::configure(ns, cont, ifname, index, &result, 0, Dad::Deferred)?;
     }
     result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)

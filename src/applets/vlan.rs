@@ -20,6 +20,7 @@
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
@@ -191,12 +192,15 @@ fn finish(
     }
     // 1.1.0 results carry the MTU when one was configured.
     iface::sole_interface(&mut result, req, link).mtu = mtu_configured.then_some(link.mtu);
-    iface::configure(ns, cont, &req.env.ifname, link.index, &result, 0)?;
-    // As upstream, the result is returned once IPv6 duplicate address detection is over, so
-    // the container can use its addresses at once.
-    if result.ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
-        iface::wait_dad(cont, link.index, std::time::Duration::from_secs(10))?;
-    }
+    iface::configure(
+        ns,
+        cont,
+        &req.env.ifname,
+        link.index,
+        &result,
+        0,
+        Dad::Detect,
+    )?;
     result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)
 }

@@ -10,7 +10,9 @@
 //! once no interface is left in it; it tolerates a missing namespace, VRF or interface. CHECK
 //! asserts that the interface is in the VRF.
 //!
-//! Beyond upstream: a failed ADD releases the interface (its routes and addresses restored)
+//! Beyond upstream: the interface's IPv6 addresses, which the enslaving makes tentative again,
+//! are usable when ADD returns (the shared settling step, `settle.rs`; a duplicate fails the
+//! ADD); a failed ADD releases the interface (its routes and addresses restored)
 //! and deletes a VRF it created; DEL releases the interface only from this VRF (upstream from
 //! any master), succeeds when the interface is already gone (upstream fails) and leaves a
 //! non-VRF link of that name alone with a note; CHECK also compares a configured `table`.
@@ -18,6 +20,7 @@
 //! This build machine's kernel has no vrf: the applet is tested in the qemu VM
 //! (tests/vm/vrf.sh), against the Go plugin there.
 
+use crate::applets::settle::{Dad, Settle};
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
 use crate::netlink::{Addr, Family, Handle, IFA_F_NODAD, IFA_F_NOPREFIXROUTE, Link, Route};
@@ -128,15 +131,22 @@ fn global6(h: &mut Handle, index: u32) -> Result<Vec<Addr>> {
     Ok(a)
 }
 
-/// Put back the addresses of `before` that `index` lost.
-fn restore_addrs(h: &mut Handle, index: u32, before: &[Addr]) -> Result<Vec<Addr>> {
+/// Put back the addresses of `before` that `index` lost, with their NODAD and NOPREFIXROUTE
+/// flags; `probe` (the settling step's flags) is added to the others.
+fn restore_addrs(h: &mut Handle, index: u32, before: &[Addr], probe: u32) -> Result<Vec<Addr>> {
     let now = global6(h, index)?;
     let mut readded = Vec::new();
     for a in before
         .iter()
         .filter(|a| !now.iter().any(|n| n.net == a.net))
     {
-        h.add_addr(index, a.net, a.flags & (IFA_F_NODAD | IFA_F_NOPREFIXROUTE))?;
+        let kept = a.flags & (IFA_F_NODAD | IFA_F_NOPREFIXROUTE);
+        let flags = if kept & IFA_F_NODAD != 0 {
+            kept
+        } else {
+            kept | probe
+        };
+        h.add_addr(index, a.net, flags)?;
         readded.push(a.clone());
     }
     Ok(readded)
@@ -161,6 +171,14 @@ fn attach<'a>(
         )));
     }
     let before = global6(h, link.index)?;
+    // Enslaving cycles the link down and up: the kernel runs duplicate address detection again
+    // for every IPv6 address it kept (keep_addr_on_down) or that is put back below, and they are
+    // unusable until it is over (upstream returns them so). The shared settling step makes that
+    // fast and waits for it; a link without a carrier (a tap) is not waited for, as before.
+    let settle = (!before.is_empty())
+        .then(|| Settle::begin(ns, ifname, link.index, Dad::Deferred))
+        .transpose()?;
+    let probe = settle.as_ref().map_or(0, Settle::addr_flags);
     let routes: Vec<Route> = h
         .routes(Family::All, Some(TABLE_MAIN))?
         .into_iter()
@@ -176,13 +194,18 @@ fn attach<'a>(
     undo.push(format!("{ifname} in vrf {}", c.vrfname), move || {
         let mut h = Handle::in_netns(ns)?;
         h.set_master(index, None)?;
-        restore_addrs(&mut h, index, &kept)?;
+        restore_addrs(&mut h, index, &kept, 0)?;
         for r in &saved {
             h.route_replace(r)?;
         }
         Ok(())
     });
-    for a in restore_addrs(h, link.index, &before)? {
+    let readded = restore_addrs(h, link.index, &before, probe)?;
+    if let Some(s) = settle {
+        let nets: Vec<_> = before.iter().map(|a| a.net).collect();
+        s.wait(h, &nets)?;
+    }
+    for a in readded {
         wait_local_route(h, &a, table, link.index)?;
     }
     for r in routes {

@@ -11,6 +11,14 @@ use ipnet::IpNet;
 
 /// Skip duplicate address detection (IPv6).
 pub const IFA_F_NODAD: u32 = 0x02;
+/// Optimistic DAD (RFC 4429, IPv6): usable while detection runs, which starts without the
+/// random initial delay. The kernel keeps it only where `optimistic_dad` and `use_optimistic`
+/// are on for the interface.
+pub const IFA_F_OPTIMISTIC: u32 = 0x04;
+/// Duplicate address detection found the address in use elsewhere (IPv6).
+pub const IFA_F_DADFAILED: u32 = 0x08;
+/// Duplicate address detection has not finished (IPv6): unusable unless also optimistic.
+pub const IFA_F_TENTATIVE: u32 = 0x40;
 /// Do not add the prefix route for the address.
 pub const IFA_F_NOPREFIXROUTE: u32 = 0x200;
 

@@ -20,6 +20,9 @@ pub struct Link {
     pub master: Option<u32>,
     /// Administratively up (IFF_UP).
     pub up: bool,
+    /// The link has a carrier (IFF_LOWER_UP): frames can leave it, so IPv6 duplicate address
+    /// detection can run (a tap with no reader, a macvlan whose master is down have none).
+    pub carrier: bool,
     pub promisc: bool,
     /// IFF_ALLMULTI.
     pub allmulti: bool,
@@ -86,6 +89,7 @@ pub(super) const BRIDGE_VLAN_INFO_UNTAGGED: u16 = 1 << 2;
 pub(super) const IFF_UP: u32 = 0x1;
 pub(super) const IFF_PROMISC: u32 = 0x100;
 pub(super) const IFF_ALLMULTI: u32 = 0x200;
+pub(super) const IFF_LOWER_UP: u32 = 0x10000;
 /// struct ifinfomsg: family, pad, type, index, flags, change.
 pub(super) const IFINFOMSG_LEN: usize = 16;
 
@@ -100,6 +104,7 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
     let mut l = Link {
         index: index_of(body)?,
         up: flags & IFF_UP != 0,
+        carrier: flags & IFF_LOWER_UP != 0,
         promisc: flags & IFF_PROMISC != 0,
         allmulti: flags & IFF_ALLMULTI != 0,
         ..Link::default()

@@ -18,6 +18,7 @@ mod identity;
 pub mod ipvlan;
 mod link;
 pub mod macvlan;
+pub mod monitor;
 mod route;
 mod rule;
 pub mod socket;
@@ -35,10 +36,13 @@ use socket::{NLM_F_ACK_TLVS, NLM_F_CAPPED, ext_ack};
 pub use socket::{NlSocket, Reply};
 use wire::Writer;
 
-pub use addr::{Addr, IFA_F_NODAD, IFA_F_NOPREFIXROUTE};
+pub use addr::{
+    Addr, IFA_F_DADFAILED, IFA_F_NODAD, IFA_F_NOPREFIXROUTE, IFA_F_OPTIMISTIC, IFA_F_TENTATIVE,
+};
 pub use bridge::BridgeVlan;
 pub use identity::Identity;
 pub use link::{Link, PortOpts};
+pub use monitor::Monitor;
 pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 pub use rule::Rule;
 

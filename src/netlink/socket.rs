@@ -108,6 +108,33 @@ impl NlSocket {
         }
     }
 
+    /// Join the multicast group `group` (RTNLGRP_*): the kernel's notifications of that group
+    /// arrive on this socket from then on.
+    pub fn join(&self, group: u32) -> Result<()> {
+        self.sock
+            .add_membership(group)
+            .map_err(|e| Error::io(&format!("join netlink group {group}"), e))
+    }
+
+    /// Wait at most `limit` for a datagram (a notification on a socket that joined a group).
+    /// `Ok(false)`: nothing came in time. What arrived is not returned: callers re-read the
+    /// state they wait on, so a lost notification (ENOBUFS) is only a wake-up like the others.
+    pub fn wait(&mut self, limit: std::time::Duration) -> Result<bool> {
+        // A zero timeout would mean "block forever" to the kernel.
+        let limit = limit.max(std::time::Duration::from_millis(1));
+        let tv = TimeVal::new(limit.as_secs() as _, limit.subsec_micros() as _);
+        setsockopt(&self.sock, sockopt::ReceiveTimeout, &tv)
+            .map_err(|e| Error::new(e as i32, "set netlink receive timeout"))?;
+        self.buf.clear();
+        match self.sock.recv(&mut self.buf, 0) {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => Ok(false),
+            // The socket's queue overflowed: notifications were lost, which a re-read covers.
+            Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(true),
+            Err(e) => Err(Error::io("receive netlink notification", e)),
+        }
+    }
+
     fn send(&mut self, buf: &[u8]) -> Result<()> {
         self.sock
             .send(buf, 0)

@@ -18,6 +18,7 @@
 
 pub mod bounded;
 pub mod conflist;
+pub mod dual;
 pub mod family;
 pub mod lab;
 pub mod traffic;

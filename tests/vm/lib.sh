@@ -42,12 +42,18 @@ link_to_netns() {
     _from=$3
     nsenter --net="$NETNS_DIR/$_to" sleep 30 &
     _pid=$!
-    # wait until the sleeper has actually entered the namespace
+    # wait until the sleeper has actually entered the namespace (2 s at most); moving the link
+    # to a process still in this namespace would "succeed" and leave it here
     _i=0
     while [ "$(readlink /proc/$_pid/ns/net 2>/dev/null)" = "$(readlink /proc/self/ns/net)" ] \
         || [ "$(readlink /proc/$_pid/exe 2>/dev/null)" = "" ]; do
         _i=$((_i + 1))
-        [ $_i -gt 200 ] && break
+        if [ $_i -gt 200 ]; then
+            echo "link_to_netns: no process entered namespace $_to within 2 s" >&2
+            kill "$_pid" 2>/dev/null
+            wait "$_pid" 2>/dev/null
+            return 1
+        fi
         usleep 10000
     done
     if [ -n "$_from" ]; then

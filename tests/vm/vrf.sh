@@ -61,6 +61,8 @@ check "connected route in table 1" sh -c "nsenter --net=$NSA ip route show table
 check "gateway route moved into table 1" sh -c "nsenter --net=$NSA ip route show table 1 | grep -q '10.120.9.0/24 via 10.120.1.1 dev va0'"
 check "nothing of va0 left in main" sh -c "! nsenter --net=$NSA ip route | grep -q va0"
 check "global IPv6 address kept" sh -c "nsenter --net=$NSA ip -6 addr show dev va0 | grep -q fd00:120::2"
+# Enslaving cycles the link: the kernel probes the address again; ADD returns once it is usable.
+check "global IPv6 address usable right after ADD (not tentative)" sh -c "! nsenter --net=$NSA ip -6 addr show dev va0 | grep fd00:120::2 | grep -q tentative"
 ina ip rule
 run ADD vrf c1 "$NSA" va1 "$C1"; must_ok "ADD va1 into the same vrf0"
 check "va1 in vrf0" in_vrf va1 vrf0

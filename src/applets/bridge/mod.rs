@@ -19,6 +19,7 @@ use port::*;
 
 use super::veth::create_veth;
 use crate::applets::iface;
+use crate::applets::settle::Dad;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Dns, Interface, Route};
@@ -331,15 +332,15 @@ fn add_steps<'a>(
                 .ctx(format_args!("failed to set {ifname:?} up"))?;
         }
     } else {
-        iface::configure(ns, cont, ifname, cv.index, &result, 2)?;
-        if b.c.enable_dad
-            && result
-                .ips
-                .iter()
-                .any(|ip| ip.address.addr().is_ipv6() && ip.gateway.is_some())
-        {
-            iface::wait_dad(cont, cv.index, Duration::from_secs(5))?;
-        }
+        // As upstream, DAD only runs with `enabledad`; without it the addresses get
+        // IFA_F_NODAD as well as `accept_dad=0`, so they are usable at once even before the
+        // veth has its carrier. With it, the shared step waits for detection.
+        let dad = if b.c.enable_dad {
+            Dad::Detect
+        } else {
+            Dad::Off
+        };
+        iface::configure(ns, cont, ifname, cv.index, &result, 2, dad)?;
     }
     let vlan_gateway = if b.c.is_gateway {
         setup_gateway(host, b, br, &result)?
