@@ -10,7 +10,8 @@
 # Plugins run in a throwaway node namespace via `nsenter --net` (a bare setns; `ip netns exec`
 # would add a mount namespace and a /sys remount to every sample). It reports; it never fails
 # on numbers. COLD=1 adds a cold-cache host-local variant (drop_caches: slows the whole machine).
-# V6_ONLY=1 runs only the IPv4/IPv6/dual-stack rows (section 3b), prints them and writes nothing.
+# V6_ONLY=1 runs only the IPv4/IPv6/dual-stack rows (section 3b; V6_APPLETS picks among ptp
+# bridge macvlan), prints them and writes nothing.
 set -euo pipefail
 bin=${1:?usage: compare.sh CNIBOX_BINARY [--out FILE] [--quick]}; shift
 out=BENCHMARKS.md; reps=15; quick=0
@@ -127,7 +128,9 @@ sample() { # node dir backend cid plugins… → sets A and D (ns) and E (1 on a
 prep() { # kind node dir
     mkdir -p "$work/data-$2-${3##*/}"
     case $1 in
-    macvlan) ip -n "$2" link add mvm0 type veth peer name mvm0p; ip -n "$2" link set mvm0 up ;;
+    # The master's peer is up too: a NIC with a carrier (without one, IPv6 detection cannot
+    # run and both sides wait out their deadline).
+    macvlan) ip -n "$2" link add mvm0 type veth peer name mvm0p; ip -n "$2" link set mvm0 up; ip -n "$2" link set mvm0p up ;;
     host-device) ip -n "$2" link add hd0 type veth peer name hd0p ;;
     flannel) printf 'FLANNEL_NETWORK=10.234.0.0/16\nFLANNEL_SUBNET=10.234.1.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n' > "$work/data-$2-${3##*/}/subnet.env" ;;
     esac
@@ -190,7 +193,7 @@ v() { local n="$1"; echo "${!n:-}"; }
 # exist (ptp; bridge without enabledad), fast detection waited for elsewhere (macvlan).
 family_rows() {
     local a fam v4
-    for a in ptp bridge macvlan; do
+    for a in ${V6_APPLETS:-ptp bridge macvlan}; do
         for fam in v4 v6 dual; do
             export FAMILY=$fam
             scenario "$a" "$a $fam" "ours: ref:" "$a"

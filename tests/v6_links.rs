@@ -6,8 +6,8 @@
 //! no reservation; where another node can hold the address (macvlan's segment, host-device's
 //! wire, a bridge with `enabledad`), a duplicate fails the ADD naming address and interface and
 //! leaves nothing; a tap without a reader (no carrier) is not waited for and its address is
-//! still usable. ptp's IPv6 routes match the Go plugin's (v1.1.1, which waits 1-2 s for DAD
-//! there; its macvlan and host-device return the address while still tentative).
+//! still usable. ptp's and macvlan's dual-stack results and IPv6 routes match the Go plugin's
+//! (Debian's v1.1.1, which waits 1.8-1.9 s for duplicate address detection in both).
 //! ipvlan, vlan and dummy run in the qemu VM (tests/vm/*.sh).
 
 mod common;
@@ -325,39 +325,50 @@ fn tap_without_reader_is_not_waited_for() {
     assert!(a.contains("optimistic"), "{a}");
 }
 
-/// ptp's IPv6 routes, in the container and on the node, as the Go plugin makes them.
+/// What an implementation makes of a dual-stack ADD of `kind`: the result (MACs, names and
+/// sandbox dropped, the lab number replaced), the container's and the node's IPv6 routes (host
+/// veth names replaced); every address must be bindable when ADD returns, for both.
+fn dual_stack_view(kind: Kind, imp: Impl) -> (String, String, String) {
+    let c = Case::new(kind, Fam::Dual);
+    let conf = c.conf();
+    let pl = c.plugin(imp);
+    let r = pl.add(c.applet(), &c.env(), &conf).ok().clone();
+    assert_bindable(&c.cont, &assert_result_family(&r, Fam::Dual));
+    let sub = |s: String| {
+        s.replace(&format!("fd00:{}:", c.n), "fd00:N:")
+            .replace(&format!("10.{}.", c.n), "10.N.")
+            .replace(&format!("v6net{}", c.n), "v6netN")
+    };
+    let cont = sub(c.cont.sh(&["ip", "-6", "route", "show"]));
+    let node: String = sub(c.node.sh(&["ip", "-6", "route", "show"]))
+        .split(' ')
+        .map(|w| if w.starts_with("veth") { "VETH" } else { w })
+        .collect::<Vec<_>>()
+        .join(" ");
+    pl.del(c.applet(), &c.env(), &with_prev(&conf, &r)).ok();
+    let mut v = r;
+    for i in v["interfaces"].as_array_mut().unwrap() {
+        i["mac"] = Value::Null;
+        i["sandbox"] = Value::Null;
+        i["name"] = Value::Null;
+    }
+    (sub(normalize(&v).to_string()), cont, node)
+}
+
+/// ptp's and macvlan's dual-stack results and IPv6 routes, in the container and on the node, as
+/// the Go plugin (v1.1.1) makes them. Debian's v1.1.1 waits 1.8-1.9 s for duplicate address
+/// detection in both (benches/NOTES.md); its addresses are bindable too when it returns.
 #[test]
-fn ptp_v6_routes_match_the_reference() {
-    if !require_root("ptp_v6_routes_match_the_reference") || !reference_available("ptp") {
+fn dual_stack_matches_the_reference() {
+    if !require_root("dual_stack_matches_the_reference") {
         return;
     }
-    let routes = |imp: Impl| {
-        let c = Case::new(Kind::Ptp, Fam::Dual);
-        let conf = c.conf();
-        // The same subnet for both implementations.
-        let pl = c.plugin(imp);
-        let r = pl.add("ptp", &c.env(), &conf).ok().clone();
-        let sub = |s: String| s.replace(&format!("fd00:{}:", c.n), "fd00:N:");
-        let cont = sub(c.cont.sh(&["ip", "-6", "route", "show"]));
-        let node: String = sub(c.node.sh(&["ip", "-6", "route", "show"]))
-            .split(' ')
-            .map(|w| if w.starts_with("veth") { "VETH" } else { w })
-            .collect::<Vec<_>>()
-            .join(" ");
-        pl.del("ptp", &c.env(), &with_prev(&conf, &r)).ok();
-        let strip = |mut v: Value| {
-            for i in v["interfaces"].as_array_mut().unwrap() {
-                i["mac"] = Value::Null;
-                i["sandbox"] = Value::Null;
-                i["name"] = Value::Null;
-            }
-            sub(v.to_string())
-                .replace(&format!("10.{}.", c.n), "10.N.")
-                .replace(&format!("v6net{}", c.n), "v6netN")
-        };
-        (strip(r), cont, node)
-    };
-    let ours = routes(Impl::Ours);
-    let theirs = routes(Impl::Reference);
-    assert_eq!(ours, theirs);
+    for (kind, name) in [(Kind::Ptp, "ptp"), (Kind::Macvlan, "macvlan")] {
+        if !reference_available(name) {
+            continue;
+        }
+        let ours = dual_stack_view(kind, Impl::Ours);
+        let theirs = dual_stack_view(kind, Impl::Reference);
+        assert_eq!(ours, theirs, "{kind:?}");
+    }
 }

@@ -1,6 +1,8 @@
 //! Apply an IPAM result to an interface inside a container namespace: addresses, link up,
 //! routes — upstream's `pkg/ipam.ConfigureIface`, shared by the applets that make a container
-//! interface (bridge, vlan, macvlan, ipvlan, ptp); and the IPAM ADD they all start with.
+//! interface (bridge, vlan, macvlan, ipvlan, ptp, host-device, dummy, tap); and the IPAM ADD
+//! they all start with. IPv6 addresses go through the shared settling step (`settle.rs`)
+//! before the routes are added.
 //!
 //! As upstream: IPv6 is enabled on the interface (and `lo`) when it gets an IPv6 address, with
 //! `keep_addr_on_down=1`; a route without `gw` uses the gateway of the interface's address of

@@ -8,7 +8,10 @@
 //! address. Keys: `mtu`, `ipMasq`, `ipMasqBackend`, `ipam` (required), `dns` (overrides the
 //! IPAM's when set). Forwarding is turned on for the families in use.
 //!
-//! Beyond upstream: a failed ADD removes the veth and masquerading it made (upstream only
+//! Beyond upstream: the container's IPv6 addresses are added without duplicate address
+//! detection (the veth's only other end is ours), so an IPv6 ADD does not wait 1-2 s for it
+//! (settle.rs); an IPAM result whose gateway is of the other family, or is the address itself,
+//! is an error; a failed ADD removes the veth and masquerading it made (upstream only
 //! releases the addresses); DEL removes the masquerading even without CNI_NETNS (upstream
 //! needs the link's addresses to find it, so a DEL after the container is gone leaks it); GC
 //! collects masquerading of attachments the runtime no longer lists, and the IPAM's.

@@ -577,3 +577,45 @@ fn socket_receive_timeout_is_set() {
     let tv = getsockopt(&s, sockopt::ReceiveTimeout).unwrap();
     assert_eq!((tv.tv_sec(), tv.tv_usec()), (10, 0));
 }
+
+/// The notification socket wakes on an IPv6 address change in its namespace (joined before the
+/// change, as settle.rs does), and returns at its deadline when nothing happens; a link's
+/// carrier is read from IFF_LOWER_UP.
+#[test]
+fn monitor_wakes_on_address_changes_and_keeps_its_deadline() {
+    if !root() {
+        return;
+    }
+    use super::monitor::{RTNLGRP_IPV6_IFADDR, RTNLGRP_LINK};
+    use std::time::{Duration, Instant};
+    let ns = TempNetNs::new("cnibox-mon").unwrap();
+    let mut h = Handle::in_netns(&ns).unwrap();
+    let mut m = super::Monitor::in_netns(&ns, &[RTNLGRP_IPV6_IFADDR, RTNLGRP_LINK]).unwrap();
+    // Nothing happens: back at the deadline, not before, not long after.
+    let start = Instant::now();
+    assert!(!m.wait_until(start + Duration::from_millis(100)).unwrap());
+    let took = start.elapsed();
+    assert!(
+        took >= Duration::from_millis(90) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    // A deadline already past returns at once.
+    assert!(!m.wait_until(Instant::now()).unwrap());
+    h.add_veth("m0", "m1", None, None, None).unwrap();
+    let (a, b) = (h.link("m0").unwrap(), h.link("m1").unwrap());
+    assert!(!a.carrier, "a veth that is down has no carrier");
+    h.set_up(a.index, true).unwrap();
+    h.set_up(b.index, true).unwrap();
+    assert!(h.link("m0").unwrap().carrier);
+    // Drain what the link changes sent, then an address change wakes the waiter.
+    while m
+        .wait_until(Instant::now() + Duration::from_millis(50))
+        .unwrap()
+    {}
+    h.add_addr(a.index, net("fd00:9::2/64"), IFA_F_NODAD)
+        .unwrap();
+    assert!(
+        m.wait_until(Instant::now() + Duration::from_secs(5))
+            .unwrap()
+    );
+}

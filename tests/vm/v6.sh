@@ -73,13 +73,20 @@ for app in ipvlan vlan dummy; do
     done
 done
 
-# A neighbour already holds the address host-local hands out first (fd00:140::2).
-ip addr add fd00:140::2/64 dev wb nodad
+# A neighbour already holds the address host-local hands out first in a new dataDir
+# (fd00:140::2).
+# (busybox ip has no `nodad`: the neighbour's own detection is turned off instead.)
 check "vlan on wb for the neighbour" vlan_add wb 10 wb.10
-ip link set wb.10 up
-ip addr add fd00:140::2/64 dev wb.10 nodad
+for l in wb wb.10; do
+    echo 0 > /proc/sys/net/ipv6/conf/$l/accept_dad
+    ip link set $l up
+    check "the neighbour's $l holds fd00:140::2" ip addr add fd00:140::2/64 dev $l
+done
+check "the neighbour's address is valid" sh -c "! ip -6 addr show dev wb | grep fd00:140::2 | grep -q tentative"
 for app in ipvlan vlan; do
     for fam in v6 dual; do
+        # A fresh dataDir: host-local hands out the address after its last one.
+        DATA=/tmp/ipam-dup-$app-$fam
         run ADD $app c2 "$NSA" eth0 "$(vconf $app $fam)"
         must_fail "$app $fam: a duplicate address fails the ADD" 999 \
             'fd00:140::2/64 on \\"eth0\\" is already in use on the link (duplicate address detection failed)'

@@ -101,6 +101,21 @@ run CHECK vrf ct "$NSA" va0 "$CT"; must_ok "CHECK table 42"
 run DEL vrf ct "$NSA" va0 "$CT"; must_ok "DEL table 42"
 check "vrft gone" sh -c "! nsenter --net=$NSA ip link show vrft >/dev/null 2>&1"
 
+# keep_addr_on_down=1, as every plugin that configures container addresses sets it: enslaving
+# keeps the IPv6 address, but the link's down/up makes the kernel probe it again (tentative,
+# unusable for 1-2 s); ADD returns once it is usable (the shared settling step).
+prep 2>/dev/null
+ina sh -c 'echo 1 > /proc/sys/net/ipv6/conf/va0/keep_addr_on_down'
+tentative() { ina ip -6 addr show dev va0 | grep fd00:120::2 | grep -q tentative; }
+i=0
+while tentative && [ $i -lt 50 ]; do i=$((i + 1)); usleep 100000; done
+check "fd00:120::2 settled before the ADD" sh -c "! nsenter --net=$NSA ip -6 addr show dev va0 | grep fd00:120::2 | grep -q tentative"
+CK=$(vconf va0 vrfk)
+run ADD vrf ck "$NSA" va0 "$CK"; must_ok "ADD with the address kept"
+check "the kept address usable right after ADD (not tentative)" sh -c "! nsenter --net=$NSA ip -6 addr show dev va0 | grep fd00:120::2 | grep -q tentative"
+run DEL vrf ck "$NSA" va0 "$CK"; must_ok "DEL (address kept)"
+ina sh -c 'echo 0 > /proc/sys/net/ipv6/conf/va0/keep_addr_on_down'
+
 # the reference plugin, if given
 if [ -x /ref/vrf ] && /ref/vrf </dev/null >/dev/null 2>&1; then
     run_ref() {
