@@ -47,15 +47,24 @@ pub(super) fn write_tmp(tmp: &Path, data: &[u8]) -> std::io::Result<()> {
 }
 
 /// Rewrite `path` in place (created 0600 when missing): no new inode, for the small files whose
-/// torn or empty state after a crash means "nothing recorded" to every reader.
+/// torn state after a crash is harmless to every reader (a stamp that matches nothing, a
+/// last-reserved hint that only moves where the next allocation starts looking).
+///
+/// Written over the old bytes and then cut to the new length, never truncated to zero first:
+/// ext4 (auto_da_alloc) writes a file's data out on close(2) when it was truncated to zero and
+/// rewritten, which cost 0.4–1.1 ms per file — per range set, so a dual-stack ADD paid it twice.
 pub(super) fn write_in_place(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    OpenOptions::new()
+    let mut f = OpenOptions::new()
         .write(true)
         .create(true)
-        .truncate(true)
+        .truncate(false)
         .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(data))
+        .open(path)?;
+    f.write_all(data)?;
+    if f.metadata()?.len() > data.len() as u64 {
+        f.set_len(data.len() as u64)?;
+    }
+    Ok(())
 }
 
 /// Write `data` to a temporary file beside `path` and rename it over `path`.

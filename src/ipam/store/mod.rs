@@ -243,9 +243,10 @@ impl Store {
         Ok(true)
     }
 
-    /// Rewrite `last_reserved_ip.N` in place, as upstream does (same bytes). A crash or a full
-    /// disk can leave it empty or torn, which both plugins read as "no last address": the next
-    /// allocation starts at the range's start and skips taken addresses, as on a new network.
+    /// Rewrite `last_reserved_ip.N` in place, with upstream's bytes. A crash or a full disk can
+    /// leave it torn: empty or not an address (both plugins read that as "no last address": the
+    /// next allocation starts at the range's start), or another address (the next allocation
+    /// starts looking after it); either way taken addresses are skipped, as on a new network.
     /// Rewriting in place allocates no inode (ext4's inode allocator was the largest kernel
     /// cost of an ADD with a rename here).
     fn record_last(&self, last: &Path, ip: IpAddr) -> std::io::Result<()> {

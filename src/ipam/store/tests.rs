@@ -253,3 +253,26 @@ fn reservations_appear_complete() {
     }
     fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn last_reserved_rewritten_to_exactly_the_new_bytes() {
+    // In place, never truncated to zero first: a shorter address must not keep the tail of a
+    // longer one ("10.0.0.10" then "10.0.0.9" is "10.0.0.9", not "10.0.0.90").
+    let d = tmp("last-shorter");
+    let mut s = Store::open(&d, "net", true).unwrap().unwrap();
+    let o = Owner::new("c1", "eth0");
+    assert!(s.reserve("10.0.0.10".parse().unwrap(), &o, 0).unwrap());
+    assert!(s.reserve("10.0.0.9".parse().unwrap(), &o, 0).unwrap());
+    assert_eq!(
+        fs::read(d.join("net/last_reserved_ip.0")).unwrap(),
+        b"10.0.0.9"
+    );
+    assert!(s.reserve("fd00::1:10".parse().unwrap(), &o, 1).unwrap());
+    assert!(s.reserve("fd00::9".parse().unwrap(), &o, 1).unwrap());
+    assert_eq!(
+        fs::read(d.join("net/last_reserved_ip.1")).unwrap(),
+        b"fd00::9"
+    );
+    drop(s);
+    fs::remove_dir_all(&d).unwrap();
+}
