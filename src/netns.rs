@@ -146,8 +146,9 @@ impl NetNs {
         if (again.st_dev, again.st_ino) != (st.st_dev, st.st_ino) {
             return Err(not("a file that changed while it was opened"));
         }
-        // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd, which is open.
-        let t = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE) };
+        // SAFETY: NS_GET_NSTYPE takes no argument and only reads the fd, which is open. (The
+        // request is a c_ulong in glibc and a c_int in musl: `as _` takes either.)
+        let t = unsafe { libc::ioctl(file.as_raw_fd(), NS_GET_NSTYPE as _) };
         if t < 0 && fs != NSFS_MAGIC {
             // ENOTTY: a procfs file that is not a namespace.
             return Err(not("a procfs file"));
