@@ -1123,3 +1123,157 @@ fn bad_input_catalogue() {
         failures.join("\n")
     );
 }
+
+/// The applet the safety-net proof runs through cnibox's real driver in a child process: its
+/// every verb fails the way a bug would (a panic, a stack overflow, an abort), chosen by
+/// `CNIBOX_SAFETYNET_CHILD`.
+mod crash_child {
+    use cnibox::cni::{Applet, CniResult, Request, Result, Version};
+
+    fn crash() {
+        match std::env::var("CNIBOX_SAFETYNET_CHILD").as_deref() {
+            Ok("overflow") => {
+                fn deeper(n: u64) -> u64 {
+                    let pad = std::hint::black_box([n; 64]);
+                    if pad[3] == u64::MAX {
+                        return 0;
+                    }
+                    deeper(n + 1) + pad[3]
+                }
+                std::hint::black_box(deeper(0));
+            }
+            Ok("abort") => std::process::abort(),
+            _ => panic!("the safety net's own panic"),
+        }
+    }
+    fn add(_: &Request) -> Result<CniResult> {
+        crash();
+        unreachable!()
+    }
+    fn other(_: &Request) -> Result<()> {
+        crash();
+        Ok(())
+    }
+    pub static APPLET: Applet = Applet {
+        name: "crash",
+        versions: &[Version::LATEST],
+        add,
+        del: other,
+        check: other,
+        status: None,
+        gc: None,
+    };
+    pub static TABLE: [&Applet; 1] = [&APPLET];
+}
+
+/// Not a test of its own: when `CNIBOX_SAFETYNET_CHILD` is set, this test binary is the
+/// crashing plugin of [`a_crash_fails_every_test_that_runs_the_binary`] (the driver's panic hook
+/// prints its JSON and exits 1, as the real binary does).
+#[test]
+fn safetynet_child() {
+    if std::env::var_os("CNIBOX_SAFETYNET_CHILD").is_none() {
+        return;
+    }
+    std::process::exit(cnibox::cni::skel::run(
+        &crash_child::TABLE,
+        &crash_child::APPLET,
+    ));
+}
+
+/// A panic is a bug, not an error code: a plugin run that ends in the driver's panic marker,
+/// Rust's panic message or a signal fails the test that ran it, in the one helper every test
+/// runs the binary through (`common::exec`), whatever that test asserts afterwards. Proven with
+/// a real panic, stack overflow and abort reached through cnibox's own driver (this test binary
+/// re-run as a plugin, [`safetynet_child`]), and through `Plugin::run` with fake plugins that
+/// print the driver's real panic output or kill themselves with SIGSEGV / SIGABRT.
+#[test]
+fn a_crash_fails_every_test_that_runs_the_binary() {
+    if !require_root("a_crash_fails_every_test_that_runs_the_binary") {
+        return;
+    }
+    let sb = Sandbox::new("safetynet");
+    let ns = NetNs::create();
+    let ns_path = ns.path();
+    let me = std::env::current_exe().unwrap();
+    let conf = r#"{"cniVersion":"1.1.0","name":"crashnet","type":"crash"}"#;
+    let expect_crash = |what: &str, f: &dyn Fn() -> Output| {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        let Err(e) = r else {
+            panic!("{what}: the helper let a crash pass: {:?}", r.unwrap());
+        };
+        let text = e
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default();
+        assert!(text.contains("crashed"), "{what}: another panic: {text}");
+    };
+    let child = |mode: &str, checked: bool| {
+        let vars = [
+            ("CNIBOX_SAFETYNET_CHILD", mode),
+            ("CNI_COMMAND", "ADD"),
+            ("CNI_CONTAINERID", "crash"),
+            ("CNI_NETNS", ns_path.as_str()),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_PATH", "/nonexistent"),
+        ];
+        let args = [
+            "--exact",
+            "safetynet_child",
+            "--nocapture",
+            "--test-threads=1",
+        ];
+        if checked {
+            exec(&me, &args, &vars, conf)
+        } else {
+            exec_unchecked(&me, &args, &vars, conf)
+        }
+    };
+    // The real driver's answer to a panic: exit 1, code 999 and the marker the helper looks for
+    // (if the driver's text changes, this fails rather than the net going blind).
+    let raw = child("panic", false);
+    assert_eq!(raw.code, Some(1), "{raw:?}");
+    let json_at = raw.stdout.find('{').expect("no JSON from the driver");
+    let driver_says: Value = serde_json::Deserializer::from_str(&raw.stdout[json_at..])
+        .into_iter::<Value>()
+        .next()
+        .expect("driver JSON")
+        .expect("driver JSON parses");
+    assert_eq!(driver_says["code"], json!(999), "{raw:?}");
+    assert!(
+        driver_says["msg"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(&format!("{PANIC_MARKER}: panicked at")),
+        "{raw:?}"
+    );
+    assert!(raw.crash().is_some());
+    for mode in ["panic", "overflow", "abort"] {
+        expect_crash(&format!("real {mode}"), &|| child(mode, true));
+    }
+    let overflow = child("overflow", false);
+    assert!(overflow.signal.is_some(), "{overflow:?}");
+
+    // The same through Plugin::run (what every applet test calls), with fake plugins: one that
+    // prints exactly what the driver printed above, and ones that die by SIGSEGV and SIGABRT.
+    let driver_text = raw.stdout[json_at..].trim_end().to_string();
+    for (name, script) in [
+        ("fake-panic", format!("cat <<'EOF'\n{driver_text}\nEOF\nexit 1\n")),
+        ("fake-segv", "kill -SEGV $$\n".to_string()),
+        ("fake-abrt", "kill -ABRT $$\n".to_string()),
+    ] {
+        let path = sb.bin.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{script}")).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let conf: Value = serde_json::from_str(conf).unwrap();
+        expect_crash(name, &|| sb.ours().add(name, &sb.env(), &conf));
+        // And a plain failure is no crash: the check cannot fail every error.
+        std::fs::write(
+            &path,
+            "#!/bin/sh\necho '{\"code\": 999, \"msg\": \"error dialing DHCP daemon\"}'\nexit 1\n",
+        )
+        .unwrap();
+        assert!(sb.ours().add(name, &sb.env(), &conf).err(999).contains("dialing"));
+    }
+}
