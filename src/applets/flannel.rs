@@ -130,7 +130,7 @@ fn load(req: &Request) -> Result<Flannel> {
 
 /// What flanneld wrote for this node (`subnet.env`).
 #[derive(Debug, Default, PartialEq)]
-struct SubnetEnv {
+pub(super) struct SubnetEnv {
     networks: Vec<IpNet>,
     subnet: Option<IpNet>,
     ip6_networks: Vec<IpNet>,
@@ -204,7 +204,7 @@ impl SubnetEnv {
     }
 
     /// Code 11 while the file does not exist (flanneld has not started on this node yet).
-    fn load(file: &str) -> Result<SubnetEnv> {
+    pub(super) fn load(file: &str) -> Result<SubnetEnv> {
         match std::fs::read_to_string(file) {
             Ok(text) => SubnetEnv::parse(file, &text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::try_again(format!(

@@ -14,6 +14,8 @@
 
 mod addr;
 mod bridge;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ipvlan;
 mod link;
 pub mod macvlan;

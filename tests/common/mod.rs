@@ -346,12 +346,7 @@ pub fn exec(program: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -
 
 /// [`exec`] without the crash check, for a test that sends a signal on purpose (strace's fault
 /// injection) or proves that the check fires; it must then look at [`Output::crash`] itself.
-pub fn exec_unchecked(
-    program: &Path,
-    args: &[&str],
-    vars: &[(&str, &str)],
-    stdin: &str,
-) -> Output {
+pub fn exec_unchecked(program: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Output {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()

@@ -21,7 +21,7 @@
 //! and the attributes it changed, and DEL removes the backup when the interface is gone
 //! (upstream leaves it in `/run/cni/tuning` forever).
 
-mod allowlist;
+pub(super) mod allowlist;
 mod keys;
 #[cfg(test)]
 mod tests;
