@@ -477,7 +477,6 @@ fn mutate(r: &mut Rng, seed: &Value, specials: &[String]) -> String {
     }
 }
 
-
 /// Run in `cwd` (relative paths in mutated configs land in the sandbox, not the source tree).
 /// A mutation that drops `dataDir` sends host-local to its default, /var/lib/cni/networks:
 /// `ip netns exec` gives the run a mount namespace of its own, and a tmpfs over /var/lib/cni
