@@ -203,8 +203,8 @@ where
     let stderr = String::from_utf8_lossy(&out.stderr);
     let last = stderr
         .lines()
-        .filter_map(|l| l.strip_prefix('@')?.parse::<usize>().ok())
-        .last();
+        .rev()
+        .find_map(|l| l.strip_prefix('@')?.parse::<usize>().ok());
     let input_of = |i: usize| {
         let (mut generate, _) = make();
         let mut r = Rng(seed | 1);
@@ -279,7 +279,7 @@ fn netlink_seeds() -> Vec<Vec<u8>> {
         let mut v = ((4 + data.len()) as u16).to_ne_bytes().to_vec();
         v.extend_from_slice(&ty.to_ne_bytes());
         v.extend_from_slice(data);
-        while v.len() % 4 != 0 {
+        while !v.len().is_multiple_of(4) {
             v.push(0);
         }
         v
@@ -499,7 +499,8 @@ fn tuning_allowlist_matcher() {
                         1 => {
                             let mut line = String::new();
                             for _ in 0..1 + r.below(12) {
-                                line.push_str(*r.pick(FRAGMENTS));
+                                let f: &&str = r.pick(FRAGMENTS);
+                                line.push_str(f);
                             }
                             line.into_bytes()
                         }
