@@ -527,15 +527,22 @@ fn run(
         String::from_utf8_lossy(&b).into_owned()
     };
     let stdout = read(child.stdout.as_mut().map(|o| o as &mut dyn std::io::Read));
-    let stderr = read(child.stderr.as_mut().map(|o| o as &mut dyn std::io::Read));
+    let mut stderr = read(child.stderr.as_mut().map(|o| o as &mut dyn std::io::Read));
     use std::os::unix::process::ExitStatusExt;
+    // Noted as common::exec notes them, for `Output::crash`.
+    match status {
+        None => stderr.push_str(&format!("\n{DEADLINE_NOTE}\n")),
+        Some(s) => {
+            if let Some(sig) = s.signal() {
+                stderr.push_str(&format!("\n{SIGNAL_NOTE} {sig}]\n"));
+            }
+        }
+    }
     // The harness's own Output, so `Output::crash` judges it as it judges every other test's
     // runs (the driver's panic marker, a signal, the deadline).
     Output {
         status_ok: status.is_some_and(|s| s.success()),
         code: status.and_then(|s| s.code()),
-        signal: status.and_then(|s| s.signal()),
-        timed_out: status.is_none(),
         json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
         stdout,
         stderr,
@@ -652,9 +659,9 @@ fn mutation_fuzzer() {
             let empty_ok =
                 out.status_ok && out.stdout.trim().is_empty() && v != "ADD" && v != "VERSION";
             let crash = out.crash();
-            if out.timed_out {
+            if out.timed_out() {
                 counts[3] += 1;
-            } else if out.signal.is_some() {
+            } else if out.code.is_none() {
                 counts[1] += 1;
             } else if crash.is_some() {
                 counts[2] += 1;

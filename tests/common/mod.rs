@@ -252,12 +252,9 @@ pub enum Impl {
 #[derive(Clone)]
 pub struct Output {
     pub status_ok: bool,
-    /// The exit code; `None` when a signal ended the program (then `signal` says which).
+    /// The exit code; `None` when a signal ended the program ([`exec`] then notes which on
+    /// stderr, and whether it was the deadline's SIGKILL: see [`Output::crash`]).
     pub code: Option<i32>,
-    /// The signal that ended the program, if one did.
-    pub signal: Option<i32>,
-    /// Killed at the deadline [`with_deadline`] set.
-    pub timed_out: bool,
     pub stdout: String,
     pub stderr: String,
     /// stdout parsed as JSON, `Value::Null` if empty or not JSON.
@@ -268,8 +265,8 @@ impl std::fmt::Debug for Output {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "exit {:?} signal {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-            self.code, self.signal, self.stdout, self.stderr
+            "exit {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.code, self.stdout, self.stderr
         )
     }
 }
@@ -302,19 +299,29 @@ impl Output {
 /// which reads like any failed plugin unless somebody looks for it.
 pub const PANIC_MARKER: &str = "internal error (please report)";
 
+/// What [`exec`] appends to stderr when it killed the program at the deadline
+/// [`with_deadline`] set (the fields of [`Output`] stay as they were, so code that builds one
+/// keeps compiling).
+pub const DEADLINE_NOTE: &str = "[common::exec: killed at its deadline]";
+/// What [`exec`] appends to stderr when a signal ended the program: `… signal N]`.
+pub const SIGNAL_NOTE: &str = "[common::exec: killed by signal";
+
 impl Output {
     /// Why this run is a crash whatever the test expected: a hang past the deadline, ended by a signal (SIGSEGV of a stack
     /// overflow, SIGABRT of a `panic = "abort"` build), or a panic the driver turned into an
     /// error (the [`PANIC_MARKER`], or Rust's own `panicked at` on stderr). `None` otherwise.
     pub fn crash(&self) -> Option<String> {
-        if self.timed_out {
+        if self.timed_out() {
             return Some("ran past its deadline (a hang)".into());
         }
-        if let Some(sig) = self.signal {
-            return Some(format!("killed by signal {sig}"));
-        }
         if self.code.is_none() {
-            return Some("ended without an exit code".into());
+            let sig = self
+                .stderr
+                .split(SIGNAL_NOTE)
+                .nth(1)
+                .and_then(|t| t.split(']').next())
+                .unwrap_or(" ?");
+            return Some(format!("killed by signal{sig}"));
         }
         if self.stdout.contains(PANIC_MARKER) || self.stderr.contains(PANIC_MARKER) {
             return Some("panicked (the driver's panic marker)".into());
@@ -323,6 +330,11 @@ impl Output {
             return Some("panicked (Rust's panic message on stderr)".into());
         }
         None
+    }
+
+    /// Whether [`exec`] killed the program at its deadline.
+    pub fn timed_out(&self) -> bool {
+        self.stderr.contains(DEADLINE_NOTE)
     }
 }
 
@@ -403,15 +415,19 @@ pub fn exec_unchecked(program: &Path, args: &[&str], vars: &[(&str, &str)], stdi
         }
     };
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     use std::os::unix::process::ExitStatusExt;
+    if timed_out {
+        stderr.push_str(&format!("\n{DEADLINE_NOTE}\n"));
+    } else if let Some(sig) = out.status.signal() {
+        stderr.push_str(&format!("\n{SIGNAL_NOTE} {sig}]\n"));
+    }
     Output {
         status_ok: out.status.success() && !timed_out,
         code: out.status.code(),
-        signal: out.status.signal(),
-        timed_out,
         json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
         stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr,
     }
 }
 
