@@ -1017,7 +1017,14 @@ fn snapshot(node: &NetNs, cont: &NetNs, data: &std::path::Path, state: &std::pat
         }
     }
     walk(data, &mut s);
-    walk(state, &mut s);
+    // cnibox's own state directory: its records, not the directories that hold them (made once
+    // for an applet or network, kept like /var/lib/cni/networks/<name>).
+    let mut st = String::new();
+    walk(state, &mut st);
+    s.extend(
+        st.split_inclusive('\n')
+            .filter(|l| !std::path::Path::new(l.trim_end()).is_dir()),
+    );
     // One shell per namespace (a few hundred cases × a dozen `ip netns exec` was most of the
     // catalogue's time). The sysctls are the ones the applets write (per-interface conf,
     // forwarding), as `path:value`.
@@ -1796,7 +1803,6 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
         ("dataDir", json!(fifo), 7, fifo.as_str()),
         ("dataDir", json!(file), 7, file.as_str()),
         ("dataDir", json!(5), 6, "dataDir"),
-        ("delegate.type", json!("flannel"), 7, "delegate.type"),
         ("delegate.bridge", json!("a/b"), 7, "bridge"),
     ] {
         case(
@@ -1808,6 +1814,22 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
             names,
         );
     }
+    // flannel delegating to flannel, five deep (each level with a good subnet.env, so only the
+    // nesting can stop it): the limit's error names delegate.type.
+    let mut nested = json!({"type": "bridge", "bridge": "brbad"});
+    for i in 0..5 {
+        nested = json!({"type": "flannel", "delegate": nested,
+            "subnetFile": format!("{data}/flannel/subnet.env"),
+            "dataDir": format!("{data}/flannel/nest{i}")});
+    }
+    case(
+        "flannel",
+        "ADD",
+        vec![],
+        with(fl.clone(), "delegate", nested),
+        7,
+        "delegate.type",
+    );
     let subnet_env = |name: &str| format!("{data}/flannel/{name}");
     for (file_name, names) in [
         ("bad-mtu.env", "FLANNEL_MTU"),
@@ -1922,6 +1944,11 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).
     for c in &mut cases {
+        // tuning works on an interface the container has: the good attachment's eth0 (a
+        // request that wrongly succeeded is undone by its DEL, and the snapshot sees it).
+        if c.applet == "tuning" && !c.env.iter().any(|(k, _)| *k == "CNI_IFNAME") {
+            c.env.push(("CNI_IFNAME", "eth0".into()));
+        }
         if c.alt.is_none() && c.code == 7 && [&fifo, &file, &dir].iter().any(|p| c.names == **p) {
             c.alt = Some(5);
         }
