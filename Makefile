@@ -41,9 +41,16 @@ test: build
 	$(MAKE) build-arm || echo "make test: the ARM builds failed; their VM tests cannot pass" >&2
 	CNIBOX_STATIC=$(abspath $(BIN)) $(ARM_ENV) $(CARGO) test --no-fail-fast
 
-# The mutation fuzzer at length (make test runs 3,000 executions): FUZZ_SEED=N to vary it.
+# The fuzzers at length (make test runs 3,000 executions of each): FUZZ_SEED=N to vary them.
+# The applet fuzzer runs the release binary (what a node runs: panic = abort, no std runtime)
+# over every applet; the parser fuzzers (DHCP packets, netlink replies, tuning allowlist,
+# flannel subnet.env) run in-process in the test profile, so integer overflow panics too.
+# Both run even when the first fails; either failing fails the target.
 fuzz:
-	FUZZ_EXECS=$${FUZZ_EXECS:-20000} $(CARGO) test --release --test fuzz -- --nocapture
+	status=0; \
+	FUZZ_EXECS=$${FUZZ_EXECS:-50000} $(CARGO) test --release --test fuzz -- --nocapture || status=1; \
+	FUZZ_PARSER_EXECS=$${FUZZ_PARSER_EXECS:-100000} $(CARGO) test --test fuzz_parsers -- --nocapture || status=1; \
+	exit $$status
 
 # The unit tests on 32-bit ARM under qemu-user (qemu-arm-static): code that assumes a 64-bit
 # usize or time_t fails here. qemu-user refuses nf_tables netlink sockets and does not translate

@@ -1,12 +1,17 @@
 //! A mutation fuzzer over valid configs of every applet, run through the real binary inside a
 //! throwaway node namespace: types flipped, keys deleted, duplicated or re-cased, hostile
-//! strings, numbers at their limits, truncation, deep nesting, other verbs and versions. Each
-//! ADD that succeeds is followed by DEL of the same input. The properties: no execution ends by
-//! a signal, none runs longer than 5 s, stdout is always valid JSON (or empty where the spec
-//! allows it: a successful DEL, CHECK, STATUS or GC).
+//! strings, numbers at their limits, truncation, deep nesting, other verbs and versions; and
+//! the rest of what a runtime hands a plugin: `args`, `runtimeConfig` and `prevResult` (each
+//! applet has seeds carrying them), CNI_ARGS, long container IDs and, now and then, a CNI_NETNS
+//! that is no network namespace. Each ADD that succeeds is followed by DEL of the same input.
+//! The properties: no execution crashes — ends by a signal, panics (the driver's panic marker,
+//! see `common::Output::crash`, the same check every other test runs) or runs longer than 5 s —
+//! and stdout is always valid JSON (or empty where the spec allows it: a successful DEL, CHECK,
+//! STATUS or GC).
 //!
 //! Deterministic: `FUZZ_SEED` (default fixed) and `FUZZ_EXECS` (default 3000 here; `make fuzz`
-//! runs 20,000). A failure prints the seed, the execution number and the input.
+//! runs 50,000). A failure prints the seed, the execution number and the input. The parsers of
+//! bytes from outside the host have in-process fuzzers of their own: tests/fuzz_parsers.rs.
 
 mod common;
 use common::*;
@@ -38,6 +43,16 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
         "ips": [{"address": "10.73.0.2/24", "gateway": "10.73.0.1", "interface": 2}]});
     let ipam = json!({"type": "host-local", "ranges": [[{"subnet": "10.73.0.0/24"}]],
         "routes": [{"dst": "0.0.0.0/0"}], "dataDir": data});
+    let prev6 = json!({"cniVersion": "1.1.0",
+        "interfaces": [{"name": "brfz", "mac": "02:00:00:00:7f:10"}, {"name": "vethfz1"},
+                       {"name": "eth1", "sandbox": cont, "mac": "02:00:00:00:7f:11", "mtu": 1400}],
+        "ips": [{"address": "10.73.0.2/24", "gateway": "10.73.0.1", "interface": 2},
+                {"address": "fd73::2/64", "gateway": "fd73::1", "interface": 2}],
+        "routes": [{"dst": "0.0.0.0/0", "gw": "10.73.0.1"}, {"dst": "::/0", "gw": "fd73::1", "priority": 10}],
+        "dns": {"nameservers": ["10.73.0.53"]}});
+    let ipam6 = json!({"type": "host-local", "dataDir": data,
+        "ranges": [[{"subnet": "fd73::/64", "rangeStart": "fd73::10", "rangeEnd": "fd73::ff"}]],
+        "routes": [{"dst": "::/0"}]});
     vec![
         (
             "bridge",
@@ -148,6 +163,89 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
                      "provide": [{"option": "host-name", "fromArg": "K8S_POD_NAME"}],
                      "request": [{"option": "121"}, {"skipDefault": true}], "priority": 5}}),
         ),
+        // The same applets again with what a runtime adds: args (pod annotations),
+        // runtimeConfig (capabilities), prevResult (chaining), IPv6 and dual-stack IPAM.
+        (
+            "ptp",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "ptp", "mtu": 1400,
+            "dns": {"nameservers": ["10.73.0.53"], "search": ["svc"]},
+            "args": {"cni": {"ips": ["10.73.0.42", "fd73::42"]}},
+            "runtimeConfig": {"ips": ["10.73.0.43/24"], "ipRanges": [[{"subnet": "10.73.1.0/24"}]]},
+            "ipam": {"type": "host-local", "dataDir": data,
+                     "ranges": [[{"subnet": "10.73.0.0/24", "gateway": "10.73.0.1"}],
+                                [{"subnet": "fd73::/64", "gateway": "fd73::1"}]],
+                     "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}}),
+        ),
+        (
+            "macvlan",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "macvlan", "master": "brfz",
+            "mode": "private", "mac": "02:00:00:00:7f:04", "bcqueuelen": 100,
+            "linkInContainer": false, "args": {"cni": {"ips": ["10.73.0.44"]}},
+            "runtimeConfig": {"mac": "02:00:00:00:7f:05", "ips": ["10.73.0.45/24"]},
+            "prevResult": prev6.clone(), "ipam": ipam6.clone()}),
+        ),
+        (
+            "ipvlan",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "ipvlan", "master": "brfz",
+            "mode": "l2", "linkInContainer": true, "prevResult": prev6.clone(),
+            "runtimeConfig": {"ips": ["fd73::46/64"]}}),
+        ),
+        (
+            "tuning",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "tuning", "allmulti": false,
+            "txQLen": 1000, "sysctl": {"net.ipv6.conf.IFNAME.accept_ra": "0"},
+            "runtimeConfig": {"mac": "02:00:00:00:7f:06"},
+            "args": {"cni": {"mac": "02:00:00:00:7f:07", "mtu": 1300, "promisc": false,
+                             "sysctl": {"net.ipv4.conf.IFNAME.arp_notify": "1"}}},
+            "dataDir": format!("{data}/tuning"), "prevResult": prev6.clone()}),
+        ),
+        (
+            "host-device",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "host-device",
+            "pciBusID": "0000:00:1f.6", "DPDKMode": true, "prevResult": prev6.clone(),
+            "runtimeConfig": {"deviceID": "0000:00:1f.6"}, "ipam": ipam6.clone()}),
+        ),
+        (
+            "dummy",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "dummy",
+            "runtimeConfig": {"ips": ["fd73::47/64"]}, "args": {"cni": {"ips": ["fd73::48"]}},
+            "ipam": ipam6.clone()}),
+        ),
+        (
+            "tap",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "tap", "bridge": "brfz",
+            "selinuxContext": "system_u:system_r:container_t:s0", "owner": 1000, "group": 1000,
+            "runtimeConfig": {"mac": "02:00:00:00:7f:08"}, "args": {"cni": {"ips": ["10.73.0.49"]}},
+            "ipam": ipam6.clone()}),
+        ),
+        (
+            "sbr",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "sbr", "table": 300,
+            "prevResult": prev6.clone()}),
+        ),
+        (
+            "vrf",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "vrf", "vrfname": "vrffz6",
+            "table": 30, "prevResult": prev6.clone()}),
+        ),
+        (
+            "flannel",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "flannel",
+            "subnetFile": format!("{data}/subnet6.env"), "dataDir": format!("{data}/flannel"),
+            "runtimeConfig": {"portMappings": [{"hostPort": 18092, "containerPort": 80, "protocol": "tcp"}]},
+            "args": {"cni": {"ips": ["10.73.0.50"]}},
+            "delegate": {"type": "bridge", "bridge": "brfz6", "mtu": 1300, "ipMasq": false},
+            "ipam": {"dataDir": data, "routes": [{"dst": "10.80.0.0/16"}]}}),
+        ),
+        (
+            "dhcp",
+            json!({"cniVersion": "1.1.0", "name": "fznet", "type": "dhcp",
+            "args": {"cni": {"ips": ["10.73.0.51"]}}, "runtimeConfig": {"ips": ["10.73.0.52/24"]},
+            "ipam": {"type": "dhcp", "daemonSocketPath": format!("{data}/no-dhcp.sock"),
+                     "provide": [{"option": "dhcp-client-identifier", "value": "fz"},
+                                 {"option": "user-class", "fromArg": "K8S_POD_UID"}],
+                     "request": [{"option": "routers"}, {"option": "33"}], "priority": 0}}),
+        ),
     ]
 }
 
@@ -170,6 +268,19 @@ const HOSTILE: &[&str] = &[
     "bridge",
     "vlan",
     "host-local",
+    "flannel",
+    "cnibox",
+    "dhcp",
+    // Addresses of the other family, MACs, sysctl keys and paths the newest applets read.
+    "fd73::1",
+    "10.73.0.1",
+    "02:00:00:00:7f:ff",
+    "ff:ff:ff:ff:ff:ff",
+    "net.ipv4.conf",
+    "net.ipv4.conf.IFNAME.rp_filter",
+    "/dev/zero",
+    "/proc/self/ns/mnt",
+    "relative.sock",
 ];
 
 fn interesting_number(r: &mut Rng) -> Value {
@@ -249,7 +360,7 @@ fn get_mut<'a>(v: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
 }
 
 /// One to three mutations of `seed`, as text (some mutations are not JSON any more).
-fn mutate(r: &mut Rng, seed: &Value) -> String {
+fn mutate(r: &mut Rng, seed: &Value, specials: &[String]) -> String {
     let mut v = seed.clone();
     for _ in 0..1 + r.below(3) {
         let mut ps = Vec::new();
@@ -259,7 +370,15 @@ fn mutate(r: &mut Rng, seed: &Value) -> String {
         }
         let p = r.pick(&ps).clone();
         let (parent, last) = p.split_at(p.len() - 1);
-        match r.below(9) {
+        match r.below(10) {
+            // A path the plugin reads replaced by a special file (a FIFO, /dev/zero, a
+            // directory, another namespace type): must not block, be read forever or crash.
+            9 => {
+                let nv = json!(r.pick(specials));
+                if let Some(x) = get_mut(&mut v, &p) {
+                    *x = nv;
+                }
+            }
             // Type confusion: `type` or `ipam.type` names another applet (a main plugin as
             // IPAM once recursed until the stack overflowed).
             8 => {
@@ -272,6 +391,12 @@ fn mutate(r: &mut Rng, seed: &Value) -> String {
                     "portmap",
                     "firewall",
                     "bandwidth",
+                    "ptp",
+                    "macvlan",
+                    "tuning",
+                    "flannel",
+                    "dhcp",
+                    "cnibox",
                 ]);
                 if r.below(2) == 0 {
                     v["type"] = json!(name);
@@ -352,13 +477,6 @@ fn mutate(r: &mut Rng, seed: &Value) -> String {
     }
 }
 
-struct Run {
-    signal: bool,
-    timed_out: bool,
-    ok: bool,
-    stdout: String,
-}
-
 /// Run in `cwd` (relative paths in mutated configs land in the sandbox, not the source tree).
 /// A mutation that drops `dataDir` sends host-local to its default, /var/lib/cni/networks:
 /// `ip netns exec` gives the run a mount namespace of its own, and a tmpfs over /var/lib/cni
@@ -369,7 +487,7 @@ fn run(
     prog: &std::path::Path,
     vars: &[(&str, String)],
     stdin: &str,
-) -> Run {
+) -> Output {
     let mut child = Command::new("ip")
         .args(["netns", "exec", &node.name])
         .args([
@@ -383,7 +501,7 @@ fn run(
         .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
     if let Some(mut i) = child.stdin.take() {
@@ -401,17 +519,33 @@ fn run(
         }
         std::thread::sleep(Duration::from_millis(1));
     };
-    let mut stdout = String::new();
-    if let Some(mut o) = child.stdout.take() {
-        use std::io::Read;
-        let _ = o.read_to_string(&mut stdout);
-    }
+    let read = |p: Option<&mut dyn std::io::Read>| {
+        let mut b = Vec::new();
+        if let Some(p) = p {
+            let _ = p.read_to_end(&mut b);
+        }
+        String::from_utf8_lossy(&b).into_owned()
+    };
+    let stdout = read(child.stdout.as_mut().map(|o| o as &mut dyn std::io::Read));
+    let mut stderr = read(child.stderr.as_mut().map(|o| o as &mut dyn std::io::Read));
     use std::os::unix::process::ExitStatusExt;
-    Run {
-        signal: status.is_some_and(|s| s.signal().is_some()),
-        timed_out: status.is_none(),
-        ok: status.is_some_and(|s| s.success()),
+    // Noted as common::exec notes them, for `Output::crash`.
+    match status {
+        None => stderr.push_str(&format!("\n{DEADLINE_NOTE}\n")),
+        Some(s) => {
+            if let Some(sig) = s.signal() {
+                stderr.push_str(&format!("\n{SIGNAL_NOTE} {sig}]\n"));
+            }
+        }
+    }
+    // The harness's own Output, so `Output::crash` judges it as it judges every other test's
+    // runs (the driver's panic marker, a signal, the deadline).
+    Output {
+        status_ok: status.is_some_and(|s| s.success()),
+        code: status.and_then(|s| s.code()),
+        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
         stdout,
+        stderr,
     }
 }
 
@@ -441,7 +575,39 @@ fn mutation_fuzzer() {
         "FLANNEL_NETWORK=10.73.0.0/16\nFLANNEL_SUBNET=10.73.0.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=false\n",
     )
     .unwrap();
+    std::fs::write(
+        format!("{data}/subnet6.env"),
+        "FLANNEL_NETWORK=10.74.0.0/16\nFLANNEL_SUBNET=10.74.1.1/24\nFLANNEL_IPV6_NETWORK=fd74::/56\n\
+         FLANNEL_IPV6_SUBNET=fd74:0:0:1::1/64\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n",
+    )
+    .unwrap();
     let seeds = seeds(&data, &cont.path());
+    // Special files for path-valued keys and CNI_NETNS, outside dataDir.
+    let special = sb.path("special");
+    std::fs::create_dir_all(special.join("dir")).unwrap();
+    std::fs::write(special.join("file"), "x\n").unwrap();
+    let fifo = special.join("fifo").display().to_string();
+    assert!(exec(std::path::Path::new("mkfifo"), &[&fifo], &[], "").status_ok);
+    let specials: Vec<String> = [
+        fifo.clone(),
+        special.join("file").display().to_string(),
+        special.join("dir").display().to_string(),
+        "/dev/zero".into(),
+        "/dev/null".into(),
+        "/proc/self/ns/mnt".into(),
+    ]
+    .into();
+    let cni_args = [
+        "IgnoreUnknown=1;K8S_POD_NAME=pod;K8S_POD_NAMESPACE=ns;K8S_POD_UID=u1",
+        "IgnoreUnknown=true;IP=10.73.0.60",
+        "MAC=02:00:00:00:7f:20",
+        "IP=fd73::60",
+        "K8S_POD_NAME",
+        "=;;=",
+        "IgnoreUnknown=maybe",
+        "NOSUCH=1",
+    ];
+    let mut counts = [0usize; 4]; // executions, signals, panics, hangs
     let verbs = [
         "ADD", "ADD", "ADD", "DEL", "CHECK", "STATUS", "GC", "VERSION",
     ];
@@ -451,18 +617,34 @@ fn mutation_fuzzer() {
     let t0 = Instant::now();
     while n < execs {
         let (applet, base) = r.pick(&seeds);
-        let input = mutate(&mut r, base);
+        let input = mutate(&mut r, base, &specials);
         let verb = *r.pick(&verbs);
         let prog = sb.bin.join(applet);
-        let cid = format!("fz{}", n % 50);
-        let vars = vec![
+        // Mostly a few recurring IDs (so DEL, CHECK and GC meet earlier ADDs); now and then
+        // one longer than a file name.
+        let cid = match r.below(40) {
+            0 => format!("fz{}{}", n % 50, "l".repeat(300)),
+            1 => format!("fz{}{}", n % 50, "L".repeat(5000)),
+            _ => format!("fz{}", n % 50),
+        };
+        // Rarely (each costs up to the deadline while the FIFO case still hangs) a CNI_NETNS
+        // that is no network namespace.
+        let netns = if r.below(400) == 0 {
+            r.pick(&specials).clone()
+        } else {
+            cont.path()
+        };
+        let mut vars = vec![
             ("CNI_COMMAND", verb.to_string()),
             ("CNI_CONTAINERID", cid),
-            ("CNI_NETNS", cont.path()),
+            ("CNI_NETNS", netns),
             ("CNI_IFNAME", "eth1".to_string()),
             ("CNI_PATH", sb.bin.display().to_string()),
             ("CNIBOX_STATE_DIR", sb.path("state").display().to_string()),
         ];
+        if r.below(4) == 0 {
+            vars.push(("CNI_ARGS", r.pick(&cni_args).to_string()));
+        }
         let mut verbs_run = vec![verb];
         if verb == "ADD" {
             verbs_run.push("DEL");
@@ -472,21 +654,33 @@ fn mutation_fuzzer() {
             vars[0].1 = v.to_string();
             let out = run(&node, &sb.root, &prog, &vars, &input);
             n += 1;
+            counts[0] += 1;
             let json_ok = serde_json::from_str::<Value>(&out.stdout).is_ok();
-            let empty_ok = out.ok && out.stdout.trim().is_empty() && v != "ADD" && v != "VERSION";
-            let problem = if out.signal {
-                Some("killed by a signal")
-            } else if out.timed_out {
-                Some("ran longer than 5 s")
+            let empty_ok =
+                out.status_ok && out.stdout.trim().is_empty() && v != "ADD" && v != "VERSION";
+            let crash = out.crash();
+            if out.timed_out() {
+                counts[3] += 1;
+            } else if out.code.is_none() {
+                counts[1] += 1;
+            } else if crash.is_some() {
+                counts[2] += 1;
+            }
+            let problem = if let Some(c) = crash {
+                Some(c)
             } else if !json_ok && !empty_ok {
-                Some("stdout is not JSON")
+                Some("stdout is not JSON".to_string())
             } else {
                 None
             };
             if let Some(p) = problem {
                 let shown: String = input.chars().take(400).collect();
                 failures.push(format!(
-                    "exec {n} (seed {seed}): {applet} {v}: {p}\n  input: {shown}\n  stdout: {}",
+                    "exec {n} (seed {seed}): {applet} {v}: {p}\n  env: {:?}\n  input: {shown}\n  stdout: {}",
+                    vars.iter()
+                        .filter(|(k, _)| *k != "CNI_PATH" && *k != "CNIBOX_STATE_DIR")
+                        .map(|(k, v)| format!("{k}={}", v.chars().take(40).collect::<String>()))
+                        .collect::<Vec<_>>(),
                     out.stdout.chars().take(300).collect::<String>()
                 ));
             }
@@ -494,7 +688,19 @@ fn mutation_fuzzer() {
     }
     let _ = std::io::stderr().write_all(
         format!(
-            "fuzz: {n} executions, seed {seed}, {} failures, {:.1} s\n",
+            "fuzz: {} executions over {} seeds of {} applets, seed {seed}: {} signals, {} panics, \
+             {} hangs, {} failures in all, {:.1} s\n",
+            counts[0],
+            seeds.len(),
+            {
+                let mut a: Vec<&str> = seeds.iter().map(|(a, _)| *a).collect();
+                a.sort();
+                a.dedup();
+                a.len()
+            },
+            counts[1],
+            counts[2],
+            counts[3],
             failures.len(),
             t0.elapsed().as_secs_f64()
         )

@@ -140,7 +140,7 @@ fn load(req: &Request) -> Result<Flannel> {
 
 /// What flanneld wrote for this node (`subnet.env`).
 #[derive(Debug, Default, PartialEq)]
-struct SubnetEnv {
+pub(super) struct SubnetEnv {
     networks: Vec<IpNet>,
     subnet: Option<IpNet>,
     ip6_networks: Vec<IpNet>,
@@ -218,7 +218,7 @@ impl SubnetEnv {
     /// device such as /dev/zero never end it) or is larger than flanneld ever writes. Bytes
     /// that are not UTF-8 are read as flanneld's Go reader reads them: they fail only a line
     /// flannel parses.
-    fn load(file: &str) -> Result<SubnetEnv> {
+    pub(super) fn load(file: &str) -> Result<SubnetEnv> {
         match read_regular(file, MAX_SUBNET_FILE) {
             Ok(bytes) => SubnetEnv::parse(file, &String::from_utf8_lossy(&bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::try_again(format!(

@@ -10,6 +10,8 @@ mod dhcp;
 mod dummy;
 mod firewall;
 mod flannel;
+#[doc(hidden)]
+pub mod fuzz;
 mod host_device;
 mod host_local;
 pub(crate) mod iface;

@@ -78,7 +78,7 @@ const IFA_FLAGS: u16 = 8;
 const IFADDRMSG_LEN: usize = 8;
 
 /// An address from an RTM_NEWADDR payload.
-fn parse(body: &[u8]) -> Option<Addr> {
+pub(super) fn parse(body: &[u8]) -> Option<Addr> {
     let (prefix, scope) = (*body.get(1)?, *body.get(3)?);
     let mut flags = u32::from(*body.get(2)?);
     let (mut local, mut address) = (None, None);

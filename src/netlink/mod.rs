@@ -14,6 +14,8 @@
 
 mod addr;
 mod bridge;
+#[doc(hidden)]
+pub mod fuzz;
 mod identity;
 pub mod ipvlan;
 mod link;

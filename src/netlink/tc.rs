@@ -229,7 +229,7 @@ pub fn qdiscs(h: &mut Handle, ifindex: u32) -> Result<Vec<Qdisc>> {
 }
 
 /// A qdisc from an RTM_NEWQDISC payload, with the TBF parameters of a `tbf` one.
-fn parse(body: &[u8]) -> Option<Qdisc> {
+pub(super) fn parse(body: &[u8]) -> Option<Qdisc> {
     let mut q = Qdisc {
         kind: String::new(),
         handle: wire::get_u32(body, 8)?,

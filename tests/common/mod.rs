@@ -254,6 +254,8 @@ pub enum Impl {
 #[derive(Clone)]
 pub struct Output {
     pub status_ok: bool,
+    /// The exit code; `None` when a signal ended the program ([`exec`] then notes which on
+    /// stderr, and whether it was the deadline's SIGKILL: see [`Output::crash`]).
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
@@ -294,8 +296,71 @@ impl Output {
     }
 }
 
-/// Run any program with a clean environment (only PATH is kept) plus `vars`.
+/// What cnibox's driver (src/cni/skel.rs) puts in front of a panic's text: its panic hook
+/// prints `{"code": 999, "msg": "internal error (please report): panicked at …"}` and exits 1,
+/// which reads like any failed plugin unless somebody looks for it.
+pub const PANIC_MARKER: &str = "internal error (please report)";
+
+/// What [`exec`] appends to stderr when it killed the program at the deadline
+/// [`with_deadline`] set (the fields of [`Output`] stay as they were, so code that builds one
+/// keeps compiling).
+pub const DEADLINE_NOTE: &str = "[common::exec: killed at its deadline]";
+/// What [`exec`] appends to stderr when a signal ended the program: `… signal N]`.
+pub const SIGNAL_NOTE: &str = "[common::exec: killed by signal";
+
+impl Output {
+    /// Why this run is a crash whatever the test expected: a hang past the deadline, ended by a signal (SIGSEGV of a stack
+    /// overflow, SIGABRT of a `panic = "abort"` build), or a panic the driver turned into an
+    /// error (the [`PANIC_MARKER`], or Rust's own `panicked at` on stderr). `None` otherwise.
+    pub fn crash(&self) -> Option<String> {
+        if self.timed_out() {
+            return Some("ran past its deadline (a hang)".into());
+        }
+        if self.code.is_none() {
+            let sig = self
+                .stderr
+                .split(SIGNAL_NOTE)
+                .nth(1)
+                .and_then(|t| t.split(']').next())
+                .unwrap_or(" ?");
+            return Some(format!("killed by signal{sig}"));
+        }
+        if self.stdout.contains(PANIC_MARKER) || self.stderr.contains(PANIC_MARKER) {
+            return Some("panicked (the driver's panic marker)".into());
+        }
+        if self.stderr.contains("panicked at") {
+            return Some("panicked (Rust's panic message on stderr)".into());
+        }
+        None
+    }
+
+    /// Whether [`exec`] killed the program at its deadline.
+    pub fn timed_out(&self) -> bool {
+        self.stderr.contains(DEADLINE_NOTE)
+    }
+}
+
+/// Run any program with a clean environment (only PATH is kept) plus `vars`. A crash (see
+/// [`Output::crash`]) fails the calling test here, so every test that runs the binary through
+/// this helper — [`Plugin::run`] and everything built on it — fails on a panic or a signal
+/// whatever it asserts afterwards. A test that kills a program on purpose uses
+/// [`exec_unchecked`].
+#[track_caller]
 pub fn exec(program: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Output {
+    let out = exec_unchecked(program, args, vars, stdin);
+    if let Some(why) = out.crash() {
+        panic!(
+            "{} {args:?} crashed: {why}\n  stdin: {}\n{out:?}",
+            program.display(),
+            stdin.chars().take(400).collect::<String>()
+        );
+    }
+    out
+}
+
+/// [`exec`] without the crash check, for a test that sends a signal on purpose (strace's fault
+/// injection) or proves that the check fires; it must then look at [`Output::crash`] itself.
+pub fn exec_unchecked(program: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Output {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -311,22 +376,87 @@ pub fn exec(program: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -
     let mut child = cmd
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
-    if let Some(mut i) = child.stdin.take() {
-        // A plugin may exit without reading stdin (VERSION): ignore EPIPE.
-        let _ = i.write_all(stdin.as_bytes());
-    }
-    let out = child.wait_with_output().expect("wait for plugin");
+    let mut timed_out = false;
+    let out = match DEADLINE.get() {
+        None => {
+            if let Some(mut i) = child.stdin.take() {
+                // A plugin may exit without reading stdin (VERSION): ignore EPIPE.
+                let _ = i.write_all(stdin.as_bytes());
+            }
+            child.wait_with_output().expect("wait for plugin")
+        }
+        Some(limit) => {
+            // A plugin that hangs may never read its stdin either: feed it from a thread.
+            let feeder = child.stdin.take().map(|mut i| {
+                let input = stdin.as_bytes().to_vec();
+                std::thread::spawn(move || {
+                    let _ = i.write_all(&input);
+                })
+            });
+            let pid = child.id() as libc::pid_t;
+            let (tx, rx) = std::sync::mpsc::channel();
+            let waiter = std::thread::spawn(move || {
+                let _ = tx.send(child.wait_with_output());
+            });
+            let res = match rx.recv_timeout(limit) {
+                Ok(r) => r,
+                Err(_) => {
+                    timed_out = true;
+                    // SAFETY: kill(2) has no memory preconditions. `pid` is the child the
+                    // waiter thread has not reaped (it has not answered), so it names no
+                    // other process.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                    rx.recv().expect("waiter thread")
+                }
+            };
+            let _ = waiter.join();
+            if let Some(f) = feeder {
+                let _ = f.join();
+            }
+            res.expect("wait for plugin")
+        }
+    };
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    use std::os::unix::process::ExitStatusExt;
+    if timed_out {
+        stderr.push_str(&format!("\n{DEADLINE_NOTE}\n"));
+    } else if let Some(sig) = out.status.signal() {
+        stderr.push_str(&format!("\n{SIGNAL_NOTE} {sig}]\n"));
+    }
     Output {
-        status_ok: out.status.success(),
+        status_ok: out.status.success() && !timed_out,
         code: out.status.code(),
         json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
         stdout,
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr,
     }
 }
 
+thread_local! {
+    /// The deadline [`with_deadline`] sets for this thread's runs.
+    static DEADLINE: std::cell::Cell<Option<std::time::Duration>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Run `f` with every program it starts through [`exec`] (and so every [`Plugin::run`]) killed
+/// after `limit`: the run then fails as a crash ("ran past its deadline") instead of hanging
+/// the test suite. Without it, runs have no deadline.
+pub fn with_deadline<T>(limit: std::time::Duration, f: impl FnOnce() -> T) -> T {
+    let old = DEADLINE.replace(Some(limit));
+    // Restored even when `f` panics (a crash caught by the caller's catch_unwind).
+    struct Restore(Option<std::time::Duration>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            DEADLINE.set(self.0);
+        }
+    }
+    let _restore = Restore(old);
+    f()
+}
+
 /// `cnibox ARGS…` run directly (no CNI environment).
+#[track_caller]
 pub fn cnibox(args: &[&str]) -> Output {
     exec(&bin(), args, &[], "")
 }
@@ -356,6 +486,7 @@ impl Plugin<'_> {
     }
 
     /// Run `applet` with CNI_COMMAND=`command` (empty: unset) and `stdin`.
+    #[track_caller]
     pub fn run(&self, applet: &str, command: &str, env: &Env, stdin: &str) -> Output {
         let path = env.path.clone().unwrap_or_else(|| self.default_path());
         let mut vars: Vec<(&str, &str)> = [
@@ -391,21 +522,27 @@ impl Plugin<'_> {
     }
 
     /// Run with a JSON config.
+    #[track_caller]
     pub fn cmd(&self, applet: &str, command: &str, env: &Env, conf: &Value) -> Output {
         self.run(applet, command, env, &conf.to_string())
     }
+    #[track_caller]
     pub fn add(&self, applet: &str, env: &Env, conf: &Value) -> Output {
         self.cmd(applet, "ADD", env, conf)
     }
+    #[track_caller]
     pub fn del(&self, applet: &str, env: &Env, conf: &Value) -> Output {
         self.cmd(applet, "DEL", env, conf)
     }
+    #[track_caller]
     pub fn check(&self, applet: &str, env: &Env, conf: &Value) -> Output {
         self.cmd(applet, "CHECK", env, conf)
     }
+    #[track_caller]
     pub fn status(&self, applet: &str, conf: &Value) -> Output {
         self.cmd(applet, "STATUS", &self.sb.env(), conf)
     }
+    #[track_caller]
     pub fn gc(&self, applet: &str, conf: &Value) -> Output {
         self.cmd(applet, "GC", &self.sb.env(), conf)
     }
@@ -464,6 +601,7 @@ impl NetNs {
     }
 
     /// Run a command inside the namespace via `ip netns exec`.
+    #[track_caller]
     pub fn exec(&self, cmd: &[&str]) -> Output {
         let mut args = vec!["netns", "exec", self.name.as_str()];
         args.extend_from_slice(cmd);

@@ -25,7 +25,7 @@
 pub mod daemon;
 mod flags;
 mod lease;
-mod packet;
+pub(super) mod packet;
 mod proto;
 
 use crate::cni::error::code;

@@ -24,7 +24,7 @@
 //! the interface is gone (upstream leaves it in `/run/cni/tuning` forever). Container IDs too
 //! long for upstream's backup name (over 255 bytes with the ifname) get a hashed one.
 
-mod allowlist;
+pub(super) mod allowlist;
 mod keys;
 #[cfg(test)]
 mod tests;
