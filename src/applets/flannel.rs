@@ -474,14 +474,16 @@ fn add(req: &Request) -> Result<CniResult> {
                 _ => Error::internal(format!("failed to delegate add: {kind} printed no result")),
             };
             // Undo: the delegate's DEL, then its stored config — kept if that DEL failed, so a
-            // later DEL can clean up, unless the delegate refused the config itself (it did
-            // nothing, and would refuse every DEL of it too).
+            // later DEL can clean up, unless the delegate refused the config or its environment
+            // (CNI_ARGS, CNI_NETNS) itself: it did nothing, and would refuse every DEL too.
             let refused = matches!(
                 err.code,
                 code::INCOMPATIBLE_VERSION
                     | code::UNSUPPORTED_FIELD
+                    | code::INVALID_ENV
                     | code::DECODE_FAILURE
                     | code::INVALID_CONFIG
+                    | code::INVALID_NETNS
             );
             let undone = match delegate::plugin(Command::Del, kind, text.as_bytes(), req) {
                 Ok(_) => true,
