@@ -153,10 +153,18 @@ impl NetNs {
             // ENOTTY: a procfs file that is not a namespace.
             return Err(not("a procfs file"));
         }
-        // An nsfs file without the ioctl (Linux before 4.11) is left to setns(CLONE_NEWNET),
-        // which refuses another type.
         if t >= 0 && t != libc::CLONE_NEWNET {
             return Err(not(&ns_kind(t)));
+        }
+        // An nsfs file without the ioctl (Linux before 4.11, or qemu-user, which does not
+        // translate it): its /proc/self/fd link names the type ("mnt:[4026531841]"). Without
+        // /proc either, it is left to setns(CLONE_NEWNET), which refuses another type.
+        if t < 0
+            && let Ok(link) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            && let Some((kind, _)) = link.to_string_lossy().split_once(":[")
+            && kind != "net"
+        {
+            return Err(not(&format!("a {kind} namespace")));
         }
         Ok(NetNs {
             fd: file.into(),
