@@ -120,10 +120,14 @@ impl Store {
     /// (full disk) leaves the store to be rebuilt from the reservations next time.
     pub(super) fn write_entry(&mut self, owner: &Owner, ips: &[IpAddr]) {
         let path = self.entry_path(owner);
+        // In place, not through a temporary file and rename(2): no inode per write (a
+        // dual-stack ADD writes the entry once per range set). A write torn by a crash fails the
+        // entry's checksum, and the crash has left the store unsealed: the next operation
+        // rebuilds the index from the reservations.
         let res = if ips.is_empty() {
             not_found_ok(fs::remove_file(&path))
         } else {
-            write_atomic(&path, entry_text(owner, ips).as_bytes())
+            write_in_place(&path, entry_text(owner, ips).as_bytes())
         };
         if let Err(e) = res {
             crate::warn!("host-local: index entry {}: {e}", path.display());

@@ -30,11 +30,14 @@
 //!   creates with O_EXCL and removes): until the index entry of the file's former owner is
 //!   used, or the next scan, the new owner's DEL finds nothing;
 //! - the owner's entry lists an address before its reservation exists, so no crash leaves a
-//!   reservation the index does not know; entries are written to a temporary file and
-//!   renamed (the temporary name is fixed per target,
-//!   `.tmp-<name>`, and only used under the lock, so one left by a killed process is replaced
-//!   by the next write instead of piling up); `last_reserved_ip.N` is rewritten in place as
-//!   upstream does (empty or torn after a crash, it reads as "none" to both plugins);
+//!   reservation the index does not know; entries are rewritten in place (a torn one fails
+//!   its checksum, and the crash that tore it left the store unsealed), a rebuild writes them
+//!   to a temporary file and renames it (the temporary name is fixed per target, `.tmp-<name>`,
+//!   and only used under the lock, so one left by a killed process is replaced by the next
+//!   write instead of piling up); `last_reserved_ip.N` is rewritten in place with upstream's
+//!   bytes (torn by a crash, it reads as "none" or as another start for the next search: a
+//!   hint either way); small files are written over their old bytes and cut to length, never
+//!   truncated to zero first (ext4 writes such a file out on close);
 //! - a reservation appears with its content in one step (a complete temporary file link(2)ed
 //!   into place: atomic, and exclusive), so no empty or half-written reservation is ever
 //!   visible (upstream #498), and any failure after it (a full disk writing
