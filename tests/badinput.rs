@@ -1273,18 +1273,7 @@ fn run_with_setup(
         .path
         .clone()
         .unwrap_or_else(|| sb.bin.display().to_string());
-    let mut vars: Vec<(&str, &str)> = [
-        ("CNI_COMMAND", cmd),
-        ("CNI_CONTAINERID", env.container_id.as_str()),
-        ("CNI_NETNS", env.netns.as_str()),
-        ("CNI_IFNAME", env.ifname.as_str()),
-        ("CNI_ARGS", env.args.as_str()),
-        ("CNI_PATH", path.as_str()),
-    ]
-    .into_iter()
-    .filter(|(_, v)| !v.is_empty())
-    .collect();
-    vars.extend(env.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let vars = env.vars(cmd, &path);
     let prog = sb.bin.join(applet).display().to_string();
     let script = format!("{setup} || exit 97; exec \"$0\"");
     exec(

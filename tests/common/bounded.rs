@@ -2,11 +2,9 @@
 //! open(2), a daemon that never answers, a process that ignores SIGTERM) fails after a bound
 //! and kills what it started, instead of hanging CI.
 
-use super::Output;
-use serde_json::Value;
-use std::io::{Read, Write};
+use super::{Output, exec_unchecked, with_deadline};
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// Wait for `child` for at most `limit`: `None` if it is still running then (it is left
@@ -35,7 +33,10 @@ pub fn kill_and_reap(child: &mut Child) -> Result<ExitStatus, String> {
 }
 
 /// Run `program` with a clean environment (PATH kept) plus `vars`, `stdin` as its input, for
-/// at most `limit`. `Err` (after killing it) when it ran longer, with what it printed so far.
+/// at most `limit`: [`super::exec`] under [`super::with_deadline`]. `Err` (after killing it)
+/// when it ran longer, with what it printed so far; any other crash fails the test as in
+/// [`super::exec`].
+#[track_caller]
 pub fn exec_within(
     program: &Path,
     args: &[&str],
@@ -43,58 +44,18 @@ pub fn exec_within(
     stdin: &str,
     limit: Duration,
 ) -> Result<Output, String> {
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(p) = std::env::var_os("PATH") {
-        cmd.env("PATH", p);
-    }
-    cmd.envs(vars.iter().copied());
-    let mut child = cmd
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
-    // Readers and the writer on threads of their own, so a full pipe or a child that never
-    // reads stdin cannot block the deadline.
-    let input = stdin.to_string();
-    let mut i = child.stdin.take().expect("stdin");
-    let writer = std::thread::spawn(move || {
-        // A plugin may exit without reading stdin: ignore EPIPE.
-        let _ = i.write_all(input.as_bytes());
-    });
-    let reader = |mut r: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = r.read_to_end(&mut buf);
-            String::from_utf8_lossy(&buf).into_owned()
-        })
-    };
-    let out = reader(Box::new(child.stdout.take().expect("stdout")));
-    let err = reader(Box::new(child.stderr.take().expect("stderr")));
-    let status = wait_within(&mut child, limit);
-    if status.is_none() {
-        let reaped = kill_and_reap(&mut child);
-        let _ = writer.join();
-        let (o, e) = (
-            out.join().unwrap_or_default(),
-            err.join().unwrap_or_default(),
-        );
+    let out = with_deadline(limit, || exec_unchecked(program, args, vars, stdin));
+    if out.timed_out() {
         return Err(format!(
-            "{} {args:?} still running after {limit:?}, killed ({reaped:?})\n\
-             --- stdout ---\n{o}\n--- stderr ---\n{e}",
-            program.display()
+            "{} {args:?} still running after {limit:?}, killed\n\
+             --- stdout ---\n{}\n--- stderr ---\n{}",
+            program.display(),
+            out.stdout,
+            out.stderr
         ));
     }
-    let status = status.expect("status");
-    let _ = writer.join();
-    let stdout = out.join().unwrap_or_default();
-    Ok(Output {
-        status_ok: status.success(),
-        code: status.code(),
-        json: serde_json::from_str(&stdout).unwrap_or(Value::Null),
-        stdout,
-        stderr: err.join().unwrap_or_default(),
-    })
+    if let Some(why) = out.crash() {
+        panic!("{} {args:?} crashed: {why}\n{out:?}", program.display());
+    }
+    Ok(out)
 }

@@ -218,6 +218,26 @@ pub struct Env {
     pub extra: Vec<(String, String)>,
 }
 
+impl Env {
+    /// The CNI_* variables a runtime sets for `command` with CNI_PATH `path` (empty ones left
+    /// unset), then [`Env::extra`].
+    pub fn vars<'a>(&'a self, command: &'a str, path: &'a str) -> Vec<(&'a str, &'a str)> {
+        let mut vars: Vec<(&str, &str)> = [
+            ("CNI_COMMAND", command),
+            ("CNI_CONTAINERID", self.container_id.as_str()),
+            ("CNI_NETNS", self.netns.as_str()),
+            ("CNI_IFNAME", self.ifname.as_str()),
+            ("CNI_ARGS", self.args.as_str()),
+            ("CNI_PATH", path),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .collect();
+        vars.extend(self.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        vars
+    }
+}
+
 impl Default for Env {
     fn default() -> Env {
         Env {
@@ -489,18 +509,7 @@ impl Plugin<'_> {
     #[track_caller]
     pub fn run(&self, applet: &str, command: &str, env: &Env, stdin: &str) -> Output {
         let path = env.path.clone().unwrap_or_else(|| self.default_path());
-        let mut vars: Vec<(&str, &str)> = [
-            ("CNI_COMMAND", command),
-            ("CNI_CONTAINERID", env.container_id.as_str()),
-            ("CNI_NETNS", env.netns.as_str()),
-            ("CNI_IFNAME", env.ifname.as_str()),
-            ("CNI_ARGS", env.args.as_str()),
-            ("CNI_PATH", path.as_str()),
-        ]
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .collect();
-        vars.extend(env.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let mut vars = env.vars(command, &path);
         // cnibox's GC owner records go to the sandbox, not the machine's /var/lib/cni/cnibox
         // (a test that sets CNIBOX_STATE_DIR itself keeps its own).
         let state = self.sb.state_dir();
