@@ -82,19 +82,6 @@ pub struct NetNs {
 /// `NS_GET_NSTYPE` (linux/nsfs.h, `_IO(0xb7, 0x3)`): the CLONE_NEW* type of a namespace fd.
 const NS_GET_NSTYPE: libc::c_ulong = 0xb703;
 
-/// What a file that is not a namespace is, for the message.
-fn file_kind(mode: libc::mode_t) -> &'static str {
-    match mode & libc::S_IFMT {
-        libc::S_IFIFO => "a FIFO",
-        libc::S_IFDIR => "a directory",
-        libc::S_IFCHR => "a character device",
-        libc::S_IFBLK => "a block device",
-        libc::S_IFSOCK => "a socket",
-        libc::S_IFLNK => "a symbolic link",
-        _ => "a regular file",
-    }
-}
-
 /// The name of a CLONE_NEW* namespace type, for the message.
 fn ns_kind(t: libc::c_int) -> String {
     let name = match t {
@@ -125,7 +112,7 @@ impl NetNs {
             })?;
         let st = fstat(&probe).map_err(io)?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(not(file_kind(st.st_mode)));
+            return Err(not(crate::smallfile::kind(st.st_mode)));
         }
         // Namespace files live on nsfs (procfs before Linux 3.19).
         let fs = fstatfs(&probe).map_err(io)?.filesystem_type();

@@ -33,6 +33,7 @@ use crate::cni::result::{Route, compact};
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::error::code;
 use crate::netns::NetNs;
+use crate::smallfile::{self, ReadError};
 use crate::undo::ErrorList;
 use ipnet::IpNet;
 use serde_json::{Map, Value, json};
@@ -220,15 +221,18 @@ impl SubnetEnv {
     /// that are not UTF-8 are read as flanneld's Go reader reads them: they fail only a line
     /// flannel parses.
     pub(super) fn load(file: &str) -> Result<SubnetEnv> {
-        match read_regular(file, MAX_SUBNET_FILE) {
+        match smallfile::read(file, MAX_SUBNET_FILE) {
             Ok(bytes) => SubnetEnv::parse(file, &String::from_utf8_lossy(&bytes)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::try_again(format!(
+            Err(ReadError::NotFound) => Err(Error::try_again(format!(
                 "failed to load flannel 'subnet.env' file: open {file}: no such file or directory. Check the flannel pod log for this node."
             ))),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
-                Err(Error::config(format!("subnetFile {file:?}: {e}")))
-            }
-            Err(e) => Err(Error::new(
+            Err(ReadError::NotRegular(_)) => Err(Error::config(format!(
+                "subnetFile {file:?}: not a regular file"
+            ))),
+            Err(ReadError::TooLarge(max)) => Err(Error::config(format!(
+                "subnetFile {file:?}: larger than {max} bytes"
+            ))),
+            Err(ReadError::Io(e)) => Err(Error::new(
                 code::IO_FAILURE,
                 format!("failed to load flannel 'subnet.env' file {file}: {e}"),
             )),
@@ -238,27 +242,6 @@ impl SubnetEnv {
 
 /// The most of `subnetFile` read: flanneld writes a few hundred bytes.
 const MAX_SUBNET_FILE: u64 = 64 * 1024;
-
-/// The bytes of the regular file `path`, at most `max` of them (InvalidInput otherwise). It is
-/// opened without blocking, so a FIFO fails here instead of waiting for a writer.
-fn read_regular(path: &str, max: u64) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let invalid = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(invalid("not a regular file".into()));
-    }
-    let mut buf = Vec::new();
-    file.take(max + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > max {
-        return Err(invalid(format!("larger than {max} bytes")));
-    }
-    Ok(buf)
-}
 
 /// The delegate's config, key for key as flannel builds it.
 fn delegate_conf(req: &Request, f: &Flannel, se: &SubnetEnv) -> Map<String, Value> {

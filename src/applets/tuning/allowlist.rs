@@ -14,7 +14,7 @@
 //! not hang the ADD), it must be a regular file, and no larger than [`MAX_FILE`].
 
 use crate::error::{Error, Result};
-use std::io::Read;
+use crate::smallfile::{self, ReadError};
 
 pub const PATH: &str = "/etc/cni/tuning/allowlist.conf";
 
@@ -50,60 +50,28 @@ fn short(line: &str) -> String {
     }
 }
 
-/// The text of `path`, `None` when it does not exist. Opened with O_NONBLOCK so that a FIFO
-/// (or a device) is seen for what it is instead of blocking the open; anything but a regular
-/// file, a file over [`MAX_FILE`] or one that is not UTF-8 is a code 7 error naming the path.
+/// The text of `path`, `None` when it does not exist; anything but a regular file (a FIFO, a
+/// device: see [`crate::smallfile`]), a file over [`MAX_FILE`] or one that is not UTF-8 is a
+/// code 7 error naming the path.
 fn read_regular(path: &str) -> Result<Option<String>> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(format_args!("read {path}"), e)),
+    let bytes = match smallfile::read(path, MAX_FILE) {
+        Ok(b) => b,
+        Err(ReadError::NotFound) => return Ok(None),
+        Err(ReadError::NotRegular(kind)) => {
+            return Err(Error::config(format!(
+                "{path}: the sysctl allowlist must be a regular file, this is {kind}"
+            )));
+        }
+        Err(ReadError::TooLarge(max)) => {
+            return Err(Error::config(format!(
+                "{path}: the sysctl allowlist is larger than {max} bytes"
+            )));
+        }
+        Err(ReadError::Io(e)) => return Err(Error::io(format_args!("read {path}"), e)),
     };
-    let meta = f
-        .metadata()
-        .map_err(|e| Error::io(format_args!("stat {path}"), e))?;
-    if !meta.is_file() {
-        return Err(Error::config(format!(
-            "{path}: the sysctl allowlist must be a regular file, this is {}",
-            file_kind(&meta)
-        )));
-    }
-    // The size is checked on what is read, not on the stat: the file may grow meanwhile.
-    let mut bytes = Vec::new();
-    f.take(MAX_FILE + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io(format_args!("read {path}"), e))?;
-    if bytes.len() as u64 > MAX_FILE {
-        return Err(Error::config(format!(
-            "{path}: the sysctl allowlist is larger than {MAX_FILE} bytes"
-        )));
-    }
     String::from_utf8(bytes)
         .map(Some)
         .map_err(|_| Error::config(format!("{path}: the sysctl allowlist is not UTF-8 text")))
-}
-
-fn file_kind(meta: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
 }
 
 /// A compiled pattern.
