@@ -14,28 +14,12 @@
 //! bytes from outside the host have in-process fuzzers of their own: tests/fuzz_parsers.rs.
 
 mod common;
+use common::rng::Rng;
 use common::*;
 use serde_json::{Map, Value, json};
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-}
 
 fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
     let prev = json!({"cniVersion": "1.0.0",

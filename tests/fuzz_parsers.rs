@@ -12,29 +12,14 @@
 //! Deterministic: `FUZZ_SEED` and `FUZZ_PARSER_EXECS` (per target; default 3000, `make fuzz`
 //! runs 100,000).
 
+mod common;
+use common::rng::Rng;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Longest one execution may take (the allowlist matcher has a step bound; nothing else loops).
 const SLOW: Duration = Duration::from_secs(2);
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
-        &v[self.below(v.len())]
-    }
-}
 
 fn execs() -> usize {
     std::env::var("FUZZ_PARSER_EXECS")

@@ -21,6 +21,7 @@ pub mod conflist;
 pub mod dual;
 pub mod family;
 pub mod lab;
+pub mod rng;
 pub mod traffic;
 
 use serde_json::Value;
