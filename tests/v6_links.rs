@@ -1,7 +1,7 @@
 //! IPv4, IPv6 and dual-stack for the applets that configure container addresses on this
 //! kernel (ptp, bridge, macvlan, tap, host-device), each in a throwaway node namespace with
 //! host-local: the result lists one address of each family with its gateway, every address is
-//! bindable the moment ADD returns (the shared settling step, src/applets/settle.rs), CHECK
+//! bindable the moment ADD returns (the shared settling step, src/applets/shared/settle.rs), CHECK
 //! after ADD passes and fails naming the address once one is removed, DEL leaves no link and
 //! no reservation; where another node can hold the address (macvlan's segment, host-device's
 //! wire, a bridge with `enabledad`), a duplicate fails the ADD naming address and interface and

@@ -17,8 +17,8 @@
 //! CHECK also compares routes; GC is passed to the IPAM plugin (upstream's is a no-op). This
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
-use super::iface;
-use crate::applets::settle::Dad;
+use super::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
 use crate::netns::NetNs;
@@ -68,13 +68,16 @@ fn del(req: &Request) -> Result<()> {
     if let Some(ipam) = req.ipam_type() {
         errors.check(delegate::del(ipam, req));
     }
-    errors.check(super::container::delete_own_link(req, "dummy", "dummy"));
+    errors.check(super::shared::container::delete_own_link(
+        req, "dummy", "dummy",
+    ));
     errors.into_result()
 }
 
 fn check(req: &Request) -> Result<()> {
     let ipam = ipam(req)?;
-    let (mut cont, prev, pos, link) = super::container::check_own_iface(req, Some(ipam), "dummy")?;
+    let (mut cont, prev, pos, link) =
+        super::shared::container::check_own_iface(req, Some(ipam), "dummy")?;
     if !link.up {
         return Err(Error::internal(format!(
             "Interface {} is down",

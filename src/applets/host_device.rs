@@ -46,8 +46,8 @@
 //! they could leave their directory (`..`, `/`); MAC addresses are 6 bytes (an InfiniBand
 //! device's 20-byte address is neither matched by `hwaddr` nor reported).
 
-use super::container::checked_any_iface;
-use super::iface;
+use super::shared::container::checked_any_iface;
+use super::shared::iface;
 use crate::attachment;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
@@ -717,7 +717,7 @@ fn add(req: &Request) -> Result<CniResult> {
                 index,
                 &result,
                 0,
-                super::settle::Dad::Detect,
+                super::shared::settle::Dad::Detect,
             )?;
         }
         result.dns = req.conf.dns.clone().unwrap_or_default();

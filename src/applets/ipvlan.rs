@@ -17,9 +17,9 @@
 //! This build machine's kernel has no ipvlan: the applet is tested in the qemu VM
 //! (tests/vm/ipvlan.sh), against the Go plugin there.
 
-use super::container::rename_into_place;
-use crate::applets::iface;
-use crate::applets::settle::Dad;
+use super::shared::container::rename_into_place;
+use crate::applets::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
@@ -218,13 +218,13 @@ fn configure<'a>(
 
 fn del(req: &Request) -> Result<()> {
     let _: Conf = req.decode()?;
-    super::container::delete_with_ipam(req, req.ipam_type(), "ipvlan", "ipvlan")
+    super::shared::container::delete_with_ipam(req, req.ipam_type(), "ipvlan", "ipvlan")
 }
 
 fn check(req: &Request) -> Result<()> {
     let c: Conf = req.decode()?;
     let (mut cont, prev, pos, link) =
-        super::container::check_own_iface(req, req.ipam_type(), "ipvlan")?;
+        super::shared::container::check_own_iface(req, req.ipam_type(), "ipvlan")?;
     let mode = MODES
         .iter()
         .find(|(n, _)| *n == c.mode || (c.mode.is_empty() && *n == "l2"))

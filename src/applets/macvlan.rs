@@ -17,8 +17,8 @@
 //! Beyond upstream: every key (mode, MAC, MTU range, names) is checked before anything is
 //! created; DEL only deletes CNI_IFNAME when it is a macvlan; `source` mode is accepted.
 
-use crate::applets::iface;
-use crate::applets::settle::Dad;
+use crate::applets::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
@@ -97,7 +97,7 @@ fn load(req: &Request) -> Result<Config<'_>> {
     let bc_queue_len = u32::try_from(c.bcqueuelen)
         .map_err(|_| Error::config(format!("bcqueuelen {} is out of range", c.bcqueuelen)))?;
     // CNI_ARGS MAC < runtimeConfig.mac, over the config's `mac`, as upstream.
-    let mac = super::container::requested_mac(req, c.mac)?;
+    let mac = super::shared::container::requested_mac(req, c.mac)?;
     let mac = match mac.as_str() {
         "" => None,
         m => Some(parse_mac(m).map_err(|e| e.ctx("mac"))?),
@@ -177,7 +177,7 @@ fn create(c: &Config, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Li
         host.add_macvlan(&spec(m.index, Some(ns)))
     };
     created.map_err(|e| Error::from(e).ctx("failed to create macvlan"))?;
-    super::container::rename_into_place(cont, "macvlan", &tmp, ifname)
+    super::shared::container::rename_into_place(cont, "macvlan", &tmp, ifname)
 }
 
 fn add(req: &Request) -> Result<CniResult> {
@@ -236,12 +236,13 @@ fn configure<'a>(
 
 fn del(req: &Request) -> Result<()> {
     let c = load(req)?;
-    super::container::delete_with_ipam(req, c.ipam, "macvlan", "macvlan")
+    super::shared::container::delete_with_ipam(req, c.ipam, "macvlan", "macvlan")
 }
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let (mut cont, prev, pos, link) = super::container::check_own_iface(req, c.ipam, "macvlan")?;
+    let (mut cont, prev, pos, link) =
+        super::shared::container::check_own_iface(req, c.ipam, "macvlan")?;
     if link.macvlan_mode != Some(c.mode) {
         let name = |m: Option<u32>| {
             MODES

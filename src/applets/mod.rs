@@ -5,7 +5,6 @@ use crate::cni::Applet;
 
 mod bandwidth;
 mod bridge;
-mod container;
 mod dhcp;
 mod dummy;
 mod firewall;
@@ -14,18 +13,16 @@ mod flannel;
 pub mod fuzz;
 mod host_device;
 mod host_local;
-pub(crate) mod iface;
 mod ipvlan;
 mod loopback;
 mod macvlan;
 mod portmap;
 mod ptp;
 mod sbr;
-pub(crate) mod settle;
+pub(crate) mod shared;
 mod static_ipam;
 mod tap;
 mod tuning;
-mod veth;
 mod vlan;
 mod vrf;
 

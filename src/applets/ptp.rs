@@ -16,9 +16,9 @@
 //! needs the link's addresses to find it, so a DEL after the container is gone leaks it); GC
 //! collects masquerading of attachments the runtime no longer lists, and the IPAM's.
 
-use super::veth::create_veth;
-use crate::applets::iface;
-use crate::applets::settle::Dad;
+use super::shared::veth::create_veth;
+use crate::applets::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::result::{Dns, Interface};
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netfilter::masq;
@@ -265,7 +265,8 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let p = load(req)?;
-    let (mut cont, prev, pos, cv) = super::container::check_own_iface(req, Some(p.ipam), "veth")?;
+    let (mut cont, prev, pos, cv) =
+        super::shared::container::check_own_iface(req, Some(p.ipam), "veth")?;
     iface::check(&mut cont, &cv, &prev, pos)
 }
 

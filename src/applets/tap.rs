@@ -22,8 +22,8 @@
 //! with a note on stderr (upstream fails); DEL deletes CNI_IFNAME only when it is a tun/tap;
 //! CHECK also checks the link is a tap with the recorded MAC on `bridge`.
 
-use crate::applets::iface;
-use crate::applets::settle::Dad;
+use crate::applets::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
@@ -102,7 +102,7 @@ fn load(req: &Request) -> Result<Config<'_>> {
             "selinuxContext must be printable text of at most 4096 bytes",
         ));
     }
-    let mac = super::container::requested_mac(req, c.mac)?;
+    let mac = super::shared::container::requested_mac(req, c.mac)?;
     let mac = match mac.as_str() {
         "" => None,
         m => Some(parse_mac(m).map_err(|e| e.ctx("mac"))?),
@@ -236,12 +236,13 @@ fn link_at(cont: &mut Handle, index: u32, ifname: &str) -> Result<Link> {
 
 fn del(req: &Request) -> Result<()> {
     let c = load(req)?;
-    super::container::delete_with_ipam(req, c.ipam, "tap", "tun")
+    super::shared::container::delete_with_ipam(req, c.ipam, "tap", "tun")
 }
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let (mut cont, prev, pos, link) = super::container::check_own_iface(req, c.ipam, "tun")?;
+    let (mut cont, prev, pos, link) =
+        super::shared::container::check_own_iface(req, c.ipam, "tun")?;
     if let Some(bridge) = &c.bridge {
         let master = match link.master {
             Some(m) => cont.link_by_index(m)?.map(|l| l.name),

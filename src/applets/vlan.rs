@@ -19,8 +19,8 @@
 //!   a VLAN with the configured id, MTU (when set), MAC, parent (the master), addresses, routes.
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
-use crate::applets::iface;
-use crate::applets::settle::Dad;
+use crate::applets::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
@@ -152,7 +152,7 @@ fn create(v: &Vlan, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Link
         };
         Error::internal(format!("failed to create vlan: {e}{hint}"))
     })?;
-    super::container::rename_into_place(cont, "vlan", &tmp, ifname)
+    super::shared::container::rename_into_place(cont, "vlan", &tmp, ifname)
 }
 
 fn add(req: &Request) -> Result<CniResult> {
@@ -207,13 +207,13 @@ fn finish(
 
 fn del(req: &Request) -> Result<()> {
     let v = load(req)?;
-    super::container::delete_with_ipam(req, Some(&v.ipam), "vlan", "vlan")
+    super::shared::container::delete_with_ipam(req, Some(&v.ipam), "vlan", "vlan")
 }
 
 fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
     let (mut cont, prev, pos, link) =
-        super::container::check_own_iface(req, Some(&v.ipam), "vlan")?;
+        super::shared::container::check_own_iface(req, Some(&v.ipam), "vlan")?;
     let ifname = &req.env.ifname;
     let m = if v.in_container {
         master(&v, &mut cont)?

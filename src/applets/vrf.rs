@@ -20,7 +20,7 @@
 //! This build machine's kernel has no vrf: the applet is tested in the qemu VM
 //! (tests/vm/vrf.sh), against the Go plugin there.
 
-use crate::applets::settle::{Dad, Settle};
+use crate::applets::shared::settle::{Dad, Settle};
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
 use crate::netlink::{Addr, Family, Handle, IFA_F_NODAD, IFA_F_NOPREFIXROUTE, Link, Route};

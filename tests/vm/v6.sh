@@ -7,7 +7,7 @@
 # 10) links put into container namespace a; dummy needs no master. For each applet and for an
 # IPv6-only and a dual-stack host-local config: the result lists the addresses, each is usable
 # the moment ADD returns (bound by ping -I, no retry, and not tentative: the shared settling step,
-# src/applets/settle.rs), CHECK passes, DEL leaves no link and no reservation. Then the
+# src/applets/shared/settle.rs), CHECK passes, DEL leaves no link and no reservation. Then the
 # duplicate case where a neighbour can hold the address (ipvlan and vlan: the same address
 # nodad on wb / wb.10): the ADD fails naming address and interface and leaves nothing.
 . /lib/cnibox-vm.sh

@@ -17,9 +17,9 @@ use check::*;
 use gateway::*;
 use port::*;
 
-use super::veth::create_veth;
-use crate::applets::iface;
-use crate::applets::settle::Dad;
+use super::shared::veth::create_veth;
+use crate::applets::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Dns, Interface, Route};

@@ -196,7 +196,7 @@ fn load(req: &Request, verify_sysctls: bool) -> Result<Tuning> {
     }
 
     // CNI_ARGS MAC < runtimeConfig.mac < args.cni.mac, as upstream.
-    let mut mac = super::container::requested_mac(req, c.mac.clone())?;
+    let mut mac = super::shared::container::requested_mac(req, c.mac.clone())?;
     if let Some(m) = a.mac {
         mac = m;
     }

@@ -9,7 +9,7 @@
 //! the same family; routes to the same destination and table become one multipath route; route
 //! `table`, `scope` and `priority` are applied, `mtu`/`advmss` are not (upstream does not).
 
-use crate::applets::settle::{Dad, Settle};
+use crate::applets::shared::settle::{Dad, Settle};
 use crate::cni::result::CniResult;
 use crate::cni::{Request, delegate};
 use crate::error::{Context, Error, Result};
@@ -52,7 +52,7 @@ pub fn ipam_add<'a>(ipam: &'a str, req: &'a Request, undo: &mut Undo<'a>) -> Res
 
 /// Configure `ifname` (index `index` in `ns`) with the result's IPs whose `interface` points at
 /// `if_pos` (or that have no index), set it up, settle its IPv6 addresses as `dad` says (the
-/// shared step of [`crate::applets::settle`]: usable when this returns, a duplicate is an
+/// shared step of [`crate::applets::shared::settle`]: usable when this returns, a duplicate is an
 /// error) and add the routes.
 pub fn configure(
     ns: &NetNs,

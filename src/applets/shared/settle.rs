@@ -1,6 +1,6 @@
 //! The one address-settling step shared by every applet that configures container addresses
 //! (ptp, bridge, macvlan, ipvlan, vlan, host-device, dummy, tap through
-//! [`crate::applets::iface::configure`]; vrf for the addresses its enslaving makes tentative
+//! [`crate::applets::shared::iface::configure`]; vrf for the addresses its enslaving makes tentative
 //! again): when ADD returns, every IPv6 address it configured is usable, and an address another
 //! node already holds fails the ADD (which the applet then undoes).
 //!
