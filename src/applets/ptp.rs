@@ -121,7 +121,8 @@ fn add_steps<'a>(
         sysctl::set("net/ipv4/ip_forward", "1").ctx("could not enable IP forwarding")?;
     }
     if result.ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
-        sysctl::set("net/ipv6/conf/all/forwarding", "1").ctx("could not enable IP forwarding")?;
+        sysctl::ensure("net/ipv6/conf/all/forwarding", "1")
+            .ctx("could not enable IP forwarding")?;
     }
 
     let mut cont = Handle::in_netns(ns)?;

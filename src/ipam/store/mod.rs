@@ -285,7 +285,8 @@ impl Store {
         )))
     }
 
-    /// What `last_reserved_ip.N` holds (`None`: no such file), for [`Store::restore_last`].
+    /// What `last_reserved_ip.N` holds (`None`: no such file), for [`Store::restore_last`] and,
+    /// through [`parse_last`], where the next allocation starts.
     pub fn last_reserved_raw(&self, set: usize) -> Option<Vec<u8>> {
         fs::read(self.dir.join(format!("last_reserved_ip.{set}"))).ok()
     }
@@ -305,11 +306,7 @@ impl Store {
     }
 
     pub fn last_reserved(&self, set: usize) -> Option<IpAddr> {
-        fs::read_to_string(self.dir.join(format!("last_reserved_ip.{set}")))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        parse_last(&self.last_reserved_raw(set)?)
     }
 
     /// Addresses held by exactly `owner`, as the reservation files say. The index only says
@@ -461,4 +458,10 @@ fn lock_exclusive(f: &File, path: &Path) -> Result<()> {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));
     }
+}
+
+/// The address in `last_reserved_ip.N`'s bytes; a torn or foreign file is no address (the next
+/// allocation starts at the range's start, as upstream's).
+pub fn parse_last(raw: &[u8]) -> Option<IpAddr> {
+    std::str::from_utf8(raw).ok()?.trim().parse().ok()
 }
