@@ -381,31 +381,42 @@ fn gc(req: &Request) -> Result<()> {
         }
     }
     store.remove_orphans()?;
-    errors.into_result()
+    errors.into_result()?;
+    store.mark_collected()
 }
 
-/// Code 50 when some range set has no free address left.
+/// Code 50 when some range set has no free address left *and* the runtime has confirmed,
+/// by a GC since the last reservation, that every reservation is still in use.
+///
+/// containerd 2.x asks STATUS every few seconds and a failure makes the node NotReady, which
+/// evicts its pods; a range is most often full because of leaked reservations (a DEL that
+/// never came), which GC is there to release. So a full range whose reservations no GC has
+/// vouched for is reported on stderr but passes: the ADD that finds no address still fails
+/// with its own error. Upstream's host-local passes STATUS whatever the ranges hold.
 fn status(req: &Request) -> Result<()> {
     let cfg = load(req)?;
     let Some(store) = open_store(&cfg, false)? else {
         return Ok(());
     };
-    let taken: Vec<IpAddr> = store
-        .reservation_files()?
-        .into_iter()
-        .map(|(ip, _)| ip)
-        .collect();
+    let files = store.reservation_files()?;
     for (i, set) in cfg.sets.iter().enumerate() {
-        let used = taken
+        let used = files
             .iter()
-            .filter(|ip| set.range_for(**ip).is_some_and(|r| r.gateway != **ip))
+            .filter(|(ip, _)| set.range_for(*ip).is_some_and(|r| r.gateway != *ip))
             .count();
-        if used as u128 >= set.capacity() {
+        if (used as u128) < set.capacity() {
+            continue;
+        }
+        let msg = format!("no IP addresses available in range set {i}: {set}");
+        if store.confirmed_by_gc(&files) {
             return Err(Error::new(
                 code::PLUGIN_NOT_AVAILABLE,
-                format!("no IP addresses available in range set {i}: {set}"),
+                format!("{msg} (every reservation confirmed in use by the last GC)"),
             ));
         }
+        crate::warn!(
+            "host-local STATUS: {msg}; passing: no GC has confirmed these reservations since the last ADD"
+        );
     }
     Ok(())
 }

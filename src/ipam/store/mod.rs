@@ -126,6 +126,9 @@ pub struct Store {
     dir: PathBuf,
     index: PathBuf,
     stamp: PathBuf,
+    /// `<dataDir>/.cnibox/.collected/<network>`: written by each GC; its mtime is when the
+    /// runtime last confirmed every reservation then present (see [`Store::confirmed_by_gc`]).
+    collected: PathBuf,
     _lock: File,
     /// The stamp has been removed in this session (the store is being changed).
     unsealed: bool,
@@ -185,6 +188,7 @@ impl Store {
             dir,
             index: meta.join(network),
             stamp: meta.join(".sealed").join(network),
+            collected: meta.join(".collected").join(network),
             _lock: lock,
             unsealed: false,
             broken: false,
@@ -283,6 +287,36 @@ impl Store {
             "reserve {}: no place for a temporary file",
             path.display()
         )))
+    }
+
+    /// Record that a GC with the runtime's list of valid attachments has just run: every
+    /// reservation left now belongs to an attachment the runtime still has.
+    pub fn mark_collected(&self) -> Result<()> {
+        if let Some(dir) = self.collected.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .ctx(format_args!("create {}", dir.display()))?;
+        }
+        // Content, so the write always moves the mtime (an empty rewrite would not).
+        write_in_place(&self.collected, b"1")
+            .ctx(format_args!("write {}", self.collected.display()))
+    }
+
+    /// Whether every reservation in `files` predates the last GC, i.e. the runtime confirmed
+    /// each one still in use (false when no GC ever ran here, or an ADD came after it). Both
+    /// times come from the same filesystem clock; a reservation in the GC's own clock tick
+    /// counts as not confirmed.
+    pub fn confirmed_by_gc(&self, files: &[(IpAddr, PathBuf)]) -> bool {
+        let Ok(gc) = fs::metadata(&self.collected).and_then(|m| m.modified()) else {
+            return false;
+        };
+        files.iter().all(|(_, p)| {
+            fs::symlink_metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < gc)
+        })
     }
 
     /// What `last_reserved_ip.N` holds (`None`: no such file), for [`Store::restore_last`] and,
