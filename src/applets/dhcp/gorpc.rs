@@ -98,14 +98,16 @@ pub(crate) fn call(
     env: &Env,
     stdin: &[u8],
 ) -> std::result::Result<Val, (bool, String)> {
-    let mut out = HANDSHAKE.to_vec();
-    out.extend(request(method, env, stdin));
     let broke = |e: String| (false, e);
     let mut w = s;
     let left = end.saturating_duration_since(Instant::now());
-    w.set_write_timeout(Some(left.max(std::time::Duration::from_millis(1))))
-        .and_then(|()| w.write_all(&out))
-        .map_err(|e| broke(format!("write: {e}")))?;
+    let mut write = |b: &[u8]| {
+        w.set_write_timeout(Some(left.max(std::time::Duration::from_millis(1))))
+            .and_then(|()| w.write_all(b))
+            .map_err(|e| broke(format!("write: {e}")))
+    };
+    // The request only after the answer: Go's server drops what came with the handshake.
+    write(HANDSHAKE)?;
     let mut r = BufReader::new(Timed(s, end));
     let mut status = Vec::new();
     for _ in 0..2 {
@@ -120,6 +122,7 @@ pub(crate) fn call(
             String::from_utf8_lossy(&status)
         )));
     }
+    write(&request(method, env, stdin))?;
     let mut dec = Dec::new();
     let head = dec.read(&mut r).map_err(broke)?;
     let body = dec.read(&mut r).map_err(broke)?;
