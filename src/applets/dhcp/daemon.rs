@@ -515,7 +515,7 @@ impl Daemon {
 #[cfg(test)]
 mod tests {
     use super::super::packet::{ACK, OPT_CLASSLESS_ROUTES, OPT_ROUTER, OPT_SUBNET_MASK};
-    use super::{Key, Msg, client_id, name, result};
+    use super::{Key, Msg, client_id, result};
     use crate::cni::Version;
     use serde_json::json;
 

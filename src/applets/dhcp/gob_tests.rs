@@ -218,5 +218,8 @@ fn hostile_streams_are_errors() {
     assert!(read_message(&mut &big[..]).unwrap_err().contains("bytes"));
     assert!(read_message(&mut &[0u8][..]).is_err());
     assert!(read_message(&mut &[0xf7u8, 1, 1, 1, 1, 1, 1, 1, 1, 1][..]).is_err());
-    assert!(MAX_MESSAGE < 0x1000001);
+    let just_over = (MAX_MESSAGE as u32 + 1).to_be_bytes();
+    let mut over = vec![0xfc];
+    over.extend(just_over);
+    assert!(read_message(&mut &over[..]).unwrap_err().contains("bytes"));
 }

@@ -248,14 +248,13 @@ pub(crate) type Reply = Result<Option<CniResult>>;
 /// What to do when an answer cannot be delivered (the plugin is gone).
 pub(crate) type Undo<'a> = Option<Box<dyn FnOnce() + 'a>>;
 
+/// The daemon's handling of one call: method, `skel.CmdArgs` as an environment, network config.
+pub(crate) type Handler<'a> = dyn Fn(&str, Env, Vec<u8>) -> (Reply, Undo<'a>) + 'a;
+
 /// The daemon's side, after the first byte `first` of a connection that is Go's handshake:
 /// answer each call on `s` with `handle(method, args)` until the plugin hangs up. `handle`
 /// gets the call's `skel.CmdArgs` as an environment and the network config.
-pub(crate) fn serve<'a>(
-    s: &UnixStream,
-    first: u8,
-    handle: &dyn Fn(&str, Env, Vec<u8>) -> (Reply, Undo<'a>),
-) {
+pub(crate) fn serve<'a>(s: &UnixStream, first: u8, handle: &Handler<'a>) {
     let mut r = BufReader::new(s);
     let mut hello = vec![first];
     for _ in 0..2 {
