@@ -1,8 +1,9 @@
 //! `dhcp daemon` (upstream `daemon.go`): holds the leases of the `dhcp` plugin's attachments.
 //!
 //! Listens on `-socketpath` (default `/run/cni/dhcp.sock`, under `-hostprefix`), or on the one
-//! socket systemd passes (LISTEN_FDS, `contrib/systemd/cnibox-dhcp.socket`). Each connection
-//! carries one [`Call`]; each lease has a thread that entered the container namespace and keeps
+//! socket systemd passes (LISTEN_FDS, `contrib/systemd/cnibox-dhcp.socket`). A connection
+//! carries one cnibox [`Call`] (JSON), or upstream's plugin's net/rpc calls ([`gorpc`], after
+//! `CONNECT`). Leases are recorded ([`Store`]) and taken up again at start. Each lease has a thread that entered the container namespace and keeps
 //! it there (the namespace stays open while the lease lives, so DEL can release the lease even
 //! after the runtime removed the namespace's mount). SIGTERM and SIGINT end the daemon: the
 //! socket (unless systemd owns it) and the pidfile are removed, leases are not released, as

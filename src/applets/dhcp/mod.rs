@@ -13,8 +13,11 @@
 //! and the routes (option 121, else 33 plus a default route via the router). DEL releases the
 //! lease (DHCPRELEASE) and stops its maintenance; CHECK asks whether the daemon holds the lease.
 //!
-//! Deviations: plugin and daemon speak cnibox's own JSON protocol ([`proto`]), not Go's net/rpc,
-//! so each works only with its own kind. Beyond upstream: option names and values are checked
+//! Protocols: the daemon serves Go's net/rpc ([`gorpc`], upstream's plugin) and cnibox's JSON
+//! ([`proto`]) on one socket; the plugin speaks JSON and, when the answer is HTTP (upstream's
+//! daemon), Go's: then CHECK acquires a lease when none is held (upstream's CHECK is an
+//! Allocate), STATUS succeeds as that daemon answered and GC does nothing (it has none).
+//! Beyond upstream: option names and values are checked
 //! at load (code 7 naming the key), `daemonSocketPath` must be absolute; CHECK fails when the
 //! daemon holds no lease (upstream's CHECK acquires one); DEL succeeds when no daemon listens
 //! (a daemon that is not running holds no lease) or when it does not answer in time; STATUS

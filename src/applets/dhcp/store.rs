@@ -109,3 +109,50 @@ fn parse(b: &[u8]) -> Option<Saved> {
         age: Duration::from_secs(now().saturating_sub(at)),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::packet::{ACK, Msg};
+    use super::super::proto::Call;
+    use super::{Store, parse};
+
+    /// A record reads back as written; a broken one (bad JSON, odd hex, a short ACK, a
+    /// half-written temporary) is removed when loading, a whole one kept.
+    #[test]
+    fn records_round_trip_and_broken_ones_go() {
+        let dir = std::env::temp_dir().join(format!("cnibox-dhcp-store-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let sock = dir.join("dhcp.sock").display().to_string();
+        let s = Store::new(&sock);
+        let call = Call {
+            op: "add".into(),
+            container_id: "c".into(),
+            netns: "/run/netns/c".into(),
+            ifname: "eth0".into(),
+            options: vec![(12, "h".into())],
+            ..Call::default()
+        };
+        let mut ack = Msg::request(ACK, 7, [2, 0, 0, 0, 0, 1]);
+        ack.yiaddr = "10.0.0.5".parse().unwrap();
+        s.save("c/n/eth0", &call, &ack);
+        let leases = format!("{sock}.leases");
+        for (name, text) in [
+            ("a", "{"),
+            ("b", r#"{"call": {}, "ack": "0", "at": 1}"#),
+            ("c", r#"{"call": {}, "ack": "0201", "at": 1}"#),
+            ("d.tmp", "{}"),
+        ] {
+            std::fs::write(format!("{leases}/{name}"), text).unwrap();
+        }
+        let got = s.load();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].ack, ack);
+        assert_eq!(format!("{:?}", got[0].call), format!("{call:?}"));
+        assert!(got[0].age.as_secs() < 5);
+        assert_eq!(std::fs::read_dir(&leases).unwrap().count(), 1);
+        assert!(parse(br#"{"call": {}, "ack": "zz", "at": 1}"#).is_none());
+        s.remove("c/n/eth0");
+        assert_eq!(std::fs::read_dir(&leases).unwrap().count(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
