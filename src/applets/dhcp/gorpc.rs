@@ -17,7 +17,7 @@ use crate::cni::env::{Command, Env};
 use crate::cni::result::{CniResult, IpConfig, Route};
 use crate::error::{Error, Result};
 use ipnet::IpNet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::os::unix::net::UnixStream;
 use std::time::Instant;
@@ -108,14 +108,10 @@ pub(crate) fn call(
     };
     // The request only after the answer: Go's server drops what came with the handshake.
     write(HANDSHAKE)?;
-    let mut r = BufReader::new(Timed(s, end));
-    let mut status = Vec::new();
-    for _ in 0..2 {
-        (&mut r)
-            .take(256)
-            .read_until(b'\n', &mut status)
-            .map_err(|e| broke(format!("read: {e}")))?;
-    }
+    let mut r = Timed(s, end);
+    let mut status = [0u8; CONNECTED.len()];
+    r.read_exact(&mut status)
+        .map_err(|e| broke(format!("read: {e}")))?;
     if status != CONNECTED {
         return Err(broke(format!(
             "unexpected HTTP response: {:?}",
@@ -255,15 +251,13 @@ pub(crate) type Handler<'a> = dyn Fn(&str, Env, Vec<u8>) -> (Reply, Undo<'a>) + 
 /// answer each call on `s` with `handle(method, args)` until the plugin hangs up. `handle`
 /// gets the call's `skel.CmdArgs` as an environment and the network config.
 pub(crate) fn serve<'a>(s: &UnixStream, first: u8, handle: &Handler<'a>) {
-    let mut r = BufReader::new(s);
-    let mut hello = vec![first];
-    for _ in 0..2 {
-        if (&mut r).take(64).read_until(b'\n', &mut hello).is_err() {
-            return;
-        }
-    }
+    let mut r = s;
+    let mut hello = [first; HANDSHAKE.len()];
     let mut w = s;
-    if hello != HANDSHAKE || w.write_all(CONNECTED).is_err() {
+    if r.read_exact(&mut hello[1..]).is_err()
+        || hello != HANDSHAKE
+        || w.write_all(CONNECTED).is_err()
+    {
         return;
     }
     let mut dec = Dec::new();
