@@ -56,6 +56,7 @@ struct Config<'a> {
     ipam: Option<&'a str>,
 }
 
+/// Name → mode; the first is the default.
 const MODES: &[(&str, u16)] = &[
     ("l2", IPVLAN_MODE_L2),
     ("l3", IPVLAN_MODE_L3),
@@ -79,15 +80,7 @@ fn load(req: &Request) -> Result<Config<'_>> {
         }
     }
     let master = Master::load(master, c.mtu, c.link_in_container)?;
-    let mode = if c.mode.is_empty() {
-        IPVLAN_MODE_L2
-    } else {
-        MODES
-            .iter()
-            .find(|(n, _)| *n == c.mode)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| Error::config(format!("unknown ipvlan mode: {:?}", c.mode)))?
-    };
+    let mode = link::mode(MODES, &c.mode, "ipvlan")?;
     Ok(Config {
         master,
         mode,
@@ -156,22 +149,9 @@ fn del(req: &Request) -> Result<()> {
 fn check(req: &Request) -> Result<()> {
     let c: Conf = req.decode()?;
     let (mut cont, prev, pos, link) = check_own_iface(req, req.ipam_type(), "ipvlan")?;
-    let mode = MODES
-        .iter()
-        .find(|(n, _)| *n == c.mode || (c.mode.is_empty() && *n == "l2"))
-        .map(|(_, m)| *m);
-    if mode.is_some() && link.ipvlan_mode != mode {
-        let name = |m: Option<u16>| {
-            MODES
-                .iter()
-                .find(|(_, v)| Some(*v) == m)
-                .map_or("unknown", |(n, _)| n)
-        };
-        return Err(Error::internal(format!(
-            "Error: Container ipvlan mode {} does not match expected value: {}",
-            name(link.ipvlan_mode),
-            name(mode)
-        )));
+    // CHECK does not load the config: a mode it does not know is not compared.
+    if let Ok(mode) = link::mode(MODES, &c.mode, "ipvlan") {
+        link::check_mode(MODES, "ipvlan", link.ipvlan_mode, mode)?;
     }
     iface::check(&mut cont, &link, &prev, pos)
 }

@@ -66,6 +66,7 @@ struct Config<'a> {
     ipam: Option<&'a str>,
 }
 
+/// Name → mode; the first is the default.
 const MODES: &[(&str, u32)] = &[
     ("bridge", MACVLAN_MODE_BRIDGE),
     ("private", MACVLAN_MODE_PRIVATE),
@@ -77,15 +78,7 @@ const MODES: &[(&str, u32)] = &[
 fn load(req: &Request) -> Result<Config<'_>> {
     let c: Conf = req.decode()?;
     let master = Master::load(c.master, c.mtu, c.link_in_container)?;
-    let mode = if c.mode.is_empty() {
-        MACVLAN_MODE_BRIDGE
-    } else {
-        MODES
-            .iter()
-            .find(|(n, _)| *n == c.mode)
-            .map(|(_, m)| *m)
-            .ok_or_else(|| Error::config(format!("unknown macvlan mode: {:?}", c.mode)))?
-    };
+    let mode = link::mode(MODES, &c.mode, "macvlan")?;
     let bc_queue_len = u32::try_from(c.bcqueuelen)
         .map_err(|_| Error::config(format!("bcqueuelen {} is out of range", c.bcqueuelen)))?;
     // CNI_ARGS MAC < runtimeConfig.mac, over the config's `mac`, as upstream.
@@ -161,19 +154,7 @@ fn del(req: &Request) -> Result<()> {
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
     let (mut cont, prev, pos, link) = check_own_iface(req, c.ipam, "macvlan")?;
-    if link.macvlan_mode != Some(c.mode) {
-        let name = |m: Option<u32>| {
-            MODES
-                .iter()
-                .find(|(_, v)| Some(*v) == m)
-                .map_or("unknown", |(n, _)| n)
-        };
-        return Err(Error::internal(format!(
-            "Error: Container macvlan mode {} does not match expected value: {}",
-            name(link.macvlan_mode),
-            name(Some(c.mode))
-        )));
-    }
+    link::check_mode(MODES, "macvlan", link.macvlan_mode, c.mode)?;
     iface::check(&mut cont, &link, &prev, pos)
 }
 

@@ -52,6 +52,39 @@ pub fn announce(ns: &NetNs, ifname: &str, v6: bool) -> Result<()> {
     })
 }
 
+/// The mode called `name` in `modes` (`kind`'s name → value table; empty: its first entry,
+/// the default), or code 7 naming it.
+pub fn mode<T: Copy>(modes: &[(&str, T)], name: &str, kind: &str) -> Result<T> {
+    modes
+        .iter()
+        .find(|(n, _)| name.is_empty() || *n == name)
+        .map(|(_, m)| *m)
+        .ok_or_else(|| Error::config(format!("unknown {kind} mode: {name:?}")))
+}
+
+/// CHECK: the container link's mode `have` is the configured `want` (named from `modes`).
+pub fn check_mode<T: Copy + PartialEq>(
+    modes: &[(&str, T)],
+    kind: &str,
+    have: Option<T>,
+    want: T,
+) -> Result<()> {
+    if have == Some(want) {
+        return Ok(());
+    }
+    let name = |m: Option<T>| {
+        modes
+            .iter()
+            .find(|(_, v)| Some(*v) == m)
+            .map_or("unknown", |(n, _)| *n)
+    };
+    Err(Error::internal(format!(
+        "Error: Container {kind} mode {} does not match expected value: {}",
+        name(have),
+        name(Some(want))
+    )))
+}
+
 /// The master a link is made on, as configured.
 pub struct Master {
     /// Empty: the interface of the default route.
