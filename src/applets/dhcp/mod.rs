@@ -41,7 +41,6 @@ use crate::cni::env::Env;
 use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
-use crate::netns::NetNs;
 use proto::{Call, CallError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -314,7 +313,7 @@ fn add(req: &Request) -> Result<CniResult> {
     }
     // The daemon opens it again (under its -hostprefix); checked here too, so that a path
     // that is no namespace is code 8 even when the daemon is not there to say so.
-    NetNs::open(&req.env.netns)?;
+    req.netns()?;
     let call = add_call(req, &ipam)?;
     let v = ask(&sock, req, &call)?;
     CniResult::from_json(&v["result"], Version::V110)
