@@ -97,17 +97,17 @@ hot-order:
 	benches/hot-order.sh target/hot/$(TARGET)/release/cnibox
 
 # Installs what `make` built (building only when there is no binary yet, so that `sudo make
-# install` works where root has no cargo), then links the applets.
+# install` works where root has no cargo): `cnibox install` copies itself into BINDIR and links
+# the applets (through symlinks.sh, which runs a cross build under qemu-user).
 install:
 	@test -x $(BIN) || $(MAKE) build
-	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/cnibox
-	./symlinks.sh $(if $(FORCE),--force) --backup $(BACKUPDIR) $(DESTDIR)$(BINDIR)
+	CNIBOX=$(BIN) ./symlinks.sh $(if $(FORCE),--force) --backup $(BACKUPDIR) $(DESTDIR)$(BINDIR)
 
 # Removes cnibox and its links, and puts back what `make install FORCE=1` moved aside.
 uninstall:
 	@if [ -x $(DESTDIR)$(BINDIR)/cnibox ]; then \
-		CNIBOX=$(DESTDIR)$(BINDIR)/cnibox ./symlinks.sh --remove $(DESTDIR)$(BINDIR); fi
-	@if [ -d $(BACKUPDIR) ]; then ./symlinks.sh --restore $(BACKUPDIR) $(DESTDIR)$(BINDIR); fi
+		./symlinks.sh --remove $(DESTDIR)$(BINDIR); \
+		if [ -d $(BACKUPDIR) ]; then ./symlinks.sh --restore $(BACKUPDIR) $(DESTDIR)$(BINDIR); fi; fi
 	rm -f $(DESTDIR)$(BINDIR)/cnibox
 
 check:
