@@ -68,7 +68,11 @@ pub(crate) fn main(args: &[String]) -> i32 {
                 let Some(v) = it.next() else {
                     return say(2, &format!("{a} needs a directory"));
                 };
-                *(if a == "--backup" { &mut backup } else { &mut restore }) = Some(v);
+                *(if a == "--backup" {
+                    &mut backup
+                } else {
+                    &mut restore
+                }) = Some(v);
             }
             "-h" | "--help" => return crate::say(std::io::stdout(), USAGE, 0),
             o if o.starts_with('-') => return say(2, &format!("unknown option {o}\n{USAGE}")),
@@ -99,10 +103,15 @@ pub(crate) fn main(args: &[String]) -> i32 {
         return status;
     }
     let backup = backup.map_or_else(|| dir.with_extension("pre-cnibox"), PathBuf::from);
-    let other: Vec<&str> = names.filter(|n| found(&dir.join(n)) == Found::Other).collect();
+    let other: Vec<&str> = names
+        .filter(|n| found(&dir.join(n)) == Found::Other)
+        .collect();
     let (d, b) = (dir.display(), backup.display());
     if !other.is_empty() && !force {
-        say(1, &format!("these files in {d} are not cnibox: {}", other.join(" ")));
+        say(
+            1,
+            &format!("these files in {d} are not cnibox: {}", other.join(" ")),
+        );
         return say(
             1,
             &format!(
@@ -124,11 +133,18 @@ pub(crate) fn main(args: &[String]) -> i32 {
             let _ = fs::remove_file(&saved);
             if let Err(e) = fs::create_dir_all(&backup).and_then(|()| fs::hard_link(&path, &saved))
             {
-                say(1, &format!("could not keep {} in {b} ({e}); not linked", path.display()));
+                say(
+                    1,
+                    &format!("could not keep {} in {b} ({e}); not linked", path.display()),
+                );
                 failed.push(n);
                 continue;
             }
-            let text = format!("cnibox install: moved {} to {}", path.display(), saved.display());
+            let text = format!(
+                "cnibox install: moved {} to {}",
+                path.display(),
+                saved.display()
+            );
             crate::say(std::io::stdout(), &text, 0);
         }
         let new = dir.join(format!("{n}.cnibox-new"));
@@ -186,7 +202,11 @@ fn restore_from(saved: &Path, dir: &Path) -> i32 {
         } else if let Err(err) = fs::rename(e.path(), &path) {
             status = say(1, &format!("could not restore {p}: {err}"));
         } else {
-            crate::say(std::io::stdout(), &format!("cnibox install: restored {p}"), 0);
+            crate::say(
+                std::io::stdout(),
+                &format!("cnibox install: restored {p}"),
+                0,
+            );
         }
     }
     let _ = fs::remove_dir(saved);

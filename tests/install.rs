@@ -165,7 +165,11 @@ fn failed_links_fail_the_run_and_are_named() {
     assert!(out.stderr.contains("not linked: portmap\n"), "{out:?}");
     assert!(dir.join("portmap/x").is_dir());
     for a in applets().iter().filter(|a| *a != "portmap") {
-        assert_eq!(fs::read_link(dir.join(a)).unwrap(), Path::new("cnibox"), "{a}");
+        assert_eq!(
+            fs::read_link(dir.join(a)).unwrap(),
+            Path::new("cnibox"),
+            "{a}"
+        );
     }
     let left: Vec<_> = fs::read_dir(&dir)
         .unwrap()

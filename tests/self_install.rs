@@ -37,7 +37,10 @@ fn go_plugins(test: &str) -> Option<Vec<String>> {
         .filter(|a| reference_path(a).exists())
         .collect();
     if have.len() < 5 {
-        assert!(!require_all(), "{test}: the Go plugins are not in /usr/lib/cni");
+        assert!(
+            !require_all(),
+            "{test}: the Go plugins are not in /usr/lib/cni"
+        );
         skip_note(test, "the Go plugins are not in /usr/lib/cni");
         return None;
     }
@@ -53,9 +56,16 @@ fn install_into_a_fresh_dir() {
     assert!(out.ok, "{out:?}");
     let cnibox = dir.join("cnibox");
     assert_eq!(fs::read(&cnibox).unwrap(), fs::read(bin()).unwrap());
-    assert_eq!(fs::metadata(&cnibox).unwrap().permissions().mode() & 0o777, 0o755);
+    assert_eq!(
+        fs::metadata(&cnibox).unwrap().permissions().mode() & 0o777,
+        0o755
+    );
     for a in applets() {
-        assert_eq!(fs::read_link(dir.join(&a)).unwrap(), Path::new("cnibox"), "{a}");
+        assert_eq!(
+            fs::read_link(dir.join(&a)).unwrap(),
+            Path::new("cnibox"),
+            "{a}"
+        );
     }
     version_ok(&dir.join("bridge")).unwrap();
     let list = install(&bin(), &["--list", d]);
@@ -89,15 +99,27 @@ fn install_over_the_go_plugins_refuses_then_forces_and_restores() {
     let same_as_go = |d: &Path| {
         for n in &go {
             let (have, want) = (fs::read(d.join(n)), fs::read(reference_path(n)));
-            assert!(have.unwrap() == want.unwrap(), "{n} in {} is not Go's", d.display());
+            assert!(
+                have.unwrap() == want.unwrap(),
+                "{n} in {} is not Go's",
+                d.display()
+            );
         }
     };
     let before = snapshot(&dir);
     let out = install(&bin(), &[d]);
     assert_eq!(out.code, Some(1), "{out:?}");
-    assert!(out.stderr.contains(&format!("not cnibox: {}\n", go.join(" "))), "{out:?}");
+    assert!(
+        out.stderr
+            .contains(&format!("not cnibox: {}\n", go.join(" "))),
+        "{out:?}"
+    );
     assert!(out.stderr.contains("--force"), "{out:?}");
-    assert_eq!(snapshot(&dir), before, "a refused run changed the directory");
+    assert_eq!(
+        snapshot(&dir),
+        before,
+        "a refused run changed the directory"
+    );
     assert!(!dir.join("cnibox").exists());
     let list = install(&bin(), &["--list", d]);
     assert!(list.stdout.contains("bridge\tother\n"), "{list:?}");
@@ -108,7 +130,10 @@ fn install_over_the_go_plugins_refuses_then_forces_and_restores() {
     same_as_go(&backup);
     assert_all_linked(&dir, &dir.join("cnibox"));
     version_ok(&dir.join("portmap")).unwrap();
-    assert_eq!(fs::read_to_string(dir.join("vendor-plugin")).unwrap(), "#!/bin/sh\n");
+    assert_eq!(
+        fs::read_to_string(dir.join("vendor-plugin")).unwrap(),
+        "#!/bin/sh\n"
+    );
 
     let cnibox = dir.join("cnibox");
     let out = install(&cnibox, &["--remove", d]);
@@ -158,7 +183,11 @@ fn upgrade_while_plugins_execute() {
         while calls.load(Ordering::Relaxed) < seen + 4 {
             std::thread::yield_now();
         }
-        let args: &[&str] = if i % 2 == 0 { &["--hardlink", &d] } else { &[&d] };
+        let args: &[&str] = if i % 2 == 0 {
+            &["--hardlink", &d]
+        } else {
+            &[&d]
+        };
         let out = install(&builds[(i + 1) % 2], args);
         assert!(out.ok, "upgrade {i}: {out:?}");
     }
@@ -167,8 +196,15 @@ fn upgrade_while_plugins_execute() {
         l.join().unwrap();
     }
     let failed = failed.lock().unwrap();
-    assert!(failed.is_empty(), "{} calls failed: {failed:?}", failed.len());
-    assert_eq!(fs::read(dir.join("cnibox")).unwrap(), fs::read(bin()).unwrap());
+    assert!(
+        failed.is_empty(),
+        "{} calls failed: {failed:?}",
+        failed.len()
+    );
+    assert_eq!(
+        fs::read(dir.join("cnibox")).unwrap(),
+        fs::read(bin()).unwrap()
+    );
 }
 
 #[test]

@@ -103,4 +103,3 @@ pub fn snapshot(dir: &Path) -> Vec<(String, String)> {
     v.sort();
     v
 }
-
