@@ -178,7 +178,7 @@ fn place_binary(dir: &Path) -> std::io::Result<()> {
     let tmp = dir.join(format!(".cnibox-new-{}", std::process::id()));
     let copy = || {
         let mut out = fs::File::create(&tmp)?;
-        std::io::copy(&mut fs::File::open(SELF)?, &mut out)?;
+        std::io::Write::write_all(&mut out, &fs::read(SELF)?)?;
         out.set_permissions(fs::Permissions::from_mode(0o755))?;
         out.sync_all()?;
         fs::rename(&tmp, &dest)

@@ -56,10 +56,11 @@ impl Call {
     /// Appends the line for this call's outcome. Every error here is dropped on purpose.
     pub(crate) fn finish(mut self, out: &Result<Option<String>>) {
         use std::io::Write as _;
-        let us = u64::try_from(self.start.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let took = self.start.elapsed();
+        let us = took.as_secs() * 1_000_000 + u64::from(took.subsec_micros());
         let outcome = match out {
             Ok(Some(text)) => {
-                let v = serde_json::from_str::<Value>(text).unwrap_or(Value::Null);
+                let v = serde_json::from_slice::<Value>(text.as_bytes()).unwrap_or(Value::Null);
                 format!(r#""result":{v}"#)
             }
             Ok(None) => r#""result":"ok""#.to_string(),

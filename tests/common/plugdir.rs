@@ -103,3 +103,87 @@ pub fn snapshot(dir: &Path) -> Vec<(String, String)> {
     v.sort();
     v
 }
+
+/// `contrib/release.sh BINARY ARCH OUT` under `umask`: the archive's path.
+pub fn pack(binary: &Path, arch: &str, out: &Path, umask: &str) -> PathBuf {
+    let script = repo().join("contrib/release.sh");
+    let r = run(Command::new("sh")
+        .arg("-c")
+        .arg(format!("umask {umask} && exec \"$0\" \"$@\""))
+        .arg(&script)
+        .arg(binary)
+        .arg(arch)
+        .arg(out));
+    assert!(r.ok, "{r:?}");
+    PathBuf::from(r.stdout.trim())
+}
+
+/// The installer image (the top-level Containerfile) built by podman around the static binary
+/// (CNIBOX_STATIC), under a tag of its own; removed on drop.
+pub struct Image {
+    pub tag: String,
+    pub binary: PathBuf,
+}
+
+impl Image {
+    /// `None` (a skip note; a failure under CNIBOX_REQUIRE_ALL=1) without podman or
+    /// CNIBOX_STATIC. The build context is a temp dir holding only the binary.
+    pub fn build(test: &str) -> Option<Image> {
+        let skip = |why: &str| {
+            assert!(!super::require_all(), "{test}: {why}");
+            super::skip_note(test, why);
+            None
+        };
+        let Some(binary) = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty()) else {
+            return skip("CNIBOX_STATIC is not set (make test sets it)");
+        };
+        if !run(Command::new("podman").arg("--version")).ok {
+            return skip("podman missing");
+        }
+        let ctx = Tmp::new(&format!("image-{test}"));
+        fs::copy(&binary, ctx.0.join("cnibox")).unwrap();
+        let tag = format!("localhost/cnibox-test-{}-{test}:1", std::process::id());
+        let out = run(Command::new("podman")
+            .args([
+                "build",
+                "--pull=never",
+                "--build-arg",
+                "BIN=cnibox",
+                "-t",
+                &tag,
+                "-f",
+            ])
+            .arg(repo().join("Containerfile"))
+            .arg(&ctx.0));
+        assert!(out.ok, "podman build: {out:?}");
+        Some(Image {
+            tag,
+            binary: binary.into(),
+        })
+    }
+
+    /// `podman run` of the image with `host_dir` as its host plugin directory.
+    pub fn install(&self, host_dir: &Path, args: &[&str]) -> Run {
+        let mount = format!("{}:/host/opt/cni/bin", host_dir.display());
+        run(Command::new("podman")
+            .args(["run", "--rm", "--network", "none", "-v", &mount])
+            // Podman asks for 1048576 open files and processes, more than this machine lets runc set
+            // (tests/e2e_podman.rs, `ulimits`).
+            .args([
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=1024:1024",
+            ])
+            .arg(&self.tag)
+            .args(args))
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = Command::new("podman")
+            .args(["rmi", "-f", &self.tag])
+            .output();
+    }
+}
