@@ -110,6 +110,7 @@ test-vm-arm: build-arm
 # A newcomer's first five minutes: two containers talking through bridge + portmap, in
 # throwaway namespaces (root; nothing on the host changes). See demo.sh.
 demo: build
+	.ci/setup --demo
 	$(if $(filter 0,$(shell id -u)),,sudo) env CNIBOX=$(abspath $(BIN)) ./demo.sh
 
 bench:

@@ -304,3 +304,30 @@ fn hot_function_list_matches_the_release_build() {
         newest.path().display()
     );
 }
+
+/// `.ci/setup` (what `make test` and `.ci/run` run first) installs only what is missing: on a
+/// machine that has everything it installs nothing. Run as root whose PATH lacks cargo (as
+/// under `sudo make test`), it says what to do instead.
+#[test]
+fn setup_is_idempotent_and_says_what_to_do_without_cargo() {
+    if !require_root("setup_is_idempotent") {
+        return;
+    }
+    let setup = repo().join(".ci/setup");
+    let out = run(&mut Command::new(&setup));
+    assert!(out.ok, "{out:?}");
+    assert!(
+        !out.stdout.contains("== setup:"),
+        "a second run installed: {out:?}"
+    );
+    let out = run(Command::new(&setup)
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("SUDO_USER", "alice"));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("root's PATH has no rustup/cargo (they are alice's)")
+            && out.stderr.contains("sudo env \"PATH=$PATH\" make test"),
+        "{out:?}"
+    );
+}
