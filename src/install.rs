@@ -83,7 +83,8 @@ pub(crate) fn main(args: &[String]) -> i32 {
         }
     }
     let d = dir.map_or("/opt/cni/bin", |d| d.trim_end_matches('/'));
-    let dir = Path::new(if d.is_empty() { "/" } else { d });
+    let d = if d.is_empty() { "/" } else { d };
+    let dir = Path::new(d);
     let names = TABLE.iter().map(|a| a.name);
     if let Some(saved) = restore {
         return restore_from(Path::new(saved), dir);
@@ -102,24 +103,19 @@ pub(crate) fn main(args: &[String]) -> i32 {
         }
         return status;
     }
-    let backup = backup.map_or_else(|| dir.with_extension("pre-cnibox"), PathBuf::from);
+    let backup = PathBuf::from(backup.map_or_else(|| format!("{d}.pre-cnibox"), String::from));
     let other: Vec<&str> = names
         .filter(|n| found(&dir.join(n)) == Found::Other)
         .collect();
-    let (d, b) = (dir.display(), backup.display());
+    let b = backup.display();
     if !other.is_empty() && !force {
-        say(
-            1,
-            &format!("these files in {d} are not cnibox: {}", other.join(" ")),
+        let text = format!(
+            "these files in {d} are not cnibox: {}\ncnibox install: nothing was changed. To \
+             replace them, keeping them in {b} for 'cnibox install --restore {b} {d}', run \
+             'cnibox install --force {d}' (or 'symlinks.sh --force', 'make install FORCE=1')",
+            other.join(" ")
         );
-        return say(
-            1,
-            &format!(
-                "nothing was changed. To replace them, keeping them in {b} for \
-                 'cnibox install --restore {b} {d}', run 'cnibox install --force {d}' \
-                 (or 'symlinks.sh --force', 'make install FORCE=1')"
-            ),
-        );
+        return say(1, &text);
     }
     if let Err(e) = fs::create_dir_all(dir).and_then(|()| place_binary(dir)) {
         return say(1, &format!("cannot install {d}/cnibox: {e}"));
