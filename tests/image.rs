@@ -104,3 +104,57 @@ fn image_installs_over_the_go_plugins_and_upgrades_in_place() {
     }
     assert!(!dir.join(".pre-cnibox").exists());
 }
+
+/// The ARM images build offline too (`--arch`, the ARM binary as BIN) and say their
+/// architecture; they run where the node is ARM (not here).
+#[test]
+fn image_builds_for_arm() {
+    let test = "image_builds_for_arm";
+    if !require_root(test) {
+        return;
+    }
+    for (var, arch, variant) in [
+        ("CNIBOX_STATIC_AARCH64", "arm64", ""),
+        ("CNIBOX_STATIC_ARMV7", "arm", "v7"),
+    ] {
+        let Some(binary) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
+            assert!(
+                !require_all(),
+                "{test}: {var} is not set (make test sets it)"
+            );
+            skip_note(test, &format!("{var} is not set (make test sets it)"));
+            continue;
+        };
+        let ctx = Tmp::new(&format!("image-{arch}"));
+        fs::copy(&binary, ctx.0.join("cnibox")).unwrap();
+        let tag = format!("localhost/cnibox-test-{}-{arch}:1", std::process::id());
+        let mut build = Command::new("podman");
+        build.args([
+            "build",
+            "--pull=never",
+            "--arch",
+            arch,
+            "--build-arg",
+            "BIN=cnibox",
+        ]);
+        if !variant.is_empty() {
+            build.args(["--variant", variant]);
+        }
+        let out = common::plugdir::run(
+            build
+                .args(["-t", &tag, "-f"])
+                .arg(common::plugdir::repo().join("Containerfile"))
+                .arg(&ctx.0),
+        );
+        assert!(out.ok, "podman build --arch {arch}: {out:?}");
+        let inspect = common::plugdir::run(Command::new("podman").args([
+            "image",
+            "inspect",
+            "--format",
+            "{{.Architecture}}",
+            &tag,
+        ]));
+        let _ = Command::new("podman").args(["rmi", "-f", &tag]).output();
+        assert_eq!(inspect.stdout.trim(), arch, "{inspect:?}");
+    }
+}
