@@ -43,9 +43,15 @@ fn found(path: &Path) -> Found {
     if meta.is_symlink() && fs::read_link(path).is_ok_and(|t| t.ends_with("cnibox")) {
         return Found::Cnibox;
     }
-    // Bounded: cnibox is under 2 MB; a huge file of that name is somebody else's.
-    let ours = fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() < 1 << 26)
-        && fs::read(path).is_ok_and(|d| d.windows(MARK.len()).any(|w| w == MARK));
+    // A hard link of DIR/cnibox needs no reading. Bounded: cnibox is under 2 MB; a huge file
+    // of that name is somebody else's.
+    let same = |m: &fs::Metadata, o: fs::Metadata| m.dev() == o.dev() && m.ino() == o.ino();
+    let ours = fs::metadata(path).is_ok_and(|m| {
+        fs::metadata(path.with_file_name("cnibox")).is_ok_and(|o| same(&m, o))
+            || m.is_file()
+                && m.len() < 1 << 26
+                && fs::read(path).is_ok_and(|d| d.windows(MARK.len()).any(|w| w == MARK))
+    });
     if ours { Found::Cnibox } else { Found::Other }
 }
 

@@ -13,6 +13,14 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The static build when there is one (what nodes run; the test build is 20 times bigger and
+/// slow to search for cnibox's mark), else the test build.
+fn me() -> std::path::PathBuf {
+    std::env::var_os("CNIBOX_STATIC")
+        .filter(|v| !v.is_empty())
+        .map_or_else(bin, std::path::PathBuf::from)
+}
+
 fn install(bin: &Path, args: &[&str]) -> common::plugdir::Run {
     run(Command::new(bin).arg("install").args(args))
 }
@@ -52,10 +60,10 @@ fn install_into_a_fresh_dir() {
     let t = Tmp::new("self_fresh");
     let dir = t.0.join("opt/cni/bin");
     let d = dir.to_str().unwrap();
-    let out = install(&bin(), &[d]);
+    let out = install(&me(), &[d]);
     assert!(out.ok, "{out:?}");
     let cnibox = dir.join("cnibox");
-    assert_eq!(fs::read(&cnibox).unwrap(), fs::read(bin()).unwrap());
+    assert_eq!(fs::read(&cnibox).unwrap(), fs::read(me()).unwrap());
     assert_eq!(
         fs::metadata(&cnibox).unwrap().permissions().mode() & 0o777,
         0o755
@@ -68,7 +76,7 @@ fn install_into_a_fresh_dir() {
         );
     }
     version_ok(&dir.join("bridge")).unwrap();
-    let list = install(&bin(), &["--list", d]);
+    let list = install(&me(), &["--list", d]);
     assert!(list.ok, "{list:?}");
     let want: Vec<String> = applets().iter().map(|a| format!("{a}\tcnibox")).collect();
     assert_eq!(list.stdout.lines().collect::<Vec<_>>(), want);
@@ -107,7 +115,7 @@ fn install_over_the_go_plugins_refuses_then_forces_and_restores() {
         }
     };
     let before = snapshot(&dir);
-    let out = install(&bin(), &[d]);
+    let out = install(&me(), &[d]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(
         out.stderr
@@ -121,10 +129,10 @@ fn install_over_the_go_plugins_refuses_then_forces_and_restores() {
         "a refused run changed the directory"
     );
     assert!(!dir.join("cnibox").exists());
-    let list = install(&bin(), &["--list", d]);
+    let list = install(&me(), &["--list", d]);
     assert!(list.stdout.contains("bridge\tother\n"), "{list:?}");
 
-    let out = install(&bin(), &["--force", d]);
+    let out = install(&me(), &["--force", d]);
     assert!(out.ok, "{out:?}");
     let backup = t.0.join("bin.pre-cnibox");
     same_as_go(&backup);
@@ -154,10 +162,7 @@ fn upgrade_while_plugins_execute() {
     let t = Tmp::new("self_upgrade");
     let dir = t.0.join("bin");
     let d = dir.to_str().unwrap().to_string();
-    // The static build when there is one: 20 times smaller than the test build to copy.
-    let src = std::env::var_os("CNIBOX_STATIC")
-        .filter(|v| !v.is_empty())
-        .map_or_else(bin, std::path::PathBuf::from);
+    let src = me();
     let builds = [t.0.join("cnibox-a"), t.0.join("cnibox-b")];
     for b in &builds {
         fs::copy(&src, b).unwrap();
@@ -230,7 +235,7 @@ fn install_into_a_read_only_dir_fails_clearly() {
     sh(&["-o", "remount,ro", d]);
     let before = snapshot(&dir);
     for args in [&[d][..], &["--force", "--backup", d, d][..]] {
-        let out = install(&bin(), args);
+        let out = install(&me(), args);
         assert_eq!(out.code, Some(1), "{out:?}");
         let want = format!("cnibox install: cannot install {d}/cnibox: Read-only file system");
         assert!(out.stderr.starts_with(&want), "{out:?}");
