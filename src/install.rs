@@ -183,6 +183,8 @@ fn place_binary(dir: &Path) -> std::io::Result<()> {
         std::io::Write::write_all(&mut out, &fs::read(SELF)?)?;
         out.set_permissions(fs::Permissions::from_mode(0o755))?;
         out.sync_all()?;
+        // Closed before it gets its name: exec(2) of a file open for writing is ETXTBSY.
+        drop(out);
         fs::rename(&tmp, &dest)
     };
     copy().inspect_err(|_| {
