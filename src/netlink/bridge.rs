@@ -1,9 +1,13 @@
 //! A link's life as a bridge port: port options (hairpin, isolation, learning) and 802.1Q VLAN
 //! membership with bridge VLAN filtering.
 
-use super::link::*;
-use super::wire;
-use super::*;
+use super::link::{
+    AF_BRIDGE, BRIDGE_FLAGS_SELF, BRIDGE_VLAN_INFO_PVID, BRIDGE_VLAN_INFO_UNTAGGED, IFINFOMSG_LEN,
+    IFLA_AF_SPEC, IFLA_BRIDGE_FLAGS, IFLA_BRIDGE_VLAN_INFO, IFLA_BRPORT_ISOLATED,
+    IFLA_BRPORT_LEARNING, IFLA_BRPORT_MODE, IFLA_EXT_MASK, IFLA_INFO_SLAVE_DATA, IFLA_LINKINFO,
+    PortOpts, RTEXT_FILTER_BRVLAN, ifinfomsg, index_of, link_msg,
+};
+use super::{Handle, RTM_DELLINK, RTM_GETLINK, RTM_NEWLINK, RTM_SETLINK, Result, request, wire};
 
 /// A VLAN on a bridge port (or on the bridge itself).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -49,19 +49,17 @@ mod index;
 #[cfg(test)]
 mod tests;
 
-use files::*;
-
 use super::canonical;
 use crate::error::{Context, Error, Result};
 use crate::undo::ErrorList;
-use std::collections::BTreeMap;
+use files::{LITTER, discard, not_found_ok, tmp_path, write_in_place, write_tmp};
 use std::fs::TryLockError;
-use std::fs::{self, File, FileTimes, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::ErrorKind;
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 const LOCK_WAIT: Duration = Duration::from_secs(60);

@@ -23,7 +23,6 @@ pub use script::{MAX_LINE, Script};
 use crate::error::code;
 use crate::error::{Error, Result};
 use std::io::Write;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
