@@ -30,7 +30,7 @@
 use crate::attachment;
 use crate::cni::env::Env;
 use crate::cni::result::{Route, compact};
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::error::code;
 use crate::netns::NetNs;
 use crate::smallfile::{self, ReadError};
@@ -232,9 +232,9 @@ impl SubnetEnv {
             Err(ReadError::TooLarge(max)) => Err(Error::config(format!(
                 "subnetFile {file:?}: larger than {max} bytes"
             ))),
-            Err(ReadError::Io(e)) => Err(Error::new(
-                code::IO_FAILURE,
-                format!("failed to load flannel 'subnet.env' file {file}: {e}"),
+            Err(ReadError::Io(e)) => Err(Error::host_io(
+                format_args!("failed to load flannel 'subnet.env' file {file}"),
+                e,
             )),
         }
     }
@@ -316,11 +316,6 @@ fn stored_path(f: &Flannel, cid: &str) -> PathBuf {
 /// (`<state dir>/flannel/<network>/<cid>:<ifname>`): GC drops only what they name.
 const RECORD: &str = "flannel";
 
-/// A failure to write under `dataDir`: code 5 (I/O on the host).
-fn io_failure(what: impl std::fmt::Display, e: std::io::Error) -> Error {
-    Error::new(code::IO_FAILURE, format!("{what}: {e}"))
-}
-
 /// Make `dir` and its missing parents (0700, as flannel's MkdirAll): the directories made,
 /// outermost first, so a failed ADD removes only those. Code 7 naming `dataDir` when it, or a
 /// parent, is not a directory.
@@ -341,7 +336,7 @@ fn make_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
             Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(not_dir(dir)),
             Err(e) => {
-                return Err(io_failure(
+                return Err(Error::host_io(
                     format_args!("failed to create {}", dir.display()),
                     e,
                 ));
@@ -356,7 +351,7 @@ fn make_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(not_dir(&d)),
             Err(e) => {
-                return Err(io_failure(
+                return Err(Error::host_io(
                     format_args!("failed to create {}", d.display()),
                     e,
                 ));
@@ -392,7 +387,9 @@ fn store(f: &Flannel, cid: &str, text: &str) -> Result<Vec<PathBuf>> {
                         file.sync_all()
                     })
                     .map(|()| made)
-                    .map_err(|e| io_failure(format_args!("failed to save {}", path.display()), e));
+                    .map_err(|e| {
+                        Error::host_io(format_args!("failed to save {}", path.display()), e)
+                    });
             }
         }
     }
@@ -412,7 +409,7 @@ fn unstore(f: &Flannel, cid: &str, made: &[PathBuf]) {
 fn remove(path: &Path) -> Result<()> {
     match std::fs::remove_file(path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(io_failure(format_args!("remove {}", path.display()), e))
+            Err(Error::host_io(format_args!("remove {}", path.display()), e))
         }
         _ => Ok(()),
     }
@@ -427,7 +424,7 @@ fn read_stored(path: &Path) -> Result<Option<Vec<u8>>> {
             "dataDir: {} is not a directory",
             path.parent().unwrap_or(path).display()
         ))),
-        Err(e) => Err(io_failure(format_args!("read {}", path.display()), e)),
+        Err(e) => Err(Error::host_io(format_args!("read {}", path.display()), e)),
     }
 }
 
@@ -615,7 +612,7 @@ fn gc(req: &Request) -> Result<()> {
             path: req.env.path.clone(),
         };
         let del = delegate::plugin_for(Command::Del, &kind, &text, req, &env)
-            .map_err(|e| e.ctx(format_args!("GC: DEL of container {cid:?}")));
+            .ctx(format_args!("GC: DEL of container {cid:?}"));
         if errors.check(del).is_some() && errors.check(remove(&path)).is_some() {
             attachment::forget(RECORD, net, &cid, &ifname);
         }

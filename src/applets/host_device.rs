@@ -123,7 +123,7 @@ fn load(req: &Request) -> Result<Config<'_>> {
     }
     let hwaddr = match c.hwaddr.as_str() {
         "" => None,
-        m => Some(parse_mac(m).map_err(|e| e.ctx("hwaddr"))?),
+        m => Some(parse_mac(m).ctx("hwaddr")?),
     };
     if !c.kernelpath.is_empty()
         && (!c.kernelpath.starts_with("/sys/devices/")
@@ -666,7 +666,7 @@ fn add(req: &Request) -> Result<CniResult> {
         let mut moved = None;
         if !c.dpdk {
             let mut host = Handle::new()?;
-            let dev = find(&c, &mut host).map_err(|e| e.ctx("failed to find host device"))?;
+            let dev = find(&c, &mut host).ctx("failed to find host device")?;
             let mut cont = Handle::in_netns(&ns)?;
             if cont.link_by_name(ifname)?.is_some() {
                 return Err(Error::internal(format!(

@@ -95,13 +95,9 @@ impl Error {
     pub fn is_exists(&self) -> bool {
         self.errno == libc::EEXIST
     }
-    /// The object is absent: no such device (ENODEV), entry (ENOENT), route (ESRCH) or
-    /// address (EADDRNOTAVAIL).
+    /// The object is absent ([`crate::error::errno_is_not_found`]).
     pub fn is_not_found(&self) -> bool {
-        matches!(
-            self.errno,
-            libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL
-        )
+        crate::error::errno_is_not_found(self.errno)
     }
 }
 

@@ -239,7 +239,7 @@ impl Store {
         if let Err(e) = self.record_last(&last, ip) {
             let _ = fs::remove_file(&path);
             self.write_entry(owner, &listed);
-            return Err(Error::io(format_args!("write {}", last.display()), e));
+            return Err(Error::host_io(format_args!("write {}", last.display()), e));
         }
         Ok(true)
     }
@@ -266,7 +266,10 @@ impl Store {
                 if dir == &self.index {
                     continue;
                 }
-                return Err(Error::io(format_args!("reserve {}", path.display()), e));
+                return Err(Error::host_io(
+                    format_args!("reserve {}", path.display()),
+                    e,
+                ));
             }
             let linked = fs::hard_link(&tmp, path);
             discard(&tmp);
@@ -274,7 +277,12 @@ impl Store {
                 Ok(()) => return Ok(true),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) && dir == &self.index => continue,
-                Err(e) => return Err(Error::io(format_args!("reserve {}", path.display()), e)),
+                Err(e) => {
+                    return Err(Error::host_io(
+                        format_args!("reserve {}", path.display()),
+                        e,
+                    ));
+                }
             }
         }
         Err(Error::internal(format!(
@@ -361,7 +369,10 @@ impl Store {
                 Ok(()) => released += 1,
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => {
-                    errors.push(Error::io(format_args!("release {}", path.display()), e));
+                    errors.push(Error::host_io(
+                        format_args!("release {}", path.display()),
+                        e,
+                    ));
                     kept.push(*ip);
                 }
             }
@@ -447,7 +458,7 @@ fn lock_exclusive(f: &File, path: &Path) -> Result<()> {
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => {}
             Err(TryLockError::Error(e)) => {
-                return Err(Error::io(format_args!("lock {}", path.display()), e));
+                return Err(Error::host_io(format_args!("lock {}", path.display()), e));
             }
         }
         if Instant::now() >= deadline {
