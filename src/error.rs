@@ -31,6 +31,7 @@ pub mod code {
     pub const INVALID_NETNS: u32 = 8;
     pub const TRY_AGAIN_LATER: u32 = 11;
     pub const PLUGIN_NOT_AVAILABLE: u32 = 50;
+    #[allow(dead_code)] // unused so far; kept so the table is the spec's whole list
     pub const PLUGIN_LIMITED: u32 = 51;
     pub const INTERNAL: u32 = 999;
 }

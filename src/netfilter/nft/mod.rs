@@ -7,7 +7,7 @@ mod owned;
 mod socket;
 
 pub use batch::Batch;
-pub use dump::{ChainInfo, RuleInfo, Snapshot, delete_commented};
+pub use dump::{RuleInfo, Snapshot, delete_commented};
 pub use owned::{RuleRef, delete_owned};
 pub use socket::{Nftables, linger_at_exit};
 

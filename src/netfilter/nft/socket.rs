@@ -11,6 +11,7 @@ use netlink_sys::protocols::NETLINK_NETFILTER;
 use nix::errno::Errno;
 use std::fmt;
 use std::os::fd::{AsFd, BorrowedFd};
+#[cfg(test)]
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -104,7 +105,9 @@ impl Nftables {
     }
 
     /// Open a socket in the network namespace at `netns` (e.g. `/var/run/netns/NAME`); only the
-    /// calling thread switches, and it switches back before returning.
+    /// calling thread switches, and it switches back before returning. The plugins open theirs
+    /// inside the namespace they entered; the tests open them from outside.
+    #[cfg(test)]
     pub fn open_in(netns: &Path) -> Result<Nftables> {
         let path = netns.to_string_lossy();
         crate::netns::NetNs::open(&path)

@@ -65,7 +65,8 @@ pub struct Rule {
     comment: Option<String>,
 }
 
-/// `ct state` bits for [`Rule::ct_state`].
+/// `ct state` bits for [`Rule::ct_state`]: the kernel's whole set, used or not.
+#[allow(dead_code)]
 pub mod ct {
     pub const INVALID: u32 = 1;
     pub const ESTABLISHED: u32 = 2;
