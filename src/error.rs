@@ -154,3 +154,30 @@ impl<T> Context<T> for Result<T> {
         self.map_err(|e| e.ctx(what))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Context, Error, code};
+    use std::io;
+
+    /// The 5-or-999 rule: the host's I/O is 5, a kernel request 999; both keep the errno, and
+    /// "not found" means the same for ours and netlink's errors.
+    #[test]
+    fn host_io_is_5_kernel_is_999_and_one_not_found_set() {
+        let enospc = || io::Error::from_raw_os_error(libc::ENOSPC);
+        let e = Error::host_io("write /x", enospc());
+        assert_eq!((e.code, e.errno), (code::IO_FAILURE, libc::ENOSPC));
+        assert!(e.msg.starts_with("write /x: "), "{e}");
+        let e = Error::io("set sysctl a=1", enospc());
+        assert_eq!((e.code, e.errno), (code::INTERNAL, libc::ENOSPC));
+        let e = Err::<(), _>(enospc()).ctx("open /y").unwrap_err();
+        assert_eq!(e.code, code::INTERNAL);
+        for errno in [libc::ENOENT, libc::ENODEV, libc::ESRCH, libc::EADDRNOTAVAIL] {
+            let ours = Error::internal("x").with_errno(errno);
+            let nl = crate::netlink::Error::new(errno, "x");
+            assert!(ours.is_not_found() && nl.is_not_found(), "{errno}");
+            assert!(Error::from(nl).is_not_found(), "{errno}");
+        }
+        assert!(!Error::internal("x").with_errno(libc::EEXIST).is_not_found());
+    }
+}
