@@ -71,7 +71,7 @@ fn real_main(mut args: Args) -> i32 {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let base = base.strip_suffix(".exe").unwrap_or(&base);
-    cnibox::netfilter::nft::linger_at_exit();
+    cnibox::netfilter::linger_at_exit();
     if let Some(applet) = applets::find(base) {
         return run(applet, args);
     }

@@ -65,8 +65,9 @@ struct Conf {
     egress_burst: Option<u64>,
 }
 
-/// The limits in force: the static keys if any is present, else runtimeConfig.bandwidth.
-fn limits(req: &Request) -> Result<Limits> {
+/// The config, validated: the limits in force, from the static keys if any is present, else
+/// from runtimeConfig.bandwidth.
+fn load(req: &Request) -> Result<Limits> {
     let c: Conf = req.decode()?;
     let any_static = c
         .ingress_rate
@@ -169,7 +170,7 @@ fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link>
 }
 
 fn add(req: &Request) -> Result<CniResult> {
-    let l = limits(req)?;
+    let l = load(req)?;
     let prev = req.prev_result()?;
     if l == Limits::default() {
         return Ok(prev.unwrap_or_default());
@@ -242,7 +243,7 @@ fn add(req: &Request) -> Result<CniResult> {
 }
 
 fn del(req: &Request) -> Result<()> {
-    let l = limits(req)?;
+    let l = load(req)?;
     let mut host = Handle::new()?;
     // What ADD put on the host veth goes too (upstream leaves it for the veth's deletion,
     // which a host interface that outlives the container never gets). Best effort: the
@@ -266,7 +267,7 @@ fn del(req: &Request) -> Result<()> {
 }
 
 fn check(req: &Request) -> Result<()> {
-    let l = limits(req)?;
+    let l = load(req)?;
     let prev = req
         .prev_result()?
         .ok_or_else(|| Error::config("must be called as a chained plugin"))?;

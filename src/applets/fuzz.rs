@@ -121,7 +121,7 @@ pub fn allowlist(path: &str, keys: &[&str]) -> Result<usize, String> {
 
 /// Read `path` as flannel reads its subnet.env. `Err` carries the error message.
 pub fn subnet_env(path: &str) -> Result<(), String> {
-    super::flannel::SubnetEnv::load(path)
+    super::flannel::subnet::SubnetEnv::load(path)
         .map(|_| ())
         .map_err(|e| e.msg)
 }

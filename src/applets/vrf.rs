@@ -22,7 +22,7 @@
 
 use crate::applets::shared::settle::{Dad, Settle};
 use crate::cni::env::validate_config_ifname;
-use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
 use crate::netlink::{Addr, Family, Handle, IFA_F_NODAD, IFA_F_NOPREFIXROUTE, Link, Route};
 use crate::netlink::{SCOPE_UNIVERSE, TABLE_MAIN};
 use crate::netns::NetNs;
@@ -81,7 +81,7 @@ fn add(req: &Request) -> Result<CniResult> {
     let mut h = Handle::in_netns(&ns)?;
     let mut undo = Undo::new("vrf");
     let r = attach(&c, &req.env.ifname, &ns, &mut h, &mut undo);
-    undo.finish(r.map_err(|e| e.ctx("cmdAdd failed")).map(|()| prev))
+    undo.finish(r.ctx("cmdAdd failed").map(|()| prev))
 }
 
 /// The VRF, created (up) with the configured or first free table when absent.

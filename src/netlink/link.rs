@@ -71,6 +71,7 @@ pub(super) const IFLA_BR_VLAN_FILTERING: u16 = 7;
 pub(super) const VETH_INFO_PEER: u16 = 1;
 pub(super) const IFLA_BRIDGE_FLAGS: u16 = 0;
 pub(super) const BRIDGE_FLAGS_SELF: u16 = 2;
+#[cfg(test)]
 pub(super) const RTEXT_FILTER_BRVLAN: u32 = 1 << 1;
 pub(super) const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 pub(super) const AF_UNSPEC: u8 = 0;

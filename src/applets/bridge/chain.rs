@@ -12,7 +12,12 @@
 //! which is how CHECK and DEL tell this mode from ours (there the bridge comes first). DEL
 //! detaches the interface and never deletes it: its creator does.
 
-use super::*;
+use super::port::setup_port_vlans;
+use super::{Bridge, ensure_bridge, iface_of};
+use crate::cni::result::CniResult;
+use crate::cni::{Context, Error, Request, Result};
+use crate::netlink::{Handle, PortOpts};
+use crate::undo::Undo;
 
 /// ADD: whether the prevResult lists CNI_IFNAME, and then whether it is in the container.
 pub(super) fn attach_target(req: &Request, prev: &CniResult) -> Result<Option<bool>> {

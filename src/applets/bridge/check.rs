@@ -1,7 +1,10 @@
 //! CHECK: the container's interface, addresses and routes against the prevResult, the host
 //! veth on the bridge, as upstream checks them.
 
-use super::*;
+use super::load;
+use crate::applets::shared::iface;
+use crate::cni::{Command, Error, Request, Result, delegate};
+use crate::netlink::{Handle, fmt_mac};
 
 pub(super) fn check(req: &Request) -> Result<()> {
     let b = load(req)?;

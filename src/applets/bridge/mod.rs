@@ -13,26 +13,24 @@ mod gateway;
 mod port;
 mod spoofcheck;
 
-use check::*;
-use gateway::*;
-use port::*;
+use check::check;
+use gateway::{prepare_gateways, setup_gateway};
+use port::{setup_port_vlans, wait_oper_up};
 
 use super::shared::veth::create_veth;
 use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
-use crate::cni::result::{CniResult, Dns, Interface, Route};
+use crate::cni::result::{CniResult, Dns, Interface};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::netfilter::masq;
-use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac, parse_mac};
+use crate::netlink::{self, Handle, Link, PortOpts, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
-use crate::{overlap, random, sysctl};
+use crate::{overlap, sysctl};
 use ipnet::IpNet;
 use serde::Deserialize;
-use std::net::IpAddr;
-use std::time::Duration;
 
 pub static APPLET: Applet = Applet {
     name: "bridge",
