@@ -33,13 +33,13 @@ pub static APPLET: Applet = Applet {
     gc: Some(gc),
 };
 
-fn ipam(req: &Request) -> Result<&str> {
+fn load(req: &Request) -> Result<&str> {
     req.ipam_type()
         .ok_or_else(|| Error::config("dummy interface requires an IPAM configuration"))
 }
 
 fn add(req: &Request) -> Result<CniResult> {
-    let ipam = ipam(req)?;
+    let ipam = load(req)?;
     let ns = req.netns()?;
     let ifname = &req.env.ifname;
     let create = |cont: &mut Handle| {
@@ -68,7 +68,7 @@ fn del(req: &Request) -> Result<()> {
 }
 
 fn check(req: &Request) -> Result<()> {
-    let ipam = ipam(req)?;
+    let ipam = load(req)?;
     let (mut cont, prev, pos, link) =
         super::shared::container::check_own_iface(req, Some(ipam), "dummy")?;
     if !link.up {
@@ -81,9 +81,9 @@ fn check(req: &Request) -> Result<()> {
 }
 
 fn status(req: &Request) -> Result<()> {
-    delegate::delegate(Command::Status, ipam(req)?, req).map(drop)
+    delegate::delegate(Command::Status, load(req)?, req).map(drop)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    delegate::delegate(Command::Gc, ipam(req)?, req).map(drop)
+    delegate::delegate(Command::Gc, load(req)?, req).map(drop)
 }
