@@ -27,6 +27,7 @@ pub mod netlink;
 pub mod netns;
 pub mod overlap;
 pub mod random;
+pub mod runtime;
 pub mod smallfile;
 pub mod sysctl;
 #[cfg(test)]

@@ -206,7 +206,7 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
 /// CNI_NETNS naming the namespace the plugin itself runs in would configure the host as if it
 /// were a container (and DEL would tear the host's interfaces down): refused with code 8, as the
 /// Go skel does. A path that does not exist is left to the verb (DEL tolerates it).
-fn refuse_own_netns(env: &Env) -> Result<()> {
+pub fn refuse_own_netns(env: &Env) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let netns = env.netns.as_str();
     if netns.is_empty() || !matches!(env.command, Command::Add | Command::Del | Command::Check) {
@@ -270,7 +270,7 @@ fn print_error(e: &Error, ver: Version) -> i32 {
     1
 }
 
-fn install_panic_hook() {
+pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let e = Error::internal(format!("internal error (please report): {info}"));
         let _ = write_stdout(&error_json(&e, Version::LATEST));

@@ -1,0 +1,263 @@
+//! Finding and reading a network configuration as libcni's `LoadNetworkConf` does: the
+//! `.conflist` files of the directory in name order, the first whose `name` matches (a file that
+//! cannot be read or parsed on the way fails the whole load, as in libcni); plugins from
+//! `<dir>/<name>/*.conf` appended unless `loadOnlyInlinedPlugins`; then, when no list matches,
+//! the `.conf`/`.json` files (single plugins) in name order, wrapped into a list of one.
+//! `cniVersions` picks the highest version not above 1.1.0; `disableCheck`, `disableGC` and
+//! `loadOnlyInlinedPlugins` are booleans or the strings "true"/"false".
+
+use crate::cni::error::{Error, Result};
+use crate::cni::gojson;
+use crate::cni::result::compact;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One plugin of a list: its config as libcni holds it (Go's `json.Marshal` of the parsed
+/// object: compact, keys sorted).
+pub(crate) struct Plugin {
+    pub(crate) kind: String,
+    /// The plugin's own `name`, only for messages (libcni's `pluginDescription`).
+    pub(crate) name: String,
+    pub(crate) capabilities: BTreeMap<String, bool>,
+    pub(crate) conf: Map<String, Value>,
+}
+
+pub(crate) struct NetList {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) disable_check: bool,
+    pub(crate) disable_gc: bool,
+    pub(crate) plugins: Vec<Plugin>,
+    /// What the result cache keeps as `config`: the file's bytes, or for a single plugin the
+    /// list libcni wraps it in.
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// The keys of a plugin config libcni decodes into Go types (so a wrong type fails the load).
+#[derive(Deserialize)]
+struct PluginKeys {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    name: String,
+    #[serde(rename = "cniVersion", default)]
+    version: String,
+    #[serde(default)]
+    capabilities: Option<BTreeMap<String, bool>>,
+}
+
+fn bad(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::config(format!("error parsing configuration{what}: {e}"))
+}
+
+fn plugin(v: Value) -> Result<(Plugin, String)> {
+    let keys = gojson::from_value::<PluginKeys>(&v).map_err(|e| bad("", e))?;
+    let Value::Object(conf) = v else {
+        return Err(bad("", "not a JSON object"));
+    };
+    if keys.kind.is_empty() {
+        return Err(bad("", "missing 'type'"));
+    }
+    let p = Plugin {
+        kind: keys.kind,
+        name: keys.name,
+        capabilities: keys.capabilities.unwrap_or_default(),
+        conf,
+    };
+    Ok((p, keys.version))
+}
+
+/// A spec version as Go's `version.ParseVersion` reads it: "" is 0.1.0, missing parts are 0.
+pub(crate) fn semver(s: &str) -> Result<(u64, u64, u64)> {
+    if s.is_empty() {
+        return Ok((0, 1, 0));
+    }
+    let parts: Vec<&str> = s.split('.').collect();
+    let num = |i: usize| -> Result<u64> {
+        parts.get(i).map_or(Ok(0), |p| {
+            p.parse()
+                .map_err(|_| Error::config(format!("invalid version {s:?}: part {p:?}")))
+        })
+    };
+    if parts.len() > 3 {
+        return Err(Error::config(format!("invalid version {s:?}: too many parts")));
+    }
+    Ok((num(0)?, num(1)?, num(2)?))
+}
+
+/// `v` is at least `min` (an unparseable `v` is an error, as in libcni).
+pub(crate) fn at_least(v: &str, min: (u64, u64, u64)) -> Result<bool> {
+    Ok(semver(v)? >= min)
+}
+
+const CURRENT: (u64, u64, u64) = (1, 1, 0);
+
+fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
+    let raw: Map<String, Value> =
+        serde_json::from_slice(&bytes).map_err(|e| bad(" list", e))?;
+    let name = match raw.get("name") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(bad(" list", "invalid name type")),
+        None => return Err(bad(" list", "no name")),
+    };
+    let mut version = match raw.get("cniVersion") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(bad(" list", "invalid cniVersion type")),
+        None => String::new(),
+    };
+    if let Some(vs) = raw.get("cniVersions") {
+        let Value::Array(vs) = vs else {
+            return Err(bad(" list", "invalid type for cniVersions"));
+        };
+        let mut best: Option<((u64, u64, u64), String)> = None;
+        let given = (!version.is_empty()).then(|| version.clone());
+        for v in vs.iter().map(|v| v.as_str().map(str::to_string)).chain([given]) {
+            let Some(v) = v else {
+                return Err(bad(" list", "invalid type in cniVersions"));
+            };
+            let sv = semver(&v).map_err(|e| bad(" list", e.msg))?;
+            if sv <= CURRENT && best.as_ref().is_none_or(|(b, _)| sv > *b) {
+                best = Some((sv, v));
+            }
+        }
+        if let Some((_, v)) = best {
+            version = v;
+        }
+    }
+    let flag = |key: &str| -> Result<bool> {
+        match raw.get(key) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("true") => Ok(true),
+            Some(Value::String(s)) if s.eq_ignore_ascii_case("false") => Ok(false),
+            Some(v) => Err(bad(" list", format!("invalid value {v} for {key}"))),
+        }
+    };
+    let disable_check = flag("disableCheck")?;
+    let disable_gc = flag("disableGC")?;
+    let inlined_only = flag("loadOnlyInlinedPlugins")?;
+    let mut plugins = Vec::new();
+    match raw.get("plugins") {
+        None if inlined_only => {
+            return Err(bad(" list", "`loadOnlyInlinedPlugins` is true, and no 'plugins' key"));
+        }
+        None => {}
+        Some(Value::Array(ps)) if ps.is_empty() => return Err(bad(" list", "no plugins in list")),
+        Some(Value::Array(ps)) => {
+            for (i, p) in ps.iter().enumerate() {
+                let (p, _) = plugin(p.clone())
+                    .map_err(|e| Error::config(format!("failed to parse plugin config {i}: {}", e.msg)))?;
+                plugins.push(p);
+            }
+        }
+        Some(_) => return Err(bad(" list", "invalid 'plugins' type")),
+    }
+    let list = NetList {
+        name,
+        version,
+        disable_check,
+        disable_gc,
+        plugins,
+        bytes,
+    };
+    Ok((list, inlined_only))
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(format!("error reading {}", path.display()), e))
+}
+
+/// The files of `dir` (not directories) whose extension is one of `exts`, sorted by path; none
+/// when `dir` does not exist.
+fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("reading {}", dir.display()), e)),
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|x| exts.iter().any(|e| x.as_encoded_bytes() == e.as_bytes()))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+fn list_from_file(path: &Path) -> Result<NetList> {
+    let (mut list, inlined_only) = list_from_bytes(read(path)?)?;
+    if !inlined_only {
+        let dir = path.parent().unwrap_or(Path::new("")).join(&list.name);
+        for f in conf_files(&dir, &["conf"])? {
+            let v: Value = serde_json::from_slice(&read(&f)?).map_err(|e| bad("", e))?;
+            list.plugins.push(plugin(v)?.0);
+        }
+    }
+    if list.plugins.is_empty() {
+        return Err(Error::config(format!("{}: no plugin configs found", path.display())));
+    }
+    Ok(list)
+}
+
+/// The network `name` from `dir` (NETCONFPATH).
+pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
+    let lists = conf_files(dir, &["conflist"])?;
+    for f in &lists {
+        let list = list_from_file(f)?;
+        if list.name == name {
+            return Ok(list);
+        }
+    }
+    let singles = conf_files(dir, &["conf", "json"])?;
+    if singles.is_empty() && lists.is_empty() {
+        return Err(Error::config(format!("no net configurations found in {}", dir.display())));
+    }
+    for f in &singles {
+        let v: Value = serde_json::from_slice(&read(f)?).map_err(|e| bad("", e))?;
+        let (p, version) = plugin(v)?;
+        if p.name == name {
+            // libcni's ConfListFromConf: the plugin wrapped in a list, re-marshalled.
+            let wrapped = serde_json::json!({
+                "name": p.name, "cniVersion": version, "plugins": [Value::Object(p.conf)]
+            });
+            return Ok(list_from_bytes(compact(&wrapped).into_bytes())?.0);
+        }
+    }
+    Err(Error::config(format!(
+        "no net configuration with name {name:?} in {}",
+        dir.display()
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_as_go_does() {
+        assert_eq!(semver("").unwrap(), (0, 1, 0));
+        assert_eq!(semver("1.1").unwrap(), (1, 1, 0));
+        assert!(semver("1.x.0").is_err());
+        assert!(semver("1.0.0.0").is_err());
+    }
+
+    #[test]
+    fn cni_versions_pick_the_highest_supported() {
+        let b = br#"{"name":"n","cniVersion":"0.4.0","cniVersions":["1.0.0","9.0.0"],"plugins":[{"type":"x"}]}"#;
+        let (l, _) = list_from_bytes(b.to_vec()).unwrap();
+        assert_eq!(l.version, "1.0.0");
+        let b = br#"{"name":"n","disableCheck":"TRUE","plugins":[{"type":"x","capabilities":{"a":true}}]}"#;
+        let (l, _) = list_from_bytes(b.to_vec()).unwrap();
+        assert!(l.disable_check && l.plugins[0].capabilities["a"]);
+        let b = br#"{"name":"n","disableGC":1,"plugins":[{"type":"x"}]}"#;
+        assert!(list_from_bytes(b.to_vec()).unwrap_err().msg.contains("disableGC"));
+        let b = br#"{"name":"n","plugins":[{"name":"x"}]}"#;
+        assert!(list_from_bytes(b.to_vec()).unwrap_err().msg.contains("missing 'type'"));
+    }
+}
