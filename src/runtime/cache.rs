@@ -5,6 +5,7 @@
 //! is `CNI_CACHE_DIR` when set (libcni's `CacheDir` / `NewCNIConfigWithCacheDir`), else
 //! /var/lib/cni.
 
+use super::load::read_file;
 use crate::cni::error::{Error, Result};
 use crate::cni::gojson;
 use crate::cni::result::compact;
@@ -75,7 +76,10 @@ fn base64(data: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
     for chunk in data.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
         for i in 0..4 {
             out.push(if i <= chunk.len() {
                 char::from(ABC[(n >> (18 - 6 * i) & 63) as usize])
@@ -101,7 +105,10 @@ pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: &Value) -> Resu
         result,
     };
     let file = path(network, rt);
-    let fail = |e| Error::io(format!("failed to set network {network:?} cached result"), e);
+    let fail = |e: std::io::Error| {
+        let msg = format!("failed to set network {network:?} cached result: {e}");
+        Error::new(crate::cni::error::code::IO_FAILURE, msg)
+    };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -125,7 +132,7 @@ pub(crate) fn remove(network: &str, rt: &Rt) {
 /// (or it cannot be read); an error when it cannot be parsed. A record that is not a
 /// `cniCacheV1` one is read as a bare result (libcni's pre-0.8 format).
 pub(crate) fn result(network: &str, rt: &Rt) -> Result<Option<Value>> {
-    let Ok(data) = std::fs::read(path(network, rt)) else {
+    let Some(data) = read_file(&path(network, rt))? else {
         return Ok(None);
     };
     let v: Value = serde_json::from_slice(&data)
@@ -146,7 +153,7 @@ pub(crate) fn attachments() -> Vec<Cached> {
     files.sort();
     files
         .iter()
-        .filter_map(|f| serde_json::from_slice::<Value>(&std::fs::read(f).ok()?).ok())
+        .filter_map(|f| serde_json::from_slice::<Value>(&read_file(f).ok()??).ok())
         .filter_map(|v| gojson::from_value::<Cached>(&v).ok())
         .filter(|c| c.kind == KIND && !c.ifname.is_empty() && !c.network.is_empty())
         .collect()

@@ -10,7 +10,9 @@
 use super::cache::{self, Rt};
 use super::load::{NetList, Plugin, at_least};
 use crate::cni::delegate;
-use crate::cni::env::{Command, Env, validate_container_id, validate_ifname, validate_network_name};
+use crate::cni::env::{
+    Command, Env, validate_container_id, validate_ifname, validate_network_name,
+};
 use crate::cni::error::{Error, Result, code};
 use crate::cni::result::{CniResult, compact};
 use crate::cni::skel::{self, Applet};
@@ -68,7 +70,10 @@ fn typed(v: &Value, conf_version: &str) -> Result<(Version, CniResult)> {
         _ => conf_version,
     };
     let ver = Version::parse(s).ok_or_else(|| {
-        Error::new(code::INCOMPATIBLE_VERSION, format!("unsupported CNI result version {s:?}"))
+        Error::new(
+            code::INCOMPATIBLE_VERSION,
+            format!("unsupported CNI result version {s:?}"),
+        )
     })?;
     Ok((ver, CniResult::from_value(v, ver)?))
 }
@@ -85,8 +90,16 @@ fn list_version(list: &NetList) -> Result<Version> {
 impl Runner {
     /// Run plugin `p` for `cmd` with `conf`; `rt` is the attachment (none for GC and STATUS,
     /// whose CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME and CNI_ARGS are empty, as libcni sends).
-    fn run(&self, cmd: Command, p: &Plugin, conf: &Map<String, Value>, rt: Option<&Rt>) -> Result<Option<String>> {
-        let args: Vec<String> = rt.map_or(Vec::new(), |rt| rt.args.iter().map(|[k, v]| format!("{k}={v}")).collect());
+    fn run(
+        &self,
+        cmd: Command,
+        p: &Plugin,
+        conf: &Map<String, Value>,
+        rt: Option<&Rt>,
+    ) -> Result<Option<String>> {
+        let args: Vec<String> = rt.map_or(Vec::new(), |rt| {
+            rt.args.iter().map(|[k, v]| format!("{k}={v}")).collect()
+        });
         let var = |k: &str| -> Option<String> {
             let rt = rt?;
             Some(match k {
@@ -142,7 +155,12 @@ impl Runner {
                 validate_network_name(&list.name)?;
                 validate_ifname(&rt.ifname)?;
                 let prev = prev.as_ref().map(|(v, r)| r.to_value(*v)).transpose()?;
-                let out = self.run(Command::Add, p, &build(list, p, prev.as_ref(), Some(rt)), Some(rt))?;
+                let out = self.run(
+                    Command::Add,
+                    p,
+                    &build(list, p, prev.as_ref(), Some(rt)),
+                    Some(rt),
+                )?;
                 let v: Value = serde_json::from_str(out.as_deref().unwrap_or_default())
                     .map_err(|e| Error::decode(format!("failed to unmarshal raw result: {e}")))?;
                 typed(&v, &list.version)
@@ -167,17 +185,28 @@ impl Runner {
         if !at_least(&list.version, (0, 4, 0))? {
             return Err(Error::new(
                 code::INCOMPATIBLE_VERSION,
-                format!("configuration version {:?} does not support the CHECK command", list.version),
+                format!(
+                    "configuration version {:?} does not support the CHECK command",
+                    list.version
+                ),
             ));
         }
         if list.disable_check {
             return Ok(());
         }
-        let prev = self
-            .cached(list, rt)
-            .map_err(|e| e.ctx(format!("failed to get network {:?} cached result", list.name)))?;
+        let prev = self.cached(list, rt).map_err(|e| {
+            e.ctx(format!(
+                "failed to get network {:?} cached result",
+                list.name
+            ))
+        })?;
         for p in &list.plugins {
-            self.run(Command::Check, p, &build(list, p, prev.as_ref(), Some(rt)), Some(rt))?;
+            self.run(
+                Command::Check,
+                p,
+                &build(list, p, prev.as_ref(), Some(rt)),
+                Some(rt),
+            )?;
         }
         Ok(())
     }
@@ -193,8 +222,13 @@ impl Runner {
             None
         };
         for p in list.plugins.iter().rev() {
-            self.run(Command::Del, p, &build(list, p, prev.as_ref(), Some(rt)), Some(rt))
-                .map_err(wrap(p, "delete"))?;
+            self.run(
+                Command::Del,
+                p,
+                &build(list, p, prev.as_ref(), Some(rt)),
+                Some(rt),
+            )
+            .map_err(wrap(p, "delete"))?;
         }
         cache::remove(&list.name, rt);
         Ok(())

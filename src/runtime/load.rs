@@ -6,7 +6,7 @@
 //! `cniVersions` picks the highest version not above 1.1.0; `disableCheck`, `disableGC` and
 //! `loadOnlyInlinedPlugins` are booleans or the strings "true"/"false".
 
-use crate::cni::error::{Error, Result};
+use crate::cni::error::{Error, Result, code};
 use crate::cni::gojson;
 use crate::cni::result::compact;
 use serde::Deserialize;
@@ -82,7 +82,9 @@ pub(crate) fn semver(s: &str) -> Result<(u64, u64, u64)> {
         })
     };
     if parts.len() > 3 {
-        return Err(Error::config(format!("invalid version {s:?}: too many parts")));
+        return Err(Error::config(format!(
+            "invalid version {s:?}: too many parts"
+        )));
     }
     Ok((num(0)?, num(1)?, num(2)?))
 }
@@ -95,8 +97,7 @@ pub(crate) fn at_least(v: &str, min: (u64, u64, u64)) -> Result<bool> {
 const CURRENT: (u64, u64, u64) = (1, 1, 0);
 
 fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
-    let raw: Map<String, Value> =
-        serde_json::from_slice(&bytes).map_err(|e| bad(" list", e))?;
+    let raw: Map<String, Value> = serde_json::from_slice(&bytes).map_err(|e| bad(" list", e))?;
     let name = match raw.get("name") {
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(bad(" list", "invalid name type")),
@@ -113,11 +114,15 @@ fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
         };
         let mut best: Option<((u64, u64, u64), String)> = None;
         let given = (!version.is_empty()).then(|| version.clone());
-        for v in vs.iter().map(|v| v.as_str().map(str::to_string)).chain([given]) {
+        for v in vs
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .chain([given])
+        {
             let Some(v) = v else {
                 return Err(bad(" list", "invalid type in cniVersions"));
             };
-            let sv = semver(&v).map_err(|e| bad(" list", e.msg))?;
+            let sv = semver(&v).map_err(|e| bad(" list", format!("cniVersions: {}", e.msg)))?;
             if sv <= CURRENT && best.as_ref().is_none_or(|(b, _)| sv > *b) {
                 best = Some((sv, v));
             }
@@ -141,14 +146,18 @@ fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
     let mut plugins = Vec::new();
     match raw.get("plugins") {
         None if inlined_only => {
-            return Err(bad(" list", "`loadOnlyInlinedPlugins` is true, and no 'plugins' key"));
+            return Err(bad(
+                " list",
+                "`loadOnlyInlinedPlugins` is true, and no 'plugins' key",
+            ));
         }
         None => {}
         Some(Value::Array(ps)) if ps.is_empty() => return Err(bad(" list", "no plugins in list")),
         Some(Value::Array(ps)) => {
             for (i, p) in ps.iter().enumerate() {
-                let (p, _) = plugin(p.clone())
-                    .map_err(|e| Error::config(format!("failed to parse plugin config {i}: {}", e.msg)))?;
+                let (p, _) = plugin(p.clone()).map_err(|e| {
+                    Error::config(format!("failed to parse plugin config {i}: {}", e.msg))
+                })?;
                 plugins.push(p);
             }
         }
@@ -165,8 +174,33 @@ fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
     Ok((list, inlined_only))
 }
 
+/// Largest config or cache file read.
+const MAX_FILE: u64 = 1 << 20;
+
+/// A config or cache file: a regular file of at most 1 MiB, opened without blocking (a FIFO in
+/// NETCONFPATH is an error, not a hang). `Ok(None)`: there is no such file.
+pub(crate) fn read_file(path: &Path) -> Result<Option<Vec<u8>>> {
+    use crate::smallfile::ReadError;
+    let why = match crate::smallfile::read(&path.to_string_lossy(), MAX_FILE) {
+        Ok(data) => return Ok(Some(data)),
+        Err(ReadError::NotFound) => return Ok(None),
+        Err(ReadError::NotRegular(kind)) => format!("{kind}, not a regular file"),
+        Err(ReadError::TooLarge(max)) => format!("larger than {max} bytes"),
+        Err(ReadError::Io(e)) => e.to_string(),
+    };
+    Err(Error::new(
+        code::IO_FAILURE,
+        format!("error reading {}: {why}", path.display()),
+    ))
+}
+
 fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io(format!("error reading {}", path.display()), e))
+    read_file(path)?.ok_or_else(|| {
+        Error::new(
+            code::IO_FAILURE,
+            format!("error reading {}: no such file", path.display()),
+        )
+    })
 }
 
 /// The files of `dir` (not directories) whose extension is one of `exts`, sorted by path; none
@@ -175,7 +209,10 @@ fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(format!("reading {}", dir.display()), e)),
+        Err(e) => {
+            let msg = format!("error reading {}: {e}", dir.display());
+            return Err(Error::new(code::IO_FAILURE, msg));
+        }
     };
     let mut files: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
@@ -200,7 +237,10 @@ fn list_from_file(path: &Path) -> Result<NetList> {
         }
     }
     if list.plugins.is_empty() {
-        return Err(Error::config(format!("{}: no plugin configs found", path.display())));
+        return Err(Error::config(format!(
+            "{}: no plugin configs found",
+            path.display()
+        )));
     }
     Ok(list)
 }
@@ -216,7 +256,10 @@ pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
     }
     let singles = conf_files(dir, &["conf", "json"])?;
     if singles.is_empty() && lists.is_empty() {
-        return Err(Error::config(format!("no net configurations found in {}", dir.display())));
+        return Err(Error::config(format!(
+            "no net configurations found in {}",
+            dir.display()
+        )));
     }
     for f in &singles {
         let v: Value = serde_json::from_slice(&read(f)?).map_err(|e| bad("", e))?;
@@ -256,8 +299,18 @@ mod tests {
         let (l, _) = list_from_bytes(b.to_vec()).unwrap();
         assert!(l.disable_check && l.plugins[0].capabilities["a"]);
         let b = br#"{"name":"n","disableGC":1,"plugins":[{"type":"x"}]}"#;
-        assert!(list_from_bytes(b.to_vec()).unwrap_err().msg.contains("disableGC"));
+        assert!(
+            list_from_bytes(b.to_vec())
+                .unwrap_err()
+                .msg
+                .contains("disableGC")
+        );
         let b = br#"{"name":"n","plugins":[{"name":"x"}]}"#;
-        assert!(list_from_bytes(b.to_vec()).unwrap_err().msg.contains("missing 'type'"));
+        assert!(
+            list_from_bytes(b.to_vec())
+                .unwrap_err()
+                .msg
+                .contains("missing 'type'")
+        );
     }
 }

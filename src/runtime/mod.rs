@@ -92,16 +92,28 @@ fn attachment(netns: &str, ifname: Option<String>) -> Result<cache::Rt> {
     Ok(cache::Rt {
         container_id,
         netns,
-        ifname: if ifname.is_empty() { "eth0".into() } else { ifname },
+        ifname: if ifname.is_empty() {
+            "eth0".into()
+        } else {
+            ifname
+        },
         args: parse_args(&var("CNI_ARGS"))?,
         caps,
     })
 }
 
-fn run(applets: &'static [&'static Applet], args: &[String], ifname: Option<String>) -> Result<Option<String>> {
+fn run(
+    applets: &'static [&'static Applet],
+    args: &[String],
+    ifname: Option<String>,
+) -> Result<Option<String>> {
     let (verb, name) = match args {
         [verb, name, ..] => (verb.as_str(), name.as_str()),
-        _ => return Err(Error::env(format!("network name and namespace are required\n{USAGE}"))),
+        _ => {
+            return Err(Error::env(format!(
+                "network name and namespace are required\n{USAGE}"
+            )));
+        }
     };
     let netns = args.get(2).map(String::as_str);
     let dir = match var("NETCONFPATH") {
@@ -114,7 +126,9 @@ fn run(applets: &'static [&'static Applet], args: &[String], ifname: Option<Stri
     };
     let attach = |ifname| match netns {
         Some(netns) => attachment(netns, ifname),
-        None => Err(Error::env(format!("{verb}: network name and namespace are required"))),
+        None => Err(Error::env(format!(
+            "{verb}: network name and namespace are required"
+        ))),
     };
     match verb {
         "add" | "check" | "del" => {
@@ -126,8 +140,12 @@ fn run(applets: &'static [&'static Applet], args: &[String], ifname: Option<Stri
                 _ => runner.del(&list, &rt).map(|()| None),
             }
         }
-        "gc" => runner.gc(&load::load(Path::new(&dir), name)?).map(|()| None),
-        "status" => runner.status(&load::load(Path::new(&dir), name)?).map(|()| None),
+        "gc" => runner
+            .gc(&load::load(Path::new(&dir), name)?)
+            .map(|()| None),
+        "status" => runner
+            .status(&load::load(Path::new(&dir), name)?)
+            .map(|()| None),
         _ => Err(Error::env(format!("unknown command {verb:?}\n{USAGE}"))),
     }
 }
@@ -170,7 +188,10 @@ mod tests {
 
     #[test]
     fn netns_paths_are_cleaned_as_go_does() {
-        assert_eq!(absolute("/run/netns//x/./y/../z/").unwrap(), "/run/netns/x/z");
+        assert_eq!(
+            absolute("/run/netns//x/./y/../z/").unwrap(),
+            "/run/netns/x/z"
+        );
         assert_eq!(absolute("/..").unwrap(), "/");
     }
 
@@ -179,7 +200,10 @@ mod tests {
         assert_eq!(parse_args("A=1;B=2").unwrap().len(), 2);
         for bad in ["A=1;", "=1", "A=", "A=1=2", "A"] {
             let e = parse_args(bad).unwrap_err();
-            assert!(e.code == 4 && e.msg.contains("invalid CNI_ARGS pair"), "{bad}: {e}");
+            assert!(
+                e.code == 4 && e.msg.contains("invalid CNI_ARGS pair"),
+                "{bad}: {e}"
+            );
         }
     }
 }

@@ -1,0 +1,543 @@
+//! cnibox's `cnitool` against libcni itself: the same network configurations run through
+//! `tests/libcni/main.go` (a driver of Debian's libcni source, built here in GOPATH mode, calling
+//! `AddNetworkList`/`CheckNetworkList`/`DelNetworkList` as containerd and podman do) and through
+//! `cnibox cnitool`, inside a throwaway node namespace. Compared: the results, the host (links,
+//! addresses, reservations, hostPort rules), the result cache files, and — through a recorder
+//! plugin that keeps what it was given — the exact config and environment every plugin gets.
+//! One tool ADDs and the other CHECKs and DELs, both ways.
+
+mod common;
+#[path = "cnitool/support.rs"]
+mod support;
+use common::family::{FAMILIES, Fam, assert_bindable, assert_result_family, reservations};
+use common::lab::unique_n;
+use common::*;
+use serde_json::{Value, json};
+use support::{Tool, World, message, records};
+
+/// One pod of [`real_chain`]: its namespace and hostPort.
+struct Pod {
+    ns: NetNs,
+    port: u16,
+}
+
+/// bridge (host-local) + portmap + tuning, cnibox's applets in-process: one pod ADDed by each
+/// tool, CHECKed and DELeted by the other.
+fn real_chain(fam: Fam) {
+    if !require_root("cnitool real_chain") {
+        return;
+    }
+    let Some(w) = World::new(&format!("real-{}", fam.tag())) else {
+        return;
+    };
+    let n = unique_n();
+    let data = w.sb.path("ipam");
+    let net = format!("ct{n}");
+    let list = json!({"cniVersion": "1.0.0", "name": net, "plugins": [
+        {"type": "bridge", "bridge": format!("ctbr{n}"), "isGateway": true,
+         "ipam": fam.host_local(n, &data)},
+        {"type": "portmap", "backend": "nftables", "capabilities": {"portMappings": true}},
+        {"type": "tuning", "capabilities": {"mac": true}}]});
+    w.write("10-real.conflist", &list);
+    let pods = [(Tool::Libcni, 8081u16), (Tool::Cnibox, 8082)].map(|(_, port)| Pod {
+        ns: NetNs::create(),
+        port,
+    });
+    let mac = |i: usize| format!("02:00:00:00:{n:02x}:{i:02x}");
+    let caps = |i: usize, p: &Pod| {
+        json!({"portMappings": [{"hostPort": p.port, "containerPort": 80, "protocol": "tcp"}],
+               "mac": mac(i)})
+        .to_string()
+    };
+    let mut results = Vec::new();
+    for (i, (tool, pod)) in [Tool::Libcni, Tool::Cnibox].iter().zip(&pods).enumerate() {
+        let c = caps(i, pod);
+        let vars = [("CAP_ARGS", c.as_str()), ("CNI_ARGS", "IgnoreUnknown=1")];
+        let out = w.run(*tool, "add", &net, &pod.ns.path(), &vars);
+        assert!(out.status_ok, "{tool:?} ADD: {out:?}");
+        let ips = assert_result_family(&out.json, fam);
+        if *tool == Tool::Cnibox {
+            assert_bindable(&pod.ns, &ips);
+        }
+        let link = pod.ns.sh(&["ip", "-br", "link", "show", "eth0"]);
+        assert!(
+            link.contains(&mac(i)),
+            "{tool:?}: runtimeConfig.mac not applied: {link}"
+        );
+        // The record: libcni's fields, the printed result, the list's bytes.
+        let rec = w.cache(&net, &pod.ns.path());
+        assert_eq!(rec["kind"], "cniCacheV1");
+        assert_eq!(
+            rec["result"], out.json,
+            "{tool:?}: cached result is not the printed one"
+        );
+        assert_eq!(
+            rec["capabilityArgs"],
+            serde_json::from_str::<Value>(&c).unwrap()
+        );
+        assert_eq!(rec["cniArgs"], json!([["IgnoreUnknown", "1"]]));
+        let netns = (*tool == Tool::Cnibox).then(|| pod.ns.path());
+        assert_eq!(
+            rec["netns"].as_str(),
+            netns.as_deref(),
+            "netns: v1.3 writes it, 1.1 not"
+        );
+        results.push((out.json, rec));
+    }
+    let (a, b) = (&results[0], &results[1]);
+    assert_eq!(
+        a.1["config"], b.1["config"],
+        "the list's bytes in the cache differ"
+    );
+    for key in ["routes", "dns"] {
+        assert_eq!(
+            a.0[key], b.0[key],
+            "{key} differ between libcni's and cnitool's ADD"
+        );
+    }
+    let shape = |r: &Value| -> Vec<String> {
+        let ifs = r["interfaces"].as_array().unwrap();
+        let mut s: Vec<String> = ifs
+            .iter()
+            .map(|i| i["sandbox"].is_string().to_string())
+            .collect();
+        s.extend(
+            r["ips"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|ip| ip["gateway"].to_string()),
+        );
+        s
+    };
+    assert_eq!(shape(&a.0), shape(&b.0));
+    let rules = w.node.sh(&["nft", "list", "ruleset"]);
+    for p in &pods {
+        assert!(
+            rules.contains(&format!("dport {}", p.port)),
+            "no hostPort {}: {rules}",
+            p.port
+        );
+    }
+    // The other tool CHECKs and DELs each pod, with the same arguments (as runtimes do).
+    for (i, (tool, pod)) in [(Tool::Cnibox, &pods[0]), (Tool::Libcni, &pods[1])]
+        .into_iter()
+        .enumerate()
+    {
+        let c = caps(i, pod);
+        let vars = [("CAP_ARGS", c.as_str()), ("CNI_ARGS", "IgnoreUnknown=1")];
+        let out = w.run(tool, "check", &net, &pod.ns.path(), &vars);
+        assert!(out.status_ok, "{tool:?} CHECK of the other's ADD: {out:?}");
+        let out = w.run(tool, "del", &net, &pod.ns.path(), &vars);
+        assert!(out.status_ok, "{tool:?} DEL of the other's ADD: {out:?}");
+        assert!(
+            pod.ns
+                .exec(&["ip", "link", "show", "eth0"])
+                .stdout
+                .is_empty()
+        );
+    }
+    assert_eq!(w.cache_files(), Vec::<String>::new());
+    assert_eq!(reservations(&data.join(&net)), 0);
+    let veths = w.node.sh(&["ip", "-o", "link", "show", "type", "veth"]);
+    assert!(veths.is_empty(), "veths left: {veths}");
+    let rules = w.node.sh(&["nft", "list", "ruleset"]);
+    for p in &pods {
+        assert!(
+            !rules.contains(&format!("dport {}", p.port)),
+            "hostPort {} left",
+            p.port
+        );
+    }
+}
+
+#[test]
+fn real_chain_v4() {
+    real_chain(FAMILIES[0]);
+}
+
+#[test]
+fn real_chain_v6() {
+    real_chain(FAMILIES[1]);
+}
+
+#[test]
+fn real_chain_dual() {
+    real_chain(FAMILIES[2]);
+}
+
+/// The recorder chain: three exec'd plugins, capabilities declared differently, CAP_ARGS with
+/// more keys than any declares, CNI_ARGS; the first answers in another version than the list.
+fn recorded_list(version: &str) -> Value {
+    json!({"cniVersion": version, "name": "rec", "plugins": [
+        {"type": "rec-a", "capabilities": {"portMappings": true, "mac": false},
+         "result": {"cniVersion": "0.4.0", "interfaces": [{"name": "eth0", "sandbox": "/x"}],
+                    "ips": [{"version": "4", "address": "10.1.2.3/24", "gateway": "10.1.2.1", "interface": 0}],
+                    "dns": {}}},
+        {"type": "rec-b", "capabilities": {"bandwidth": true}},
+        {"type": "rec-c", "runtimeConfig": {"kept": "unless a capability replaces it"}}]})
+}
+
+const CAPS: &str = r#"{"portMappings":[{"hostPort":1,"containerPort":2,"protocol":"tcp"}],"mac":"02:00:00:00:00:01","bandwidth":{"ingressRate":1000},"ipRanges":[]}"#;
+
+/// Every verb of the recorder chain through both tools (each with its own cache): the stdin and
+/// CNI_* variables of every plugin call, their order and the cache files are the same.
+#[test]
+fn plugins_get_what_libcni_gives_them() {
+    if !require_root("cnitool plugins_get_what_libcni_gives_them") {
+        return;
+    }
+    let Some(w) = World::new("recorded") else {
+        return;
+    };
+    // Debian's libcni (1.1) converts no result to 1.1.0: that version is cnitool's alone
+    // (gc_and_status).
+    for version in ["0.3.1", "0.4.0", "1.0.0"] {
+        w.write("10-rec.conflist", &recorded_list(version));
+        let mut outs = Vec::new();
+        for tool in [Tool::Libcni, Tool::Cnibox] {
+            w.clear_records();
+            let vars = [
+                ("CAP_ARGS", CAPS),
+                ("CNI_ARGS", "IgnoreUnknown=1;K8S_POD_NAME=p"),
+            ];
+            let netns = "/run/netns//rec-pod/";
+            let add = w.run(tool, "add", "rec", netns, &vars);
+            assert!(add.status_ok, "{version} {tool:?} add: {add:?}");
+            let cache = w.cache("rec", "/run/netns/rec-pod");
+            let check = w.run(tool, "check", "rec", netns, &vars);
+            let del = w.run(tool, "del", "rec", netns, &vars);
+            assert!(del.status_ok, "{version} {tool:?} del: {del:?}");
+            assert!(
+                w.cache_files().is_empty(),
+                "{version} {tool:?}: DEL left the cache file"
+            );
+            outs.push((
+                add.stdout,
+                cache,
+                check.status_ok,
+                message(&check),
+                records(&w),
+            ));
+        }
+        let (theirs, ours) = (&outs[0], &outs[1]);
+        assert_eq!(theirs.0, ours.0, "{version}: printed result");
+        let mut our_cache = ours.1.clone();
+        assert_eq!(our_cache["netns"], "/run/netns/rec-pod");
+        our_cache.as_object_mut().unwrap().remove("netns");
+        assert_eq!(theirs.1, our_cache, "{version}: cache file");
+        assert_eq!((theirs.2, &theirs.3), (ours.2, &ours.3), "{version}: CHECK");
+        assert_eq!(theirs.4, ours.4, "{version}: what the plugins were given");
+        // What that is, spelled out for 1.0.0.
+        if version == "1.0.0" {
+            let r = &ours.4;
+            assert_eq!(
+                r["order"],
+                "ADD rec-a\nADD rec-b\nADD rec-c\nCHECK rec-a\nCHECK rec-b\nCHECK rec-c\nDEL rec-c\nDEL rec-b\nDEL rec-a\n"
+            );
+            let conf = |k: &str| &r[k]["conf"];
+            assert_eq!(
+                conf("ADD-rec-a")["runtimeConfig"],
+                json!({"portMappings": [{"hostPort":1,"containerPort":2,"protocol":"tcp"}]})
+            );
+            assert_eq!(
+                conf("ADD-rec-b")["runtimeConfig"],
+                json!({"bandwidth": {"ingressRate": 1000}})
+            );
+            assert_eq!(
+                conf("ADD-rec-c")["runtimeConfig"],
+                json!({"kept": "unless a capability replaces it"})
+            );
+            // ADD chains the result as the plugin answered it (0.4.0); CHECK and DEL get the
+            // cached one converted to the list's version.
+            assert_eq!(conf("ADD-rec-b")["prevResult"]["cniVersion"], "0.4.0");
+            assert_eq!(conf("DEL-rec-a")["prevResult"]["cniVersion"], "1.0.0");
+            assert_eq!(
+                conf("CHECK-rec-c")["prevResult"]["ips"][0]["address"],
+                "10.1.2.3/24"
+            );
+            assert_eq!(
+                r["ADD-rec-a"]["env"]["CNI_ARGS"],
+                "IgnoreUnknown=1;K8S_POD_NAME=p"
+            );
+        }
+        if version == "0.3.1" {
+            assert!(
+                ours.3.contains("does not support the CHECK command"),
+                "{}",
+                ours.3
+            );
+        }
+    }
+}
+
+/// .conflist before .conf/.json, file name order, `disableCheck`, a missing network.
+#[test]
+fn loading_matches_libcni() {
+    if !require_root("cnitool loading_matches_libcni") {
+        return;
+    }
+    let Some(w) = World::new("loading") else {
+        return;
+    };
+    let rec = |marker: &str| json!({"type": "rec-a", "marker": marker});
+    let list = |name: &str, marker: &str| json!({"cniVersion": "1.0.0", "name": name, "plugins": [rec(marker)]});
+    let single = |name: &str, marker: &str| {
+        let mut c = rec(marker);
+        c["name"] = json!(name);
+        c["cniVersion"] = json!("1.0.0");
+        c
+    };
+    w.write("20-a.conflist", &list("dup", "20-a"));
+    w.write("10-b.conflist", &list("dup", "10-b"));
+    w.write("05-dup.conf", &single("dup", "05-conf"));
+    w.write("40-single.conf", &single("single", "40-conf"));
+    w.write("30-single.json", &single("single", "30-json"));
+    std::fs::create_dir_all(w.conf_dir.join("00-dir.conflist")).unwrap();
+    let mut nocheck = list("nocheck", "nocheck");
+    // libcni 1.1 takes only a boolean here (1.3 also "true"/"false", as cnibox: unit test).
+    nocheck["disableCheck"] = json!(true);
+    nocheck["plugins"][0]["fail"] = json!("CHECK");
+    w.write("50-nocheck.conflist", &nocheck);
+    for (net, marker) in [
+        ("dup", "10-b"),
+        ("single", "30-json"),
+        ("nocheck", "nocheck"),
+    ] {
+        let mut caches = Vec::new();
+        for tool in [Tool::Libcni, Tool::Cnibox] {
+            w.clear_records();
+            let ns = format!("/run/netns/{net}-{tool:?}");
+            let out = w.run(tool, "add", net, &ns, &[]);
+            assert!(out.status_ok, "{net} {tool:?}: {out:?}");
+            assert_eq!(
+                records(&w)["ADD-rec-a"]["conf"]["marker"],
+                marker,
+                "{net} {tool:?}"
+            );
+            let check = w.run(tool, "check", net, &ns, &[]);
+            assert!(check.status_ok, "{net} {tool:?} CHECK: {check:?}");
+            caches.push(w.cache(net, &ns)["config"].clone());
+            assert!(w.run(tool, "del", net, &ns, &[]).status_ok);
+        }
+        assert_eq!(caches[0], caches[1], "{net}: the config bytes cached");
+    }
+    let dir = w.conf_dir.display().to_string();
+    for tool in [Tool::Libcni, Tool::Cnibox] {
+        let out = w.run(tool, "add", "nope", "/run/netns/x", &[]);
+        assert!(!out.status_ok);
+        assert_eq!(
+            message(&out),
+            format!("no net configuration with name \"nope\" in {dir}")
+        );
+    }
+}
+
+/// A missing plugin and a plugin failing in the middle of ADD: the plugins before it keep
+/// what they did (libcni does not undo; the runtime's DEL does), nothing is cached, the error
+/// names the plugin; the other tool's DEL cleans up.
+#[test]
+fn failing_plugins_as_libcni() {
+    if !require_root("cnitool failing_plugins_as_libcni") {
+        return;
+    }
+    let Some(w) = World::new("failing") else {
+        return;
+    };
+    let n = unique_n();
+    let data = w.sb.path("ipam");
+    let net = format!("cf{n}");
+    let bridge = json!({"type": "bridge", "bridge": format!("cfbr{n}"),
+        "ipam": Fam::Dual.host_local(n, &data)});
+    w.write(
+        "10-f.conflist",
+        &json!({"cniVersion": "1.0.0", "name": net, "plugins": [
+        bridge, {"type": "rec-b", "fail": "ADD"}]}),
+    );
+    w.write(
+        "20-m.conflist",
+        &json!({"cniVersion": "1.0.0", "name": "missing", "plugins": [
+        {"type": "rec-a"}, {"type": "no-such"}]}),
+    );
+    let mut msgs = Vec::new();
+    for (tool, other) in [(Tool::Libcni, Tool::Cnibox), (Tool::Cnibox, Tool::Libcni)] {
+        let pod = NetNs::create();
+        let out = w.run(tool, "add", &net, &pod.path(), &[]);
+        assert_eq!(out.json["code"], 11, "{tool:?}: {out:?}");
+        msgs.push(message(&out));
+        assert!(w.cache_files().is_empty(), "{tool:?} cached a failed ADD");
+        assert_eq!(
+            reservations(&data.join(&net)),
+            2,
+            "{tool:?}: bridge's ADD was kept"
+        );
+        assert!(pod.exec(&["ip", "link", "show", "eth0"]).status_ok);
+        let del = w.run(other, "del", &net, &pod.path(), &[]);
+        assert!(
+            del.status_ok,
+            "{other:?} DEL after {tool:?}'s failed ADD: {del:?}"
+        );
+        assert_eq!(reservations(&data.join(&net)), 0);
+        assert!(
+            w.node
+                .sh(&["ip", "-o", "link", "show", "type", "veth"])
+                .is_empty()
+        );
+
+        let out = w.run(tool, "add", "missing", &pod.path(), &[]);
+        assert!(
+            !out.status_ok && w.cache_files().is_empty(),
+            "{tool:?}: {out:?}"
+        );
+        msgs.push(message(&out));
+    }
+    assert_eq!(
+        msgs[0],
+        "plugin type=\"rec-b\" failed (add): recorder asked to fail; at ADD"
+    );
+    assert_eq!(msgs[0], msgs[2]);
+    let path = w.sb.bin.display();
+    assert_eq!(
+        msgs[1],
+        format!(
+            "plugin type=\"no-such\" failed (add): failed to find plugin \"no-such\" in path [{path}]"
+        )
+    );
+    assert_eq!(msgs[1], msgs[3]);
+}
+
+/// A cache file that is not JSON: CHECK fails naming the cached result in both tools; DEL goes
+/// on without a prevResult and removes it (libcni 1.3; Debian's 1.1 fails instead).
+#[test]
+fn corrupt_cache_as_libcni() {
+    if !require_root("cnitool corrupt_cache_as_libcni") {
+        return;
+    }
+    let Some(w) = World::new("corrupt") else {
+        return;
+    };
+    w.write("10-c.conflist", &recorded_list("1.0.0"));
+    for (adder, other) in [(Tool::Libcni, Tool::Cnibox), (Tool::Cnibox, Tool::Libcni)] {
+        let ns = "/run/netns/corrupt";
+        assert!(w.run(adder, "add", "rec", ns, &[]).status_ok);
+        let file = w.cache_dir().join(&w.cache_files()[0]);
+        std::fs::write(&file, "{not json").unwrap();
+        let mut checks = Vec::new();
+        for tool in [adder, other] {
+            let out = w.run(tool, "check", "rec", ns, &[]);
+            assert!(
+                !out.status_ok,
+                "{tool:?} CHECK with a corrupt cache: {out:?}"
+            );
+            checks.push(message(&out));
+        }
+        for m in &checks {
+            assert!(
+                m.starts_with("failed to get network \"rec\" cached result: "),
+                "{m}"
+            );
+        }
+        // libcni 1.1 fails DEL here; 1.3, which cnibox follows, drops the record and goes on.
+        let out = w.run(Tool::Libcni, "del", "rec", ns, &[]);
+        assert!(
+            message(&out).starts_with("failed to get network \"rec\" cached result: "),
+            "{out:?}"
+        );
+        w.clear_records();
+        let out = w.run(Tool::Cnibox, "del", "rec", ns, &[]);
+        assert!(out.status_ok, "DEL with a corrupt cache: {out:?}");
+        let r = records(&w);
+        assert_eq!(r["order"], "DEL rec-c\nDEL rec-b\nDEL rec-a\n");
+        assert!(r["DEL-rec-a"]["conf"].get("prevResult").is_none(), "{r}");
+        assert!(!file.exists(), "DEL left the corrupt cache file");
+    }
+}
+
+/// GC and STATUS (libcni 1.1 has neither, so cnitool alone): every plugin of a 1.1.0 list gets
+/// the cached attachments of the network as valid ones; host-local, in-process, collects a
+/// reservation no cached attachment owns and keeps the others.
+#[test]
+fn gc_and_status() {
+    if !require_root("cnitool gc_and_status") {
+        return;
+    }
+    let Some(w) = World::new("gc") else {
+        return;
+    };
+    let n = unique_n();
+    let data = w.sb.path("ipam");
+    let mut list = recorded_list("1.1.0");
+    list["plugins"][1]["ipam"] = json!({"type": "host-local", "subnet": v4(n), "dataDir": data});
+    list["plugins"][1]["type"] = json!("host-local");
+    w.write("10-gc.conflist", &list);
+    for pod in ["a", "b"] {
+        let out = w.run(
+            Tool::Cnibox,
+            "add",
+            "rec",
+            &format!("/run/netns/gc-{pod}"),
+            &[],
+        );
+        assert!(out.status_ok, "{out:?}");
+    }
+    let stale = data.join("rec").join(format!("10.{n}.0.200"));
+    std::fs::write(&stale, "gone\r\neth0").unwrap();
+    assert_eq!(reservations(&data.join("rec")), 3);
+    w.clear_records();
+    let out = w.run(Tool::Cnibox, "gc", "rec", "", &[]);
+    assert!(out.status_ok, "{out:?}");
+    assert_eq!(
+        reservations(&data.join("rec")),
+        2,
+        "GC kept the stale reservation"
+    );
+    let r = records(&w);
+    let valid = &r["GC-rec-a"]["conf"]["cni.dev/valid-attachments"];
+    let ids: Vec<&str> = valid
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["containerID"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 2, "{valid}");
+    assert!(ids.iter().all(|i| i.starts_with("cnitool-")), "{valid}");
+    assert_eq!(r["GC-rec-a"]["conf"]["cni.dev/attachments"], *valid);
+    assert_eq!(r["GC-rec-a"]["env"]["CNI_CONTAINERID"], "");
+    assert_eq!(r["order"], "GC rec-a\nGC rec-c\n");
+    w.clear_records();
+    assert!(w.run(Tool::Cnibox, "status", "rec", "", &[]).status_ok);
+    assert_eq!(records(&w)["order"], "STATUS rec-a\nSTATUS rec-c\n");
+    // disableGC; a 1.0.0 list has neither verb; a failing STATUS is the answer.
+    list["disableGC"] = json!(true);
+    list["plugins"][2]["fail"] = json!("STATUS");
+    w.write("10-gc.conflist", &list);
+    w.clear_records();
+    assert!(w.run(Tool::Cnibox, "gc", "rec", "", &[]).status_ok);
+    assert_eq!(records(&w)["order"], "");
+    let out = w.run(Tool::Cnibox, "status", "rec", "", &[]);
+    assert_eq!(
+        (out.json["code"].as_u64(), message(&out)),
+        (Some(11), "recorder asked to fail; at STATUS".into())
+    );
+    list["cniVersion"] = json!("1.0.0");
+    w.write("10-gc.conflist", &list);
+    w.clear_records();
+    assert!(w.run(Tool::Cnibox, "status", "rec", "", &[]).status_ok);
+    assert_eq!(records(&w)["order"], "");
+    for pod in ["a", "b"] {
+        assert!(
+            w.run(
+                Tool::Cnibox,
+                "del",
+                "rec",
+                &format!("/run/netns/gc-{pod}"),
+                &[]
+            )
+            .status_ok
+        );
+    }
+}
+
+fn v4(n: u8) -> String {
+    common::family::v4_subnet(n)
+}
