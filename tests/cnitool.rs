@@ -538,6 +538,64 @@ fn gc_and_status() {
     }
 }
 
+/// A plugin found in CNI_PATH that is this binary runs in-process (bridge, and its host-local
+/// through delegation); any other is exec'd (the Go tuning of /usr/lib/cni): strace sees one
+/// execve besides cnitool's own.
+#[test]
+fn own_applets_in_process_others_exec() {
+    if !require_root("cnitool own_applets_in_process_others_exec") || !reference_available("tuning")
+    {
+        return;
+    }
+    let Some(w) = World::new("inproc") else {
+        return;
+    };
+    let n = unique_n();
+    let mixed = w.sb.path("mixed");
+    std::fs::create_dir_all(&mixed).unwrap();
+    for a in ["bridge", "host-local"] {
+        std::os::unix::fs::symlink(bin(), mixed.join(a)).unwrap();
+    }
+    let path = format!("{}:{REFERENCE_DIR}", mixed.display());
+    let data = w.sb.path("ipam");
+    let net = format!("ci{n}");
+    w.write(
+        "10-mixed.conflist",
+        &json!({"cniVersion": "1.0.0", "name": net, "plugins": [
+        {"type": "bridge", "bridge": format!("cibr{n}"), "ipam": Fam::V4.host_local(n, &data)},
+        {"type": "tuning", "capabilities": {"mac": true}}]}),
+    );
+    let pod = NetNs::create();
+    let trace = w.sb.path("execve.trace").display().to_string();
+    let mac = format!("02:00:00:00:{n:02x}:01");
+    let caps = json!({"mac": mac}).to_string();
+    let vars = [("CNI_PATH", path.as_str()), ("CAP_ARGS", caps.as_str())];
+    let strace = ["strace", "-f", "-qq", "-e", "trace=execve", "-o", &trace];
+    let out = w.run_under(&strace, Tool::Cnibox, "add", &net, &pod.path(), &vars);
+    assert!(out.status_ok, "{out:?}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let execs: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("execve(\"") && l.trim_end().ends_with("= 0"))
+        .filter_map(|l| l.split('"').nth(1))
+        .collect();
+    let cnitool = w.sb.bin.join("cnitool").display().to_string();
+    let tuning = format!("{REFERENCE_DIR}/tuning");
+    assert_eq!(execs, [cnitool.as_str(), tuning.as_str()], "{text}");
+    assert!(
+        pod.sh(&["ip", "-br", "link", "show", "eth0"])
+            .contains(&mac)
+    );
+    let out = w.run(Tool::Cnibox, "del", &net, &pod.path(), &vars);
+    assert!(out.status_ok, "{out:?}");
+    assert_eq!(reservations(&data.join(&net)), 0);
+    assert!(
+        w.node
+            .sh(&["ip", "-o", "link", "show", "type", "veth"])
+            .is_empty()
+    );
+}
+
 fn v4(n: u8) -> String {
     common::family::v4_subnet(n)
 }

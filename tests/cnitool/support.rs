@@ -131,6 +131,20 @@ impl World {
         netns: &str,
         vars: &[(&str, &str)],
     ) -> Output {
+        self.run_under(&[], tool, verb, net, netns, vars)
+    }
+
+    /// [`World::run`] with the tool started by `wrapper` (`strace -f …`).
+    #[track_caller]
+    pub fn run_under(
+        &self,
+        wrapper: &[&str],
+        tool: Tool,
+        verb: &str,
+        net: &str,
+        netns: &str,
+        vars: &[(&str, &str)],
+    ) -> Output {
         let prog = match tool {
             Tool::Libcni => self.driver.to_path_buf(),
             Tool::Cnibox => self.sb.bin.join("cnitool"),
@@ -154,7 +168,9 @@ impl World {
         env.retain(|(k, _)| !vars.iter().any(|(v, _)| v == k));
         env.extend_from_slice(vars);
         let prog = prog.display().to_string();
-        let args = ["netns", "exec", &self.node.name, &prog, verb, net, netns];
+        let mut args = vec!["netns", "exec", &self.node.name];
+        args.extend_from_slice(wrapper);
+        args.extend_from_slice(&[&prog, verb, net, netns]);
         exec(Path::new("ip"), &args, &env, "")
     }
 
