@@ -301,14 +301,16 @@ mod tests {
         let b = br#"{"name":"n","disableGC":1,"plugins":[{"type":"x"}]}"#;
         assert!(
             list_from_bytes(b.to_vec())
-                .err().unwrap()
+                .err()
+                .unwrap()
                 .msg
                 .contains("disableGC")
         );
         let b = br#"{"name":"n","plugins":[{"name":"x"}]}"#;
         assert!(
             list_from_bytes(b.to_vec())
-                .err().unwrap()
+                .err()
+                .unwrap()
                 .msg
                 .contains("missing 'type'")
         );
