@@ -6,11 +6,10 @@
 //! /var/lib/cni.
 
 use super::load::read_file;
-use crate::cni::error::{Error, Result};
+use crate::cni::error::{Error, Result, code};
 use crate::cni::gojson;
 use crate::cni::result::compact;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
@@ -23,43 +22,26 @@ pub(crate) struct Rt {
     pub(crate) netns: String,
     pub(crate) ifname: String,
     pub(crate) args: Vec<[String; 2]>,
-    pub(crate) caps: serde_json::Map<String, Value>,
+    pub(crate) caps: Map<String, Value>,
 }
 
-#[derive(Serialize)]
-struct Record<'a> {
-    kind: &'a str,
-    #[serde(rename = "containerId")]
-    container_id: &'a str,
-    config: String,
-    #[serde(rename = "ifName")]
-    ifname: &'a str,
-    #[serde(rename = "networkName")]
-    network: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    netns: &'a str,
-    #[serde(rename = "cniArgs", skip_serializing_if = "<[_]>::is_empty")]
-    args: &'a [[String; 2]],
-    #[serde(
-        rename = "capabilityArgs",
-        skip_serializing_if = "serde_json::Map::is_empty"
-    )]
-    caps: &'a serde_json::Map<String, Value>,
-    #[serde(skip_serializing_if = "Value::is_null")]
-    result: &'a Value,
-}
-
-/// What libcni reads back of a record.
-#[derive(Deserialize)]
+/// What GC reads back of a record.
 pub(crate) struct Cached {
-    #[serde(default)]
-    kind: String,
-    #[serde(rename = "containerId", default)]
     pub(crate) container_id: String,
-    #[serde(rename = "ifName", default)]
     pub(crate) ifname: String,
-    #[serde(rename = "networkName", default)]
     pub(crate) network: String,
+}
+
+/// A string field of a record as Go decodes it (case-insensitive key; anything else: empty).
+fn field(v: &Value, key: &str) -> String {
+    gojson::member(v, key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn is_v1(v: &Value) -> bool {
+    field(v, "kind") == KIND
 }
 
 fn dir() -> PathBuf {
@@ -91,23 +73,45 @@ fn base64(data: &[u8]) -> String {
     out
 }
 
-/// Record a successful ADD of `network`'s list (`config`: the list's bytes).
-pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: &Value) -> Result<()> {
-    let rec = Record {
-        kind: KIND,
-        container_id: &rt.container_id,
-        config: base64(config),
-        ifname: &rt.ifname,
-        network,
-        netns: &rt.netns,
-        args: &rt.args,
-        caps: &rt.caps,
-        result,
-    };
+/// Record a successful ADD of `network`'s list (`config`: the list's bytes), with the fields
+/// in the order and the omissions of Go's `json.Marshal` of libcni's struct.
+pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: Value) -> Result<()> {
+    let text = |s: &str| Value::String(s.to_string());
+    let args = rt
+        .args
+        .iter()
+        .map(|[k, v]| Value::Array(vec![text(k), text(v)]));
+    let fields = [
+        ("kind", text(KIND)),
+        ("containerId", text(&rt.container_id)),
+        ("config", Value::String(base64(config))),
+        ("ifName", text(&rt.ifname)),
+        ("networkName", text(network)),
+        ("netns", text(&rt.netns)),
+        ("cniArgs", Value::Array(args.collect())),
+        ("capabilityArgs", Value::Object(rt.caps.clone())),
+        ("result", result),
+    ];
+    let mut rec = String::from("{");
+    for (key, v) in fields {
+        let empty = match &v {
+            Value::String(s) => s.is_empty() && key == "netns",
+            Value::Array(a) => a.is_empty(),
+            Value::Object(m) => m.is_empty(),
+            _ => v.is_null(),
+        };
+        if !empty {
+            if rec.len() > 1 {
+                rec.push(',');
+            }
+            rec.push_str(&format!("\"{key}\":{}", compact(&v)));
+        }
+    }
+    rec.push('}');
     let file = path(network, rt);
     let fail = |e: std::io::Error| {
         let msg = format!("failed to set network {network:?} cached result: {e}");
-        Error::new(crate::cni::error::code::IO_FAILURE, msg)
+        Error::new(code::IO_FAILURE, msg)
     };
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -120,7 +124,7 @@ pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: &Value) -> Resu
         .truncate(true)
         .mode(0o600)
         .open(&file)
-        .and_then(|mut f| f.write_all(compact(&rec).as_bytes()))
+        .and_then(|mut f| f.write_all(rec.as_bytes()))
         .map_err(fail)
 }
 
@@ -137,10 +141,10 @@ pub(crate) fn result(network: &str, rt: &Rt) -> Result<Option<Value>> {
     };
     let v: Value = serde_json::from_slice(&data)
         .map_err(|e| Error::decode(format!("failed to parse cached result: {e}")))?;
-    match gojson::from_value::<Cached>(&v) {
-        Ok(c) if c.kind == KIND => Ok(gojson::member(&v, "result").cloned()),
-        _ => Ok(Some(v)),
+    if is_v1(&v) {
+        return Ok(gojson::member(&v, "result").cloned());
     }
+    Ok(Some(v))
 }
 
 /// Every `cniCacheV1` record naming a network and an interface, in file name order (libcni's
@@ -149,13 +153,22 @@ pub(crate) fn attachments() -> Vec<Cached> {
     let Ok(entries) = std::fs::read_dir(dir()) else {
         return Vec::new();
     };
-    let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
-    files.sort();
-    files
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
         .iter()
-        .filter_map(|f| serde_json::from_slice::<Value>(&read_file(f).ok()??).ok())
-        .filter_map(|v| gojson::from_value::<Cached>(&v).ok())
-        .filter(|c| c.kind == KIND && !c.ifname.is_empty() && !c.network.is_empty())
+        .map(|n| dir().join(n))
+        .filter_map(|f| serde_json::from_slice::<Value>(&read_file(&f).ok()??).ok())
+        .filter(is_v1)
+        .map(|v| Cached {
+            container_id: field(&v, "containerId"),
+            ifname: field(&v, "ifName"),
+            network: field(&v, "networkName"),
+        })
+        .filter(|c| !c.ifname.is_empty() && !c.network.is_empty())
         .collect()
 }
 

@@ -50,12 +50,12 @@ fn build(list: &NetList, p: &Plugin, prev: Option<&Value>, rt: Option<&Rt>) -> M
         conf.insert("prevResult".into(), prev.clone());
     }
     if let Some(rt) = rt {
-        let rc: Map<String, Value> = p
-            .capabilities
-            .iter()
-            .filter(|(_, on)| **on)
-            .filter_map(|(k, _)| Some((k.clone(), rt.caps.get(k)?.clone())))
-            .collect();
+        let mut rc = Map::new();
+        for cap in &p.capabilities {
+            if let Some(v) = rt.caps.get(cap) {
+                rc.insert(cap.clone(), v.clone());
+            }
+        }
         if !rc.is_empty() {
             conf.insert("runtimeConfig".into(), Value::Object(rc));
         }
@@ -94,29 +94,24 @@ impl Runner {
         &self,
         cmd: Command,
         p: &Plugin,
-        conf: &Map<String, Value>,
+        conf: Map<String, Value>,
         rt: Option<&Rt>,
     ) -> Result<Option<String>> {
-        let args: Vec<String> = rt.map_or(Vec::new(), |rt| {
-            rt.args.iter().map(|[k, v]| format!("{k}={v}")).collect()
-        });
-        let var = |k: &str| -> Option<String> {
-            let rt = rt?;
-            Some(match k {
-                "CNI_CONTAINERID" => rt.container_id.clone(),
-                "CNI_NETNS" => rt.netns.clone(),
-                "CNI_IFNAME" => rt.ifname.clone(),
-                _ => return None,
-            })
-        };
-        let env = Env {
+        let mut env = Env {
             command: cmd,
-            container_id: var("CNI_CONTAINERID").unwrap_or_default(),
-            netns: var("CNI_NETNS").unwrap_or_default(),
-            ifname: var("CNI_IFNAME").unwrap_or_default(),
-            args: args.join(";"),
+            container_id: String::new(),
+            netns: String::new(),
+            ifname: String::new(),
+            args: String::new(),
             path: self.path.clone(),
         };
+        if let Some(rt) = rt {
+            env.container_id.clone_from(&rt.container_id);
+            env.netns.clone_from(&rt.netns);
+            env.ifname.clone_from(&rt.ifname);
+            let pairs: Vec<String> = rt.args.iter().map(|[k, v]| format!("{k}={v}")).collect();
+            env.args = pairs.join(";");
+        }
         let path = delegate::find_in(&p.kind, &env)?;
         let applet = match delegate::resolve(self.applets, &p.kind, &path) {
             Some(None) => {
@@ -127,22 +122,18 @@ impl Runner {
                 )));
             }
             Some(Some(applet)) => {
-                // What the plugin's own process would check first: the variables its verb
-                // needs, and a CNI_NETNS that is not its own namespace.
-                let lookup = |k: &str| match k {
-                    "CNI_COMMAND" => Some(cmd.as_str().to_string()),
-                    "CNI_ARGS" => Some(env.args.clone()),
-                    "CNI_PATH" => Some(env.path.clone()),
-                    _ => var(k),
-                };
-                if let Some(checked) = Env::from_lookup(lookup)? {
-                    skel::refuse_own_netns(&checked)?;
+                // What the plugin's own process would check first: the attachment's variables
+                // and a CNI_NETNS that is not its own namespace.
+                if rt.is_some() {
+                    validate_container_id(&env.container_id)?;
+                    validate_ifname(&env.ifname)?;
                 }
+                skel::refuse_own_netns(&env)?;
                 Some(applet)
             }
             None => None,
         };
-        let config = compact(conf);
+        let config = compact(&Value::Object(conf));
         delegate::invoke(self.applets, applet, &path, config.as_bytes(), &env)
     }
 
@@ -158,7 +149,7 @@ impl Runner {
                 let out = self.run(
                     Command::Add,
                     p,
-                    &build(list, p, prev.as_ref(), Some(rt)),
+                    build(list, p, prev.as_ref(), Some(rt)),
                     Some(rt),
                 )?;
                 let v: Value = serde_json::from_str(out.as_deref().unwrap_or_default())
@@ -168,7 +159,7 @@ impl Runner {
             prev = Some(step().map_err(wrap(p, "add"))?);
         }
         let (ver, result) = prev.ok_or_else(|| Error::config("no plugin configs found"))?;
-        cache::add(&list.name, &list.bytes, rt, &result.to_value(ver)?)?;
+        cache::add(&list.name, &list.bytes, rt, result.to_value(ver)?)?;
         result.to_json(ver)
     }
 
@@ -204,7 +195,7 @@ impl Runner {
             self.run(
                 Command::Check,
                 p,
-                &build(list, p, prev.as_ref(), Some(rt)),
+                build(list, p, prev.as_ref(), Some(rt)),
                 Some(rt),
             )?;
         }
@@ -225,7 +216,7 @@ impl Runner {
             self.run(
                 Command::Del,
                 p,
-                &build(list, p, prev.as_ref(), Some(rt)),
+                build(list, p, prev.as_ref(), Some(rt)),
                 Some(rt),
             )
             .map_err(wrap(p, "delete"))?;
@@ -254,7 +245,7 @@ impl Runner {
             conf.insert("cni.dev/valid-attachments".into(), valid.clone().into());
             // libcni still sends the name the spec used before July 2024.
             conf.insert("cni.dev/attachments".into(), valid.clone().into());
-            let r = self.run(Command::Gc, p, &conf, None);
+            let r = self.run(Command::Gc, p, conf, None);
             errors.check(r.map_err(|e| e.ctx(format!("failed to GC plugin {}", p.kind))));
         }
         errors.into_result()
@@ -266,7 +257,7 @@ impl Runner {
             return Ok(());
         }
         for p in &list.plugins {
-            self.run(Command::Status, p, &build(list, p, None, None), None)?;
+            self.run(Command::Status, p, build(list, p, None, None), None)?;
         }
         Ok(())
     }

@@ -9,9 +9,7 @@
 use crate::cni::error::{Error, Result, code};
 use crate::cni::gojson;
 use crate::cni::result::compact;
-use serde::Deserialize;
 use serde_json::{Map, Value};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One plugin of a list: its config as libcni holds it (Go's `json.Marshal` of the parsed
@@ -20,7 +18,8 @@ pub(crate) struct Plugin {
     pub(crate) kind: String,
     /// The plugin's own `name`, only for messages (libcni's `pluginDescription`).
     pub(crate) name: String,
-    pub(crate) capabilities: BTreeMap<String, bool>,
+    /// The capabilities it declares as `true`.
+    pub(crate) capabilities: Vec<String>,
     pub(crate) conf: Map<String, Value>,
 }
 
@@ -35,38 +34,55 @@ pub(crate) struct NetList {
     pub(crate) bytes: Vec<u8>,
 }
 
-/// The keys of a plugin config libcni decodes into Go types (so a wrong type fails the load).
-#[derive(Deserialize)]
-struct PluginKeys {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    name: String,
-    #[serde(rename = "cniVersion", default)]
-    version: String,
-    #[serde(default)]
-    capabilities: Option<BTreeMap<String, bool>>,
-}
-
 fn bad(what: &str, e: impl std::fmt::Display) -> Error {
     Error::config(format!("error parsing configuration{what}: {e}"))
 }
 
+/// A string member as Go decodes it into a struct field (key matched case-insensitively,
+/// null or absent: empty).
+fn string(v: &Value, key: &str) -> Result<String> {
+    match gojson::member(v, key) {
+        None => Ok(String::new()),
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(bad("", format!("{key}: not a string"))),
+    }
+}
+
+/// A plugin's config and the keys libcni decodes from it (its `cniVersion` too, for a single
+/// plugin file).
 fn plugin(v: Value) -> Result<(Plugin, String)> {
-    let keys = gojson::from_value::<PluginKeys>(&v).map_err(|e| bad("", e))?;
+    let (kind, name, version) = (
+        string(&v, "type")?,
+        string(&v, "name")?,
+        string(&v, "cniVersion")?,
+    );
+    let mut capabilities = Vec::new();
+    match gojson::member(&v, "capabilities") {
+        None => {}
+        Some(Value::Object(caps)) => {
+            for (k, on) in caps {
+                match on {
+                    Value::Bool(true) => capabilities.push(k.clone()),
+                    Value::Bool(false) | Value::Null => {}
+                    _ => return Err(bad("", format!("capabilities.{k}: not a boolean"))),
+                }
+            }
+        }
+        Some(_) => return Err(bad("", "capabilities: not an object")),
+    }
     let Value::Object(conf) = v else {
         return Err(bad("", "not a JSON object"));
     };
-    if keys.kind.is_empty() {
+    if kind.is_empty() {
         return Err(bad("", "missing 'type'"));
     }
     let p = Plugin {
-        kind: keys.kind,
-        name: keys.name,
-        capabilities: keys.capabilities.unwrap_or_default(),
+        kind,
+        name,
+        capabilities,
         conf,
     };
-    Ok((p, keys.version))
+    Ok((p, version))
 }
 
 /// A spec version as Go's `version.ParseVersion` reads it: "" is 0.1.0, missing parts are 0.
@@ -74,19 +90,14 @@ pub(crate) fn semver(s: &str) -> Result<(u64, u64, u64)> {
     if s.is_empty() {
         return Ok((0, 1, 0));
     }
-    let parts: Vec<&str> = s.split('.').collect();
-    let num = |i: usize| -> Result<u64> {
-        parts.get(i).map_or(Ok(0), |p| {
-            p.parse()
-                .map_err(|_| Error::config(format!("invalid version {s:?}: part {p:?}")))
-        })
-    };
-    if parts.len() > 3 {
-        return Err(Error::config(format!(
-            "invalid version {s:?}: too many parts"
-        )));
+    let mut n = [0u64; 3];
+    for (i, part) in s.split('.').enumerate() {
+        match (n.get_mut(i), part.parse()) {
+            (Some(slot), Ok(v)) => *slot = v,
+            _ => return Err(Error::config(format!("invalid version {s:?}"))),
+        }
     }
-    Ok((num(0)?, num(1)?, num(2)?))
+    Ok((n[0], n[1], n[2]))
 }
 
 /// `v` is at least `min` (an unparseable `v` is an error, as in libcni).
@@ -97,7 +108,11 @@ pub(crate) fn at_least(v: &str, min: (u64, u64, u64)) -> Result<bool> {
 const CURRENT: (u64, u64, u64) = (1, 1, 0);
 
 fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
-    let raw: Map<String, Value> = serde_json::from_slice(&bytes).map_err(|e| bad(" list", e))?;
+    let raw = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(raw)) => raw,
+        Ok(_) => return Err(bad(" list", "not a JSON object")),
+        Err(e) => return Err(bad(" list", e)),
+    };
     let name = match raw.get("name") {
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(bad(" list", "invalid name type")),
@@ -112,23 +127,19 @@ fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
         let Value::Array(vs) = vs else {
             return Err(bad(" list", "invalid type for cniVersions"));
         };
-        let mut best: Option<((u64, u64, u64), String)> = None;
-        let given = (!version.is_empty()).then(|| version.clone());
-        for v in vs
-            .iter()
-            .map(|v| v.as_str().map(str::to_string))
-            .chain([given])
-        {
-            let Some(v) = v else {
+        let mut best = ((0, 0, 0), String::new());
+        let given = (!version.is_empty()).then(|| Value::String(version.clone()));
+        for v in vs.iter().chain(given.as_ref()) {
+            let Value::String(v) = v else {
                 return Err(bad(" list", "invalid type in cniVersions"));
             };
-            let sv = semver(&v).map_err(|e| bad(" list", format!("cniVersions: {}", e.msg)))?;
-            if sv <= CURRENT && best.as_ref().is_none_or(|(b, _)| sv > *b) {
-                best = Some((sv, v));
+            let sv = semver(v).map_err(|e| bad(" list", format!("cniVersions: {}", e.msg)))?;
+            if sv <= CURRENT && (best.1.is_empty() || sv > best.0) {
+                best = (sv, v.clone());
             }
         }
-        if let Some((_, v)) = best {
-            version = v;
+        if !best.1.is_empty() {
+            version = best.1;
         }
     }
     let flag = |key: &str| -> Result<bool> {
@@ -152,7 +163,9 @@ fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
             ));
         }
         None => {}
-        Some(Value::Array(ps)) if ps.is_empty() => return Err(bad(" list", "no plugins in list")),
+        Some(Value::Array(ps)) if ps.is_empty() => {
+            return Err(bad(" list", "no plugins in list"));
+        }
         Some(Value::Array(ps)) => {
             for (i, p) in ps.iter().enumerate() {
                 let (p, _) = plugin(p.clone()).map_err(|e| {
@@ -203,8 +216,8 @@ fn read(path: &Path) -> Result<Vec<u8>> {
     })
 }
 
-/// The files of `dir` (not directories) whose extension is one of `exts`, sorted by path; none
-/// when `dir` does not exist.
+/// The files of `dir` (not directories) whose extension is one of `exts`, in name order (Go
+/// sorts their paths, which share `dir`); none when `dir` does not exist.
 fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
@@ -214,17 +227,16 @@ fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
             return Err(Error::new(code::IO_FAILURE, msg));
         }
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| !t.is_dir()))
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|x| exts.iter().any(|e| x.as_encoded_bytes() == e.as_bytes()))
-        })
-        .collect();
-    files.sort();
-    Ok(files)
+    let mut names = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ext = name.rsplit_once('.').map_or("", |(_, x)| x);
+        if exts.contains(&ext) && !e.file_type().is_ok_and(|t| t.is_dir()) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names.iter().map(|n| dir.join(n)).collect())
 }
 
 fn list_from_file(path: &Path) -> Result<NetList> {
@@ -295,9 +307,9 @@ mod tests {
         let b = br#"{"name":"n","cniVersion":"0.4.0","cniVersions":["1.0.0","9.0.0"],"plugins":[{"type":"x"}]}"#;
         let (l, _) = list_from_bytes(b.to_vec()).unwrap();
         assert_eq!(l.version, "1.0.0");
-        let b = br#"{"name":"n","disableCheck":"TRUE","plugins":[{"type":"x","capabilities":{"a":true}}]}"#;
+        let b = br#"{"name":"n","disableCheck":"TRUE","plugins":[{"type":"x","capabilities":{"a":true,"b":false}}]}"#;
         let (l, _) = list_from_bytes(b.to_vec()).unwrap();
-        assert!(l.disable_check && l.plugins[0].capabilities["a"]);
+        assert!(l.disable_check && l.plugins[0].capabilities == ["a"]);
         let b = br#"{"name":"n","disableGC":1,"plugins":[{"type":"x"}]}"#;
         assert!(
             list_from_bytes(b.to_vec())

@@ -107,45 +107,33 @@ fn run(
     args: &[String],
     ifname: Option<String>,
 ) -> Result<Option<String>> {
-    let (verb, name) = match args {
-        [verb, name, ..] => (verb.as_str(), name.as_str()),
-        _ => {
-            return Err(Error::env(format!(
-                "network name and namespace are required\n{USAGE}"
-            )));
-        }
+    let [verb, name, rest @ ..] = args else {
+        return Err(Error::env(format!(
+            "network name and namespace are required\n{USAGE}"
+        )));
     };
-    let netns = args.get(2).map(String::as_str);
     let dir = match var("NETCONFPATH") {
         d if d.is_empty() => "/etc/cni/net.d".to_string(),
         d => d,
     };
+    let list = load::load(Path::new(&dir), name)?;
+    let rt = rest
+        .first()
+        .map(|netns| attachment(netns, ifname))
+        .transpose()?;
     let runner = chain::Runner {
         applets,
         path: var("CNI_PATH"),
     };
-    let attach = |ifname| match netns {
-        Some(netns) => attachment(netns, ifname),
-        None => Err(Error::env(format!(
+    match (verb.as_str(), &rt) {
+        ("add", Some(rt)) => runner.add(&list, rt).map(Some),
+        ("check", Some(rt)) => runner.check(&list, rt).map(|()| None),
+        ("del", Some(rt)) => runner.del(&list, rt).map(|()| None),
+        ("gc", _) => runner.gc(&list).map(|()| None),
+        ("status", _) => runner.status(&list).map(|()| None),
+        ("add" | "check" | "del", None) => Err(Error::env(format!(
             "{verb}: network name and namespace are required"
         ))),
-    };
-    match verb {
-        "add" | "check" | "del" => {
-            let rt = attach(ifname)?;
-            let list = load::load(Path::new(&dir), name)?;
-            match verb {
-                "add" => runner.add(&list, &rt).map(Some),
-                "check" => runner.check(&list, &rt).map(|()| None),
-                _ => runner.del(&list, &rt).map(|()| None),
-            }
-        }
-        "gc" => runner
-            .gc(&load::load(Path::new(&dir), name)?)
-            .map(|()| None),
-        "status" => runner
-            .status(&load::load(Path::new(&dir), name)?)
-            .map(|()| None),
         _ => Err(Error::env(format!("unknown command {verb:?}\n{USAGE}"))),
     }
 }
