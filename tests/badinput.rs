@@ -2105,6 +2105,26 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
         cnitool(&add, &good, big, "", 5, None, "larger than");
         let vars = format!("NETCONFPATH={file}");
         cnitool(&add, &good, "", &vars, 5, None, "error reading");
+        // The names that make the cache file's name are checked for every verb (libcni: ADD).
+        let del = format!("del ctbad {cont}");
+        cnitool(
+            &del,
+            &good,
+            "",
+            "CNI_CONTAINERID=../../x",
+            4,
+            None,
+            "containerID",
+        );
+        cnitool(
+            &del,
+            &good,
+            "",
+            "CNI_IFNAME=../x",
+            4,
+            None,
+            "interface name",
+        );
         // The result cache of this attachment (container "bad", net1): not JSON, then a FIFO.
         let check = format!("check ctbad {cont}");
         let corrupt = "printf '{x' > $D/cache/results/ctbad-bad-net1 &&";

@@ -10,9 +10,7 @@
 use super::cache::{self, Rt};
 use super::load::{NetList, Plugin, at_least};
 use crate::cni::delegate;
-use crate::cni::env::{
-    Command, Env, validate_container_id, validate_ifname, validate_network_name,
-};
+use crate::cni::env::{Command, Env};
 use crate::cni::error::{Error, Result, code};
 use crate::cni::result::{CniResult, compact};
 use crate::cni::skel::{self, Applet};
@@ -122,12 +120,8 @@ impl Runner {
                 )));
             }
             Some(Some(applet)) => {
-                // What the plugin's own process would check first: the attachment's variables
-                // and a CNI_NETNS that is not its own namespace.
-                if rt.is_some() {
-                    validate_container_id(&env.container_id)?;
-                    validate_ifname(&env.ifname)?;
-                }
+                // What the plugin's own process would check first (the attachment's names are
+                // checked once, by `runtime::attachment`).
                 skel::refuse_own_netns(&env)?;
                 Some(applet)
             }
@@ -142,9 +136,6 @@ impl Runner {
         let mut prev: Option<(Version, CniResult)> = None;
         for p in &list.plugins {
             let step = || -> Result<(Version, CniResult)> {
-                validate_container_id(&rt.container_id)?;
-                validate_network_name(&list.name)?;
-                validate_ifname(&rt.ifname)?;
                 let prev = prev.as_ref().map(|(v, r)| r.to_value(*v)).transpose()?;
                 let out = self.run(
                     Command::Add,

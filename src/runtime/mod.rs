@@ -15,6 +15,7 @@ mod cache;
 mod chain;
 mod load;
 
+use crate::cni::env::{validate_container_id, validate_ifname, validate_network_name};
 use crate::cni::error::{Error, Result};
 use crate::cni::skel::{self, Applet};
 use crate::cni::version::Version;
@@ -89,14 +90,19 @@ fn attachment(netns: &str, ifname: Option<String>) -> Result<cache::Rt> {
     let ifname = ifname
         .filter(|i| !i.is_empty())
         .unwrap_or_else(|| var("CNI_IFNAME"));
+    let ifname = if ifname.is_empty() {
+        "eth0".into()
+    } else {
+        ifname
+    };
+    // libcni checks these on ADD only; they name the cache file (and every plugin's skel
+    // refuses them), so cnitool checks them for every verb.
+    validate_container_id(&container_id)?;
+    validate_ifname(&ifname)?;
     Ok(cache::Rt {
         container_id,
         netns,
-        ifname: if ifname.is_empty() {
-            "eth0".into()
-        } else {
-            ifname
-        },
+        ifname,
         args: parse_args(&var("CNI_ARGS"))?,
         caps,
     })
@@ -117,6 +123,7 @@ fn run(
         d => d,
     };
     let list = load::load(Path::new(&dir), name)?;
+    validate_network_name(&list.name)?;
     let rt = rest
         .first()
         .map(|netns| attachment(netns, ifname))
