@@ -258,14 +258,14 @@ pub fn error_json(e: &Error, ver: Version) -> String {
 
 /// The whole answer in one write(2), past std's line buffering (which splits a pretty-printed
 /// result at its last newline into two writes).
-fn write_stdout(text: &str) -> std::io::Result<()> {
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
     use std::os::fd::FromRawFd as _;
     // SAFETY: fd 1 is the process's stdout; ManuallyDrop keeps it open afterwards.
     let mut out = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
     out.write_all(text.as_bytes())
 }
 
-fn print_error(e: &Error, ver: Version) -> i32 {
+pub fn print_error(e: &Error, ver: Version) -> i32 {
     let _ = write_stdout(&error_json(e, ver));
     1
 }

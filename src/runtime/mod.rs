@@ -19,7 +19,6 @@ use crate::cni::env::{validate_container_id, validate_ifname, validate_network_n
 use crate::cni::error::{Error, Result};
 use crate::cni::skel::{self, Applet};
 use crate::cni::version::Version;
-use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 const USAGE: &str = "\
@@ -114,9 +113,8 @@ fn run(
     ifname: Option<String>,
 ) -> Result<Option<String>> {
     let [verb, name, rest @ ..] = args else {
-        return Err(Error::env(format!(
-            "network name and namespace are required\n{USAGE}"
-        )));
+        crate::warn!("{USAGE}");
+        return Err(Error::env("network name and namespace are required"));
     };
     let dir = match var("NETCONFPATH") {
         d if d.is_empty() => "/etc/cni/net.d".to_string(),
@@ -141,7 +139,9 @@ fn run(
         ("add" | "check" | "del", None) => Err(Error::env(format!(
             "{verb}: network name and namespace are required"
         ))),
-        _ => Err(Error::env(format!("unknown command {verb:?}\n{USAGE}"))),
+        _ => Err(Error::env(format!(
+            "unknown command {verb:?} (add, check, del, gc, status)"
+        ))),
     }
 }
 
@@ -154,7 +154,7 @@ pub fn main(applets: &'static [&'static Applet], args: &[String]) -> i32 {
     while let Some(a) = it.next() {
         match a.as_str() {
             "-h" | "--help" | "help" => {
-                let _ = writeln!(std::io::stdout(), "{USAGE}");
+                let _ = skel::write_stdout(&format!("{USAGE}\n"));
                 return 0;
             }
             "-i" | "--ifname" => ifname = it.next().cloned(),
@@ -166,15 +166,11 @@ pub fn main(applets: &'static [&'static Applet], args: &[String]) -> i32 {
             _ => rest.push(a.clone()),
         }
     }
-    let out = match run(applets, &rest, ifname) {
-        Ok(Some(text)) => std::io::stdout().write_all(text.as_bytes()),
-        Ok(None) => Ok(()),
-        Err(e) => {
-            let _ = std::io::stdout().write_all(skel::error_json(&e, Version::LATEST).as_bytes());
-            return 1;
-        }
-    };
-    i32::from(out.and_then(|()| std::io::stdout().flush()).is_err())
+    match run(applets, &rest, ifname) {
+        Ok(Some(text)) => i32::from(skel::write_stdout(&text).is_err()),
+        Ok(None) => 0,
+        Err(e) => skel::print_error(&e, Version::LATEST),
+    }
 }
 
 #[cfg(test)]
