@@ -86,9 +86,8 @@ floor_div=0
 # static C program that only returns (musl-gcc): exec, the first page faults and exit, the
 # least any plugin process costs. Without the floor process, a bash loop (its fork is counted
 # on both sides).
-[ "${V6_ONLY:-0}" = 1 ] && floor_why="V6_ONLY"
 o=(); r=(); f=(); noop=""
-if [ -z "$floor_why" ] && command -v musl-gcc >/dev/null; then
+if [ -z "$floor_why" ] && [ "${V6_ONLY:-0}" != 1 ] && command -v musl-gcc >/dev/null; then
     printf 'int main(void) { return 0; }\n' > "$work/noop.c"
     musl-gcc -static -O2 -o "$work/noop" "$work/noop.c" 2>/dev/null && noop=$work/noop
 fi
@@ -196,9 +195,10 @@ family_rows() {
     for a in ${V6_APPLETS:-ptp bridge macvlan}; do
         for fam in v4 v6 dual; do
             export FAMILY=$fam
-            scenario "$a" "$a $fam" "ours: ref:" "$a"
-            row "$a+host-local ADD, $fam (ms)" "$SA_ref_" "$SA_ours_"
+            scenario "$a" "$a $fam" "ours: floor: ref:" "$a"
+            row "$a+host-local ADD, $fam (ms)" "$SA_ref_" "$SA_ours_" "$SA_floor_"
             printf -v "FA_${a}_${fam}" '%s' "$SA_ours_"
+            printf -v "FF_${a}_${fam}" '%s' "${SA_floor_:-}"
         done
         unset FAMILY
         row "$a+host-local DEL, dual (ms)" "$SD_ref_" "$SD_ours_"

@@ -1,7 +1,7 @@
 //! cnibox: the standard CNI plugins as one multi-call binary.
 //!
 //! Layers point one way: `applets` use `cni` (the protocol), `ipam`, `netlink`, `netns`,
-//! `netfilter`, `tc` and `sysctl`; none of those know about applets.
+//! `netfilter` (tc lives in `netlink::tc`) and `sysctl`; none of those know about applets.
 
 /// `eprintln!` that cannot panic. Plugins run with SIGPIPE ignored (Rust's start-up) and their
 /// stderr is a pipe the runtime may close early: `eprintln!` would then panic half-way through

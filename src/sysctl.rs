@@ -55,6 +55,17 @@ pub fn set(key: &str, value: &str) -> Result<()> {
     std::fs::write(&p, value).map_err(|e| Error::io(format_args!("set sysctl {key}={value}"), e))
 }
 
+/// Write a value unless the key already holds it. For keys whose every write is work for the
+/// kernel even when nothing changes: a write to `net/ipv6/conf/all/forwarding` takes the RTNL
+/// lock (restarting the write while another task holds it), walks every interface and purges
+/// default routers, where a read takes no lock.
+pub fn ensure(key: &str, value: &str) -> Result<()> {
+    if get(key).is_ok_and(|v| v == value) {
+        return Ok(());
+    }
+    set(key, value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +120,12 @@ mod tests {
             assert_eq!(get("net/ipv4/conf/lo/forwarding").unwrap(), "1");
             set(&iface("net.ipv4.conf", "lo", "forwarding"), "0").unwrap();
             assert_eq!(get("net.ipv4.conf.lo.forwarding").unwrap(), "0");
+            // ensure writes only a different value: both ways, and once more as a no-op.
+            for v in ["1", "1", "0"] {
+                ensure("net/ipv6/conf/all/forwarding", v).unwrap();
+                assert_eq!(get("net/ipv6/conf/all/forwarding").unwrap(), v);
+            }
+            assert!(ensure("net/ipv6/conf/nonexistent-cnibox/forwarding", "1").is_err());
         })
         .unwrap();
     }

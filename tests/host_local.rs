@@ -260,12 +260,51 @@ fn exhaustion_status_and_gc() {
         msg.contains("no IP addresses available in range set: 10.6.0.1-10.6.0.6"),
         "{msg}"
     );
-    p.status("host-local", &c).err(50);
+    // Full, but no GC has vouched for these reservations (they may have leaked): STATUS
+    // passes, so a containerd node is not marked NotReady over leaks; stderr says why.
+    let out = p.status("host-local", &c);
+    out.ok();
+    assert!(
+        out.stderr
+            .contains("no IP addresses available in range set 0")
+            && out.stderr.contains("no GC has confirmed"),
+        "{out:?}"
+    );
+    // A GC that keeps all five (the runtime says every one is in use): now the range is
+    // really exhausted, and STATUS says so. The reservations are dated a second back so the
+    // GC is after them whatever the filesystem clock's granularity.
+    let dir = sb.path("data/hlnet");
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(1);
+    for k in store(&dir).keys().filter(|k| k.starts_with("10.")) {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(dir.join(k))
+            .unwrap();
+        f.set_modified(past).unwrap();
+    }
+    let mut all = c.clone();
+    all["cni.dev/valid-attachments"] = json!(
+        (0..5)
+            .map(|i| json!({"containerID": format!("c{i}"), "ifname": "eth0"}))
+            .collect::<Vec<_>>()
+    );
+    p.gc("host-local", &all).ok();
+    assert_eq!(
+        store(&dir).keys().filter(|k| k.starts_with("10.")).count(),
+        5
+    );
+    let msg = p.status("host-local", &c).err(50);
+    assert!(
+        msg.contains("no IP addresses available in range set 0: 10.6.0.1-10.6.0.6")
+            && msg.contains("confirmed in use by the last GC"),
+        "{msg}"
+    );
     p.del("host-local", &id("c0"), &c).ok();
     p.status("host-local", &c).ok();
+    // Full again, by an ADD after the GC: not confirmed, STATUS passes.
     p.add("host-local", &id("c5"), &c).ok();
+    p.status("host-local", &c).ok();
 
-    let dir = sb.path("data/hlnet");
     std::fs::write(dir.join("10.6.0.20"), "legacy-keep").unwrap();
     std::fs::write(dir.join("10.6.0.21"), "legacy-drop").unwrap();
     std::fs::write(dir.join("10.6.0.22"), "").unwrap();

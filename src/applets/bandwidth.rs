@@ -15,7 +15,6 @@ use crate::cni::{Applet, Context, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netlink::tc::{self, Tbf};
 use crate::netlink::{Handle, Link, fmt_mac};
-use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -129,7 +128,7 @@ fn alias(network: &str, container_id: &str) -> String {
 /// whose peer prevResult does not list is a configuration error (code 7): upstream's 999
 /// would say "try something else" to nobody.
 fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link> {
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut cont = Handle::in_netns(&ns)?;
     let ifname = &req.env.ifname;
     let iface = cont.link_by_name(ifname)?.ok_or_else(|| {
@@ -261,14 +260,8 @@ fn del(req: &Request) -> Result<()> {
         }
     }
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
-    if let Some(l) = host.link_by_name(&ifb)? {
-        match host.del_link(l.index) {
-            Err(e) if !e.is_not_found() => {
-                return Err(Error::from(e).ctx(format_args!("delete {ifb}")));
-            }
-            _ => {}
-        }
-    }
+    host.del_link_by_name(&ifb)
+        .map_err(|e| Error::from(e).ctx(format_args!("delete {ifb}")))?;
     Ok(())
 }
 

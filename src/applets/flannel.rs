@@ -32,7 +32,6 @@ use crate::cni::env::Env;
 use crate::cni::result::{Route, compact};
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::error::code;
-use crate::netns::NetNs;
 use crate::smallfile::{self, ReadError};
 use crate::undo::ErrorList;
 use ipnet::IpNet;
@@ -442,7 +441,7 @@ fn add(req: &Request) -> Result<CniResult> {
     // and a CNI_NETNS that is no network namespace is code 8 (every delegate would refuse it,
     // and its DEL too, which would keep the stored config until GC).
     delegate::find_in_path(kind, req)?;
-    NetNs::open(&req.env.netns)?;
+    req.netns()?;
     let made = store(&f, cid, &text)?;
     let (net, ifname) = (req.conf.name.as_str(), req.env.ifname.as_str());
     // For GC (an attachment without one, e.g. the Go plugin's, is never collected).

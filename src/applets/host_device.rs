@@ -651,7 +651,7 @@ fn back_to_host(
 fn add(req: &Request) -> Result<CniResult> {
     let mut c = load(req)?;
     c.resolve()?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let ifname = &req.env.ifname;
     let mut result = CniResult {
         interfaces: vec![Interface {
@@ -739,7 +739,7 @@ fn del(req: &Request) -> Result<()> {
     }
     let env = &req.env;
     let forget = || attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
-    match NetNs::open_existing(&env.netns) {
+    match req.netns_if_exists() {
         Ok(Some(ns)) => {
             let rec = Moved::recorded(req);
             let back =
@@ -760,7 +760,7 @@ fn del(req: &Request) -> Result<()> {
 fn check(req: &Request) -> Result<()> {
     let mut c = load(req)?;
     c.resolve()?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     if let Some(ipam) = c.ipam {
         delegate::delegate(Command::Check, ipam, req)?;
     }

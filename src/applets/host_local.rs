@@ -10,7 +10,7 @@ use crate::cni::env::validate_network_name;
 use crate::cni::gojson;
 use crate::cni::result::{CniResult, Dns, IpConfig, Route};
 use crate::cni::{Applet, Context, Error, Request, Result, Version, error::code};
-use crate::ipam::store::{DEFAULT_DATA_DIR, Owner, Store};
+use crate::ipam::store::{DEFAULT_DATA_DIR, Owner, Store, parse_last};
 use crate::ipam::{RangeConf, RangeSet, canonical};
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
@@ -197,10 +197,27 @@ fn add(req: &Request) -> Result<CniResult> {
     let store = std::cell::RefCell::new(store);
     let mut undo = Undo::new("host-local");
     let r = (|| -> Result<()> {
+        // What the owner already holds, read once for every range set (a dual-stack ADD
+        // verified it twice); each address reserved below joins it.
+        let mut owned = if wants.iter().any(Option::is_none) {
+            store.borrow().owned_by(&owner)?
+        } else {
+            Vec::new()
+        };
         for (idx, (set, want)) in cfg.sets.iter().zip(wants).enumerate() {
             let last = store.borrow().last_reserved_raw(idx);
-            let ip = allocate(&mut store.borrow_mut(), set, idx, &owner, want)
-                .ctx(format_args!("failed to allocate for range {idx}"))?;
+            let start = last.as_deref().and_then(parse_last);
+            let ip = allocate(
+                &mut store.borrow_mut(),
+                set,
+                idx,
+                &owner,
+                want,
+                &owned,
+                start,
+            )
+            .ctx(format_args!("failed to allocate for range {idx}"))?;
+            owned.push(ip.address.addr());
             let (addr, owner, store) = (ip.address.addr(), &owner, &store);
             undo.push(format!("reservation of {addr}"), move || {
                 let mut s = store.borrow_mut();
@@ -260,6 +277,8 @@ fn allocate(
     idx: usize,
     owner: &Owner,
     want: Option<IpAddr>,
+    owned: &[IpAddr],
+    last: Option<IpAddr>,
 ) -> Result<IpConfig> {
     let found = if let Some(ip) = want {
         let range = set
@@ -279,18 +298,14 @@ fn allocate(
             .ok()
             .map(|n| (n, range.gateway))
     } else {
-        if let Some(ip) = store
-            .owned_by(owner)?
-            .into_iter()
-            .find(|ip| set.contains(*ip))
-        {
+        if let Some(ip) = owned.iter().copied().find(|ip| set.contains(*ip)) {
             return Err(Error::internal(format!(
                 "{ip} has been allocated to {}, duplicate allocation is not allowed",
                 owner.container_id
             )));
         }
         let mut found = None;
-        for (net, gw) in set.candidates(store.last_reserved(idx)) {
+        for (net, gw) in set.candidates(last) {
             if store.reserve(net.addr(), owner, idx)? {
                 found = Some((net, gw));
                 break;
@@ -366,31 +381,42 @@ fn gc(req: &Request) -> Result<()> {
         }
     }
     store.remove_orphans()?;
-    errors.into_result()
+    errors.into_result()?;
+    store.mark_collected()
 }
 
-/// Code 50 when some range set has no free address left.
+/// Code 50 when some range set has no free address left *and* the runtime has confirmed,
+/// by a GC since the last reservation, that every reservation is still in use.
+///
+/// containerd 2.x asks STATUS every few seconds and a failure makes the node NotReady, which
+/// evicts its pods; a range is most often full because of leaked reservations (a DEL that
+/// never came), which GC is there to release. So a full range whose reservations no GC has
+/// vouched for is reported on stderr but passes: the ADD that finds no address still fails
+/// with its own error. Upstream's host-local passes STATUS whatever the ranges hold.
 fn status(req: &Request) -> Result<()> {
     let cfg = load(req)?;
     let Some(store) = open_store(&cfg, false)? else {
         return Ok(());
     };
-    let taken: Vec<IpAddr> = store
-        .reservation_files()?
-        .into_iter()
-        .map(|(ip, _)| ip)
-        .collect();
+    let files = store.reservation_files()?;
     for (i, set) in cfg.sets.iter().enumerate() {
-        let used = taken
+        let used = files
             .iter()
-            .filter(|ip| set.range_for(**ip).is_some_and(|r| r.gateway != **ip))
+            .filter(|(ip, _)| set.range_for(*ip).is_some_and(|r| r.gateway != *ip))
             .count();
-        if used as u128 >= set.capacity() {
+        if (used as u128) < set.capacity() {
+            continue;
+        }
+        let msg = format!("no IP addresses available in range set {i}: {set}");
+        if store.confirmed_by_gc(&files) {
             return Err(Error::new(
                 code::PLUGIN_NOT_AVAILABLE,
-                format!("no IP addresses available in range set {i}: {set}"),
+                format!("{msg} (every reservation confirmed in use by the last GC)"),
             ));
         }
+        crate::warn!(
+            "host-local STATUS: {msg}; passing: no GC has confirmed these reservations since the last ADD"
+        );
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
 //! The CNI protocol: environment, configuration, results per spec version, errors, delegation.
 
+pub(crate) mod calllog;
 pub mod config;
 pub mod delegate;
 pub mod env;

@@ -496,4 +496,14 @@ impl Handle {
             .map(drop)
             .map_err(|e| e.ctx(format_args!("delete link {index}")))
     }
+
+    /// Delete the link called `name` (upstream's `DelLinkByName`), in one request; `false`
+    /// when there is none, which DEL and undo steps take as done.
+    pub fn del_link_by_name(&mut self, name: &str) -> Result<bool> {
+        match self.request_ack(link_msg(RTM_DELLINK, 0, |w| w.str(IFLA_IFNAME, name)), 0) {
+            Ok(_) => Ok(true),
+            Err(e) if e.errno == libc::ENODEV => Ok(false),
+            Err(e) => Err(e.ctx(format_args!("delete link {name}"))),
+        }
+    }
 }

@@ -38,7 +38,7 @@ pub(super) fn check(req: &Request) -> Result<()> {
             want.sandbox, req.env.netns
         )));
     }
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut cont = Handle::in_netns(&ns)?;
     let cv = cont
         .link_by_name(ifname)?

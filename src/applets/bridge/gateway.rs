@@ -95,7 +95,7 @@ pub(super) fn setup_gateway(
         sysctl::set("net/ipv4/ip_forward", "1")?;
     }
     if v6 {
-        sysctl::set("net/ipv6/conf/all/forwarding", "1")?;
+        sysctl::ensure("net/ipv6/conf/all/forwarding", "1")?;
     }
     Ok((b.c.vlan != 0).then_some(target))
 }

@@ -258,7 +258,7 @@ fn prev(req: &Request) -> Result<CniResult> {
 }
 
 fn container(req: &Request) -> Result<(NetNs, Handle, Link)> {
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut h = Handle::in_netns(&ns)?;
     let link = h.link_by_name(&req.env.ifname)?.ok_or_else(|| {
         Error::internal(format!("failed to get {:?}: no such link", req.env.ifname))
@@ -436,7 +436,7 @@ fn del(req: &Request) -> Result<()> {
         return Ok(());
     };
     let backup = t.backup(req);
-    let Ok(Some(ns)) = NetNs::open_existing(&req.env.netns) else {
+    let Ok(Some(ns)) = req.netns_if_exists() else {
         // The namespace is gone, and the interface with it.
         let _ = std::fs::remove_file(&backup);
         return Ok(());

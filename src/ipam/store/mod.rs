@@ -126,6 +126,9 @@ pub struct Store {
     dir: PathBuf,
     index: PathBuf,
     stamp: PathBuf,
+    /// `<dataDir>/.cnibox/.collected/<network>`: written by each GC; its mtime is when the
+    /// runtime last confirmed every reservation then present (see [`Store::confirmed_by_gc`]).
+    collected: PathBuf,
     _lock: File,
     /// The stamp has been removed in this session (the store is being changed).
     unsealed: bool,
@@ -185,6 +188,7 @@ impl Store {
             dir,
             index: meta.join(network),
             stamp: meta.join(".sealed").join(network),
+            collected: meta.join(".collected").join(network),
             _lock: lock,
             unsealed: false,
             broken: false,
@@ -285,7 +289,38 @@ impl Store {
         )))
     }
 
-    /// What `last_reserved_ip.N` holds (`None`: no such file), for [`Store::restore_last`].
+    /// Record that a GC with the runtime's list of valid attachments has just run: every
+    /// reservation left now belongs to an attachment the runtime still has.
+    pub fn mark_collected(&self) -> Result<()> {
+        if let Some(dir) = self.collected.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .ctx(format_args!("create {}", dir.display()))?;
+        }
+        // Content, so the write always moves the mtime (an empty rewrite would not).
+        write_in_place(&self.collected, b"1")
+            .ctx(format_args!("write {}", self.collected.display()))
+    }
+
+    /// Whether every reservation in `files` predates the last GC, i.e. the runtime confirmed
+    /// each one still in use (false when no GC ever ran here, or an ADD came after it). Both
+    /// times come from the same filesystem clock; a reservation in the GC's own clock tick
+    /// counts as not confirmed.
+    pub fn confirmed_by_gc(&self, files: &[(IpAddr, PathBuf)]) -> bool {
+        let Ok(gc) = fs::metadata(&self.collected).and_then(|m| m.modified()) else {
+            return false;
+        };
+        files.iter().all(|(_, p)| {
+            fs::symlink_metadata(p)
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t < gc)
+        })
+    }
+
+    /// What `last_reserved_ip.N` holds (`None`: no such file), for [`Store::restore_last`] and,
+    /// through [`parse_last`], where the next allocation starts.
     pub fn last_reserved_raw(&self, set: usize) -> Option<Vec<u8>> {
         fs::read(self.dir.join(format!("last_reserved_ip.{set}"))).ok()
     }
@@ -305,11 +340,7 @@ impl Store {
     }
 
     pub fn last_reserved(&self, set: usize) -> Option<IpAddr> {
-        fs::read_to_string(self.dir.join(format!("last_reserved_ip.{set}")))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        parse_last(&self.last_reserved_raw(set)?)
     }
 
     /// Addresses held by exactly `owner`, as the reservation files say. The index only says
@@ -461,4 +492,10 @@ fn lock_exclusive(f: &File, path: &Path) -> Result<()> {
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(5));
     }
+}
+
+/// The address in `last_reserved_ip.N`'s bytes; a torn or foreign file is no address (the next
+/// allocation starts at the range's start, as upstream's).
+pub fn parse_last(raw: &[u8]) -> Option<IpAddr> {
+    std::str::from_utf8(raw).ok()?.trim().parse().ok()
 }
