@@ -27,7 +27,7 @@ cleanup() {
     status=$?
     set +e
     if [ -n "${added:-}" ]; then
-        for c in $added; do plugin DEL "$c" >/dev/null 2>&1; done
+        for c in $added; do cnitool del "$c" >/dev/null 2>&1; done
     fi
     [ -n "${server:-}" ] && kill "$server" 2>/dev/null
     for c in c1 c2; do ip netns del "$tag-$c" 2>/dev/null; done
@@ -45,7 +45,7 @@ trap 'exit 130' INT TERM
 say "The multi-call binary: one file, every plugin an applet"
 show "$bin" --version
 mkdir -p "$work/bin" "$work/data"
-for a in $("$bin" --list); do ln -s "$bin" "$work/bin/$a"; done
+for a in $("$bin" --list) cnitool; do ln -s "$bin" "$work/bin/$a"; done
 printf '   applets linked in %s: %s\n' "$work/bin" "$(ls "$work/bin" | tr '\n' ' ')"
 
 say "A throwaway node and two container namespaces"
@@ -54,8 +54,9 @@ in_node ip link set lo up
 for c in c1 c2; do ip netns add "$tag-$c"; done
 echo "   ip netns add $node; ip netns add $tag-c1; ip netns add $tag-c2"
 
-say "The network config a runtime would hand over (a conflist: bridge, then portmap)"
-cat > "$work/net.conflist" <<EOF
+say "The network config a runtime reads (a conflist: bridge, then portmap)"
+mkdir -p "$work/net.d"
+cat > "$work/net.d/10-demo.conflist" <<EOF
 {
   "cniVersion": "1.0.0",
   "name": "demo",
@@ -67,43 +68,25 @@ cat > "$work/net.conflist" <<EOF
   ]
 }
 EOF
-sed 's/^/   /' "$work/net.conflist"
+sed 's/^/   /' "$work/net.d/10-demo.conflist"
 
-# Run the conflist as libcni does: each plugin in order, the previous result fed to the next
-# (ADD), or in reverse order (DEL).
-plugin() {
+# The runtime side is cnibox too: `cnitool VERB NETWORK NETNS` runs the conflist as libcni does
+# (each plugin in order, the previous result fed to the next, runtimeConfig from CAP_ARGS for the
+# capabilities a plugin declares, the result cached for CHECK and DEL, which runs in reverse).
+# Plugins that are cnibox run inside cnitool's own process.
+cnitool() {
     cmd=$1 c=$2
-    conf=$work/net.conflist
-    plugins="bridge portmap"
-    [ "$cmd" = DEL ] && plugins="portmap bridge"
-    prev=
-    for p in $plugins; do
-        i=0; [ "$p" = portmap ] && i=1
-        port=8080; [ "$c" = c2 ] && port=8081
-        stdin=$(python3 - "$conf" "$i" "$prev" "$port" <<'PY' 2>/dev/null || true
-import json, sys
-conf, i, prev, port = json.load(open(sys.argv[1])), int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-p = dict(conf["plugins"][i], name=conf["name"], cniVersion=conf["cniVersion"])
-if p.pop("capabilities", None):
-    p["runtimeConfig"] = {"portMappings": [{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]}
-if prev:
-    p["prevResult"] = json.loads(prev)
-print(json.dumps(p))
-PY
-)
-        [ -n "$stdin" ] || { echo "demo: needs python3 to assemble the chained config" >&2; return 1; }
-        out=$(echo "$stdin" | in_node env CNI_COMMAND="$cmd" CNI_CONTAINERID="demo-$c" \
-            CNI_NETNS="/run/netns/$tag-$c" CNI_IFNAME=eth0 CNI_PATH="$work/bin" \
-            "$work/bin/$p") || { echo "$out" >&2; return 1; }
-        prev=$out
-    done
-    echo "$prev"
+    port=8080; [ "$c" = c2 ] && port=8081
+    in_node env NETCONFPATH="$work/net.d" CNI_PATH="$work/bin" CNI_CACHE_DIR="$work/cache" \
+        CNI_CONTAINERID="demo-$c" \
+        CAP_ARGS="{\"portMappings\":[{\"hostPort\":$port,\"containerPort\":80,\"protocol\":\"tcp\"}]}" \
+        "$work/bin/cnitool" "$cmd" demo "/run/netns/$tag-$c"
 }
 
-say "ADD: connect both containers (CNI_COMMAND=ADD bridge, then portmap, in the node)"
+say "ADD: connect both containers (cnitool add demo NETNS, in the node)"
 added=
 for c in c1 c2; do
-    res=$(plugin ADD "$c")
+    res=$(cnitool add "$c")
     added="$added $c"
     echo "   $c result: $(echo "$res" | tr -d ' \n' | cut -c1-150)..."
 done
@@ -137,7 +120,11 @@ else
     echo "   (busybox not installed: skipping the web server)"
 fi
 
+say "CHECK: both attachments are as ADD left them (against the cached results)"
+for c in c1 c2; do cnitool check "$c"; echo "   $c: ok"; done
+echo "   cached results (libcni's format, read by containerd/podman too): $(ls "$work/cache/results" | tr '\n' ' ')"
+
 say "DEL: disconnect both (portmap, then bridge) — runtimes do this when a container stops"
-for c in c1 c2; do plugin DEL "$c" >/dev/null; added=${added# $c}; echo "   $c: deleted"; done
+for c in c1 c2; do cnitool del "$c" >/dev/null; added=${added# $c}; echo "   $c: deleted"; done
 show in_node ip -br link show master cni-demo0
 echo "   reservations left in $work/data/demo: $(ls "$work/data/demo" 2>/dev/null | grep -c '^10\.' || true)"

@@ -27,6 +27,7 @@ pub mod netlink;
 pub(crate) mod netns;
 pub(crate) mod overlap;
 pub(crate) mod random;
+pub mod runtime;
 pub(crate) mod smallfile;
 pub(crate) mod sysctl;
 #[cfg(test)]

@@ -22,6 +22,7 @@ usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in th
        APPLET                 the same, when cnibox is installed under the applet's name
        cnibox dhcp daemon [-socketpath PATH] …   the DHCP lease daemon (`-h`: its flags)
        cnibox install [DIR]   install itself and the applet links into DIR (`-h`: its flags)
+       cnibox cnitool add|check|del|gc|status NETWORK NETNS   run a network config as a runtime
        cnibox --list          list applets
        cnibox --version       print version and supported CNI spec versions
        cnibox --help          this text";
@@ -64,6 +65,12 @@ fn say(mut to: impl std::io::Write, text: &str, status: i32) -> i32 {
 
 type Args = std::vec::IntoIter<std::ffi::OsString>;
 
+/// The runtime side (`cnitool` link or `cnibox cnitool`): not a plugin, so not in the table.
+fn cnitool(args: Args) -> i32 {
+    let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
+    cnibox::runtime::main(applets::TABLE, &rest)
+}
+
 fn real_main(mut args: Args) -> i32 {
     let argv0 = args.next().unwrap_or_default();
     let base = std::path::Path::new(&argv0)
@@ -72,6 +79,9 @@ fn real_main(mut args: Args) -> i32 {
         .unwrap_or_default();
     let base = base.strip_suffix(".exe").unwrap_or(&base);
     cnibox::netfilter::linger_at_exit();
+    if base == "cnitool" {
+        return cnitool(args);
+    }
     if let Some(applet) = applets::find(base) {
         return run(applet, args);
     }
@@ -113,6 +123,7 @@ fn real_main(mut args: Args) -> i32 {
             &format!("cnibox: unknown option {opt:?}\n{USAGE}"),
             2,
         ),
+        "cnitool" => cnitool(args),
         name => match applets::find(name) {
             Some(applet) => run(applet, args),
             None => {

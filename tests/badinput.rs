@@ -1929,6 +1929,209 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
         None,
         "rp_filter",
     ));
+    // cnitool lane (issue 27): the runtime side's inputs — its arguments, CAP_ARGS, CNI_ARGS,
+    // CNI_IFNAME, CNI_CONTAINERID, the files in NETCONFPATH and its result cache. Each case
+    // writes its NETCONFPATH under `special` (not snapshotted) and execs `cnibox cnitool` from
+    // the setup step, with the catalogue's CNI_* variables (CNI_CONTAINERID and CNI_IFNAME
+    // are cnitool's too).
+    {
+        let cnibox = bin().display().to_string();
+        let plugin = json!({"type": "bridge", "bridge": "brbad", "isGateway": true,
+            "ipam": {"type": "host-local", "subnet": "10.71.0.0/24", "dataDir": data}});
+        let list = |name: &str, plugin: &Value| {
+            json!({"cniVersion": "1.0.0", "name": name, "plugins": [plugin]}).to_string()
+        };
+        let good = list("ctbad", &plugin);
+        let mut n = 0;
+        let mut cnitool = |verb: &str,
+                           file: &str,
+                           extra: &str,
+                           vars: &str,
+                           code: u64,
+                           alt: Option<u64>,
+                           names: &str| {
+            n += 1;
+            let dir = format!("{special}/cnitool/{n}");
+            cases.push(Case {
+                applet: "bridge",
+                cmd: "ADD",
+                env: vec![],
+                stdin: format!("cnitool {verb} {file:.100} {vars:.100}"),
+                code,
+                names: names.into(),
+                alt,
+                setup: Some(format!(
+                    "D={dir} && mkdir -p $D/cache/results && printf '%s' '{file}' > $D/10-x.conflist && \
+                     {extra} NETCONFPATH=$D CNI_CACHE_DIR=$D/cache {vars} exec {cnibox} cnitool {verb}"
+                )),
+            });
+        };
+        let add = format!("add ctbad {cont}");
+        cnitool(&add, &good, "", "CNI_ARGS='A=1;'", 4, None, "CNI_ARGS");
+        cnitool(&add, &good, "", "CNI_ARGS='A=1=2'", 4, None, "CNI_ARGS");
+        cnitool(&add, &good, "", "CAP_ARGS='{\"mac\":'", 4, None, "CAP_ARGS");
+        cnitool(&add, &good, "", "CAP_ARGS='[1]'", 4, None, "CAP_ARGS");
+        cnitool(
+            &add,
+            &good,
+            "",
+            "CNI_IFNAME=abcdefghijklmnopq",
+            4,
+            None,
+            "interface name",
+        );
+        cnitool(
+            &add,
+            &good,
+            "",
+            "CNI_CONTAINERID=bad/id",
+            4,
+            None,
+            "containerID",
+        );
+        cnitool(&add, "{\"name\":", "", "", 7, None, "configuration list");
+        cnitool(&add, "[]", "", "", 7, None, "configuration list");
+        cnitool(&add, "{\"name\":5,\"plugins\":[]}", "", "", 7, None, "name");
+        cnitool(
+            &add,
+            "{\"name\":\"ctbad\",\"plugins\":{}}",
+            "",
+            "",
+            7,
+            None,
+            "plugins",
+        );
+        cnitool(
+            &add,
+            "{\"name\":\"ctbad\",\"plugins\":[]}",
+            "",
+            "",
+            7,
+            None,
+            "no plugins",
+        );
+        cnitool(
+            &add,
+            "{\"name\":\"ctbad\",\"plugins\":[{\"bridge\":\"brbad\"}]}",
+            "",
+            "",
+            7,
+            None,
+            "type",
+        );
+        cnitool(
+            &add,
+            "{\"name\":\"ctbad\",\"plugins\":[5]}",
+            "",
+            "",
+            7,
+            None,
+            "plugin config 0",
+        );
+        let caps = json!({"type": "bridge", "capabilities": {"mac": "yes"}});
+        cnitool(&add, &list("ctbad", &caps), "", "", 7, None, "capabilities");
+        for (key, v) in [
+            ("disableCheck", "5"),
+            ("disableGC", "\"maybe\""),
+            ("loadOnlyInlinedPlugins", "[]"),
+        ] {
+            let text = format!("{{\"name\":\"ctbad\",\"{key}\":{v},\"plugins\":[{plugin}]}}");
+            cnitool(&add, &text, "", "", 7, None, key);
+        }
+        let text =
+            format!("{{\"name\":\"ctbad\",\"cniVersions\":[\"1.x\"],\"plugins\":[{plugin}]}}");
+        cnitool(&add, &text, "", "", 7, None, "cniVersions");
+        cnitool(
+            &add,
+            &list("other", &plugin),
+            "",
+            "",
+            7,
+            None,
+            "no net configuration",
+        );
+        cnitool(
+            &add,
+            &list("ctbad", &json!({"type": "../bridge"})),
+            "",
+            "",
+            7,
+            None,
+            "invalid plugin name",
+        );
+        cnitool(
+            &add,
+            &list("ctbad", &json!({"type": "cnibox"})),
+            "",
+            "",
+            7,
+            None,
+            "cnibox binary",
+        );
+        cnitool(
+            &add,
+            &list("ctbad", &json!({"type": "no-such"})),
+            "",
+            "",
+            7,
+            None,
+            "no-such",
+        );
+        let mut v9 = json!({"cniVersion": "9.9.9", "name": "ctbad", "plugins": [plugin]});
+        cnitool(&add, &v9.to_string(), "", "", 1, None, "incompatible");
+        v9["name"] = json!("bad name");
+        cnitool(
+            &format!("add 'bad name' {cont}"),
+            &v9.to_string(),
+            "",
+            "",
+            7,
+            None,
+            "network name",
+        );
+        cnitool(
+            &format!("frob ctbad {cont}"),
+            &good,
+            "",
+            "",
+            4,
+            None,
+            "unknown command",
+        );
+        cnitool("add ctbad", &good, "", "", 4, None, "namespace");
+        let fifo = "rm $D/10-x.conflist && mkfifo $D/10-x.conflist &&";
+        cnitool(&add, &good, fifo, "", 5, None, "a FIFO");
+        let big = "head -c 1100000 /dev/zero | tr '\\0' ' ' >> $D/10-x.conflist &&";
+        cnitool(&add, &good, big, "", 5, None, "larger than");
+        let vars = format!("NETCONFPATH={file}");
+        cnitool(&add, &good, "", &vars, 5, None, "error reading");
+        // The names that make the cache file's name are checked for every verb (libcni: ADD).
+        let del = format!("del ctbad {cont}");
+        cnitool(
+            &del,
+            &good,
+            "",
+            "CNI_CONTAINERID=../../x",
+            4,
+            None,
+            "containerID",
+        );
+        cnitool(
+            &del,
+            &good,
+            "",
+            "CNI_IFNAME=../x",
+            4,
+            None,
+            "interface name",
+        );
+        // The result cache of this attachment (container "bad", net1): not JSON, then a FIFO.
+        let check = format!("check ctbad {cont}");
+        let corrupt = "printf '{x' > $D/cache/results/ctbad-bad-net1 &&";
+        cnitool(&check, &good, corrupt, "", 6, None, "cached result");
+        let fifo = "mkfifo $D/cache/results/ctbad-bad-net1 &&";
+        cnitool(&check, &good, fifo, "", 5, None, "cached result");
+    }
     // Where the spec leaves the code open: a path of the host's that is no directory or regular
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).

@@ -206,6 +206,8 @@ fn demo_runs_and_cleans_up() {
     assert!(out.ok, "{out:?}");
     assert!(out.stdout.contains("hello from c2"), "{out:?}");
     assert!(out.stdout.contains(" 0% packet loss"), "{out:?}");
+    // The conflist runs through cnibox's cnitool: its CHECK against the cached results passes.
+    assert!(out.stdout.contains("c2: ok"), "{out:?}");
     assert!(out.stdout.contains("reservations left in"), "{out:?}");
     assert!(out.stdout.contains(": 0\n"), "{out:?}");
     // The pid in the names is the script's; none of its namespaces may remain.

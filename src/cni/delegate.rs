@@ -72,12 +72,17 @@ impl Drop for Level {
 
 /// First regular file (after symlinks) called `name` in CNI_PATH.
 pub fn find_in_path(name: &str, req: &Request) -> Result<PathBuf> {
+    find_in(name, &req.env)
+}
+
+/// [`find_in_path`] in `env`'s CNI_PATH (how a runtime finds each plugin of a list).
+pub fn find_in(name: &str, env: &Env) -> Result<PathBuf> {
     if name.is_empty() {
         return Err(Error::config("no plugin name provided"));
     }
-    if req.env.path.is_empty() {
+    if env.path.is_empty() {
         return Err(Error::env(format!(
-            "required env variables [CNI_PATH] missing: needed to find IPAM plugin {name:?}"
+            "required env variables [CNI_PATH] missing: needed to find plugin {name:?}"
         )));
     }
     if name.contains('/') || name == "." || name == ".." {
@@ -85,16 +90,42 @@ pub fn find_in_path(name: &str, req: &Request) -> Result<PathBuf> {
             "invalid plugin name {name:?}: must not contain a path separator"
         )));
     }
-    req.env
-        .path_dirs()
+    env.path_dirs()
         .map(|d| d.join(name))
         .find(|p| std::fs::metadata(p).is_ok_and(|m| m.is_file()))
         .ok_or_else(|| {
             Error::config(format!(
                 "failed to find plugin {name:?} in path [{}]",
-                req.env.path.replace(':', " ")
+                env.path.replace(':', " ")
             ))
         })
+}
+
+/// How the plugin `name` found at `path` runs: `None` when `path` is another program (exec'd),
+/// `Some(Some(applet))` when it is this binary and `name` one of its applets (in-process),
+/// `Some(None)` when it is this binary under a name that is no applet.
+pub fn resolve(
+    applets: &'static [&'static skel::Applet],
+    name: &str,
+    path: &Path,
+) -> Option<Option<&'static skel::Applet>> {
+    is_self(path).then(|| applets.iter().copied().find(|a| a.name == name))
+}
+
+/// Run a plugin for `env.command` with `config` on its stdin: `applet` in-process (through the
+/// same driver, so the output is what its process would print), else the program at `path`.
+/// Its stdout, `None` when it printed nothing.
+pub fn invoke(
+    applets: &'static [&'static skel::Applet],
+    applet: Option<&'static skel::Applet>,
+    path: &Path,
+    config: &[u8],
+    env: &Env,
+) -> Result<Option<String>> {
+    match applet {
+        Some(applet) => skel::execute(applets, applet, env.clone(), config.to_vec()).1,
+        None => exec(env.command, path, config, env),
+    }
 }
 
 fn is_self(path: &Path) -> bool {
@@ -141,12 +172,10 @@ fn run(
 ) -> Result<Result<Option<CniResult>>> {
     let path = find_in_path(name, req)?;
     let _level = Level::enter(name, if ipam { "ipam.type" } else { "delegate.type" })?;
-    let applet = req.applets.iter().copied().find(|a| a.name == name);
-    let own = is_self(&path);
-    let out = match applet.filter(|_| own) {
+    let applet = match resolve(req.applets, name, &path) {
         // This binary under a name that is no applet (`cnibox` itself): exec'd it would print
         // its usage text, which reads as no result at all.
-        None if own => {
+        Some(None) => {
             let key = if ipam { "ipam.type" } else { "type" };
             return Err(Error::config(format!(
                 "{key} {name:?}: {} is the cnibox binary, not a plugin: name one of its applets{}",
@@ -158,18 +187,16 @@ fn run(
                 }
             )));
         }
-        Some(_) if ipam && !IPAM_APPLETS.contains(&name) => {
+        Some(Some(_)) if ipam && !IPAM_APPLETS.contains(&name) => {
             return Err(Error::config(format!(
                 "ipam.type {name:?} is not an IPAM plugin"
             )));
         }
-        Some(applet) => {
-            let mut env = env.clone();
-            env.command = cmd;
-            skel::execute(req.applets, applet, env, config.to_vec()).1
-        }
-        None => exec(cmd, &path, config, env),
+        own => own.flatten(),
     };
+    let mut env = env.clone();
+    env.command = cmd;
+    let out = invoke(req.applets, applet, &path, config, &env);
     Ok(out.and_then(|out| result(cmd, name, out, req)))
 }
 
@@ -219,13 +246,15 @@ fn exec(cmd: Command, path: &Path, config: &[u8], env: &Env) -> Result<Option<St
     let mut child = loop {
         let mut command = std::process::Command::new(path);
         // The attachment's variables from `env` (the process's own, unless a GC runs DEL for
-        // another attachment); the others are inherited. An empty value is how a plugin reads
+        // another attachment or cnitool runs a list); the others are inherited. An empty value is how a plugin reads
         // an unset one (the Go skel and ours alike); set, not removed: std's removal pulls in
         // 6 KB of map code.
         for (k, v) in [
             ("CNI_CONTAINERID", &env.container_id),
             ("CNI_NETNS", &env.netns),
             ("CNI_IFNAME", &env.ifname),
+            ("CNI_ARGS", &env.args),
+            ("CNI_PATH", &env.path),
         ] {
             command.env(k, v);
         }

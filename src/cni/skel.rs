@@ -217,7 +217,7 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
 /// CNI_NETNS naming the namespace the plugin itself runs in would configure the host as if it
 /// were a container (and DEL would tear the host's interfaces down): refused with code 8, as the
 /// Go skel does. A path that does not exist is left to the verb (DEL tolerates it).
-fn refuse_own_netns(env: &Env) -> Result<()> {
+pub fn refuse_own_netns(env: &Env) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let netns = env.netns.as_str();
     if netns.is_empty() || !matches!(env.command, Command::Add | Command::Del | Command::Check) {
@@ -269,19 +269,19 @@ pub fn error_json(e: &Error, ver: Version) -> String {
 
 /// The whole answer in one write(2), past std's line buffering (which splits a pretty-printed
 /// result at its last newline into two writes).
-fn write_stdout(text: &str) -> std::io::Result<()> {
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
     use std::os::fd::FromRawFd as _;
     // SAFETY: fd 1 is the process's stdout; ManuallyDrop keeps it open afterwards.
     let mut out = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
     out.write_all(text.as_bytes())
 }
 
-fn print_error(e: &Error, ver: Version) -> i32 {
+pub fn print_error(e: &Error, ver: Version) -> i32 {
     let _ = write_stdout(&error_json(e, ver));
     1
 }
 
-fn install_panic_hook() {
+pub fn install_panic_hook() {
     std::panic::set_hook(Box::new(|info| {
         let e = Error::internal(format!("internal error (please report): {info}"));
         let _ = write_stdout(&error_json(&e, Version::LATEST));

@@ -1,0 +1,185 @@
+//! libcni's result cache, byte-compatible: `<dir>/results/<network>-<containerID>-<ifname>`, a
+//! `cniCacheV1` record (kind, containerId, config as base64, ifName, networkName, netns, cniArgs,
+//! capabilityArgs, result) written as Go's `json.Marshal` writes libcni's struct, so libcni
+//! (containerd, podman, upstream cnitool) and cnibox read each other's records. The directory
+//! is `CNI_CACHE_DIR` when set (libcni's `CacheDir` / `NewCNIConfigWithCacheDir`), else
+//! /var/lib/cni.
+
+use super::load::read_file;
+use crate::cni::error::{Error, Result, code};
+use crate::cni::gojson;
+use crate::cni::result::compact;
+use serde_json::{Map, Value};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+
+const KIND: &str = "cniCacheV1";
+
+/// The attachment a record belongs to (libcni's `RuntimeConf`).
+pub(crate) struct Rt {
+    pub(crate) container_id: String,
+    pub(crate) netns: String,
+    pub(crate) ifname: String,
+    pub(crate) args: Vec<[String; 2]>,
+    pub(crate) caps: Map<String, Value>,
+}
+
+/// What GC reads back of a record.
+pub(crate) struct Cached {
+    pub(crate) container_id: String,
+    pub(crate) ifname: String,
+    pub(crate) network: String,
+}
+
+/// A string field of a record as Go decodes it (case-insensitive key; anything else: empty).
+fn field(v: &Value, key: &str) -> String {
+    gojson::member(v, key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn is_v1(v: &Value) -> bool {
+    field(v, "kind") == KIND
+}
+
+fn dir() -> PathBuf {
+    let base = std::env::var_os("CNI_CACHE_DIR").filter(|d| !d.is_empty());
+    PathBuf::from(base.unwrap_or_else(|| "/var/lib/cni".into())).join("results")
+}
+
+fn path(network: &str, rt: &Rt) -> PathBuf {
+    dir().join(format!("{network}-{}-{}", rt.container_id, rt.ifname))
+}
+
+/// Go's base64.StdEncoding, how `json.Marshal` writes a `[]byte`.
+fn base64(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                char::from(ABC[(n >> (18 - 6 * i) & 63) as usize])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+/// Record a successful ADD of `network`'s list (`config`: the list's bytes), with the fields
+/// in the order and the omissions of Go's `json.Marshal` of libcni's struct.
+pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: Value) -> Result<()> {
+    let text = |s: &str| Value::String(s.to_string());
+    let args = rt
+        .args
+        .iter()
+        .map(|[k, v]| Value::Array(vec![text(k), text(v)]));
+    let fields = [
+        ("kind", text(KIND)),
+        ("containerId", text(&rt.container_id)),
+        ("config", Value::String(base64(config))),
+        ("ifName", text(&rt.ifname)),
+        ("networkName", text(network)),
+        ("netns", text(&rt.netns)),
+        ("cniArgs", Value::Array(args.collect())),
+        ("capabilityArgs", Value::Object(rt.caps.clone())),
+        ("result", result),
+    ];
+    let mut rec = String::from("{");
+    for (key, v) in fields {
+        let empty = match &v {
+            Value::String(s) => s.is_empty() && key == "netns",
+            Value::Array(a) => a.is_empty(),
+            Value::Object(m) => m.is_empty(),
+            _ => v.is_null(),
+        };
+        if !empty {
+            if rec.len() > 1 {
+                rec.push(',');
+            }
+            rec.push_str(&format!("\"{key}\":{}", compact(&v)));
+        }
+    }
+    rec.push('}');
+    let file = path(network, rt);
+    let fail = |e: std::io::Error| {
+        let msg = format!("failed to set network {network:?} cached result: {e}");
+        Error::new(code::IO_FAILURE, msg)
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir())
+        .map_err(fail)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&file)
+        .and_then(|mut f| f.write_all(rec.as_bytes()))
+        .map_err(fail)
+}
+
+pub(crate) fn remove(network: &str, rt: &Rt) {
+    let _ = std::fs::remove_file(path(network, rt));
+}
+
+/// The cached result of `network`'s attachment `rt`, as JSON: `None` when there is no record
+/// (or it cannot be read); an error when it cannot be parsed. A record that is not a
+/// `cniCacheV1` one is read as a bare result (libcni's pre-0.8 format).
+pub(crate) fn result(network: &str, rt: &Rt) -> Result<Option<Value>> {
+    let Some(data) = read_file(&path(network, rt))? else {
+        return Ok(None);
+    };
+    let v: Value = serde_json::from_slice(&data)
+        .map_err(|e| Error::decode(format!("failed to parse cached result: {e}")))?;
+    if is_v1(&v) {
+        return Ok(gojson::member(&v, "result").cloned());
+    }
+    Ok(Some(v))
+}
+
+/// Every `cniCacheV1` record naming a network and an interface, in file name order (libcni's
+/// `GetCachedAttachments("")`); files that cannot be read or parsed are skipped.
+pub(crate) fn attachments() -> Vec<Cached> {
+    let Ok(entries) = std::fs::read_dir(dir()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+        .iter()
+        .map(|n| dir().join(n))
+        .filter_map(|f| serde_json::from_slice::<Value>(&read_file(&f).ok()??).ok())
+        .filter(is_v1)
+        .map(|v| Cached {
+            container_id: field(&v, "containerId"),
+            ifname: field(&v, "ifName"),
+            network: field(&v, "networkName"),
+        })
+        .filter(|c| !c.ifname.is_empty() && !c.network.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn base64_is_gos_std_encoding() {
+        assert_eq!(super::base64(b""), "");
+        assert_eq!(super::base64(b"f"), "Zg==");
+        assert_eq!(super::base64(b"fo"), "Zm8=");
+        assert_eq!(super::base64(b"foo"), "Zm9v");
+        assert_eq!(super::base64(b"{\"a\":1}\n"), "eyJhIjoxfQo=");
+    }
+}
