@@ -18,6 +18,7 @@ macro_rules! warn {
 pub mod alloc;
 pub mod applets;
 pub mod attachment;
+pub mod dbus;
 pub mod cni;
 pub mod error;
 pub mod hash;
