@@ -18,8 +18,8 @@ macro_rules! warn {
 pub mod alloc;
 pub mod applets;
 pub mod attachment;
-pub mod dbus;
 pub mod cni;
+pub mod dbus;
 pub mod error;
 pub mod hash;
 pub mod ipam;

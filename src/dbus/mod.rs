@@ -148,7 +148,9 @@ impl Bus {
     }
 
     fn send(&mut self, b: &[u8]) -> Result<()> {
-        self.sock.set_write_timeout(Some(self.timeout)).ctx("D-Bus")?;
+        self.sock
+            .set_write_timeout(Some(self.timeout))
+            .ctx("D-Bus")?;
         match self.sock.write_all(b) {
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
                 Err(self.timed_out())
@@ -279,9 +281,15 @@ mod tests {
             std::thread::sleep(Duration::from_millis(600));
         });
         let start = Instant::now();
-        let e = Bus::over(a, Duration::from_millis(200), "test".into()).err().unwrap();
+        let e = Bus::over(a, Duration::from_millis(200), "test".into())
+            .err()
+            .unwrap();
         assert_eq!(e.code, crate::error::code::TRY_AGAIN_LATER, "{e}");
-        assert!(start.elapsed() < Duration::from_millis(550), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() < Duration::from_millis(550),
+            "{:?}",
+            start.elapsed()
+        );
         t.join().unwrap();
 
         let (a, b) = UnixStream::pair().unwrap();
@@ -289,7 +297,9 @@ mod tests {
         assert!(Bus::over(a, Duration::from_secs(1), "test".into()).is_err());
         let (a, mut b) = UnixStream::pair().unwrap();
         b.write_all(b"REJECTED EXTERNAL\r\n").unwrap();
-        let e = Bus::over(a, Duration::from_secs(1), "test".into()).err().unwrap();
+        let e = Bus::over(a, Duration::from_secs(1), "test".into())
+            .err()
+            .unwrap();
         assert!(e.msg.contains("authentication refused"), "{e}");
     }
 }

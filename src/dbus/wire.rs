@@ -28,7 +28,7 @@ const F_DESTINATION: u8 = 6;
 const F_SIGNATURE: u8 = 8;
 
 fn pad(b: &mut Vec<u8>, to: usize) {
-    while b.len() % to != 0 {
+    while !b.len().is_multiple_of(to) {
         b.push(0);
     }
 }
@@ -294,7 +294,11 @@ pub fn sample_replies() -> Vec<Vec<u8>> {
     let ret = |serial: &str, sig: &str, body: &[u8]| {
         reply(
             METHOD_RETURN,
-            &[(F_REPLY_SERIAL, b'u', serial), (7, b's', ":1.0"), (F_SIGNATURE, b'g', sig)],
+            &[
+                (F_REPLY_SERIAL, b'u', serial),
+                (7, b's', ":1.0"),
+                (F_SIGNATURE, b'g', sig),
+            ],
             body,
         )
     };
@@ -331,7 +335,14 @@ mod tests {
 
     #[test]
     fn call_round_trips_through_the_reader() {
-        let c = method_call(9, "a.b", "/a/b", "a.b.c", "addSource", &["trusted", "10.0.0.1/32"]);
+        let c = method_call(
+            9,
+            "a.b",
+            "/a/b",
+            "a.b.c",
+            "addSource",
+            &["trusted", "10.0.0.1/32"],
+        );
         assert_eq!(total_len(&c[..FIXED]), Ok(c.len()));
         let m = parse(&c).unwrap();
         assert_eq!(m.kind, METHOD_CALL);
@@ -346,14 +357,21 @@ mod tests {
             &[4, 0, 0, 0, b'z', b'o', b'n', b'e', 0],
         );
         let m = parse(&ok).unwrap();
-        assert_eq!((m.reply_serial, m.first), (Some(3), Value::Str("zone".into())));
+        assert_eq!(
+            (m.reply_serial, m.first),
+            (Some(3), Value::Str("zone".into()))
+        );
         let b = reply(
             METHOD_RETURN,
             &[(F_REPLY_SERIAL, b'u', "4"), (F_SIGNATURE, b'g', "b")],
             &[1, 0, 0, 0],
         );
         assert_eq!(parse(&b).unwrap().first, Value::Bool(true));
-        let e = reply(ERROR, &[(F_ERROR_NAME, b's', "x.Error"), (F_REPLY_SERIAL, b'u', "5")], &[]);
+        let e = reply(
+            ERROR,
+            &[(F_ERROR_NAME, b's', "x.Error"), (F_REPLY_SERIAL, b'u', "5")],
+            &[],
+        );
         assert_eq!(parse(&e).unwrap().error_name.as_deref(), Some("x.Error"));
         // Every truncation, a lying body length, a big-endian mark on little-endian data.
         for n in 0..ok.len() {
