@@ -161,9 +161,9 @@ impl Bus {
 
     fn timed_out(&self) -> Error {
         Error::try_again(format!(
-            "D-Bus {}: no answer within {} s",
+            "D-Bus {}: no answer within {} ms",
             self.address,
-            self.timeout.as_secs_f32()
+            self.timeout.as_millis()
         ))
     }
 

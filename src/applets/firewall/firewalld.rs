@@ -19,12 +19,12 @@ const ZONE: &str = "org.fedoraproject.FirewallD1.zone";
 /// How long one D-Bus call may take (godbus, upstream's client, waits forever).
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A zone name as firewalld accepts it: letters, digits, `_`, `-`, at most one inner `/`.
+/// A zone name as firewalld accepts it (ASCII only here: no Unicode tables in the binary): letters, digits, `_`, `-`, at most one inner `/`.
 pub(super) fn valid_zone(z: &str) -> bool {
     !z.is_empty()
         && z.len() <= 64
         && z.chars()
-            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '/'))
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '/'))
         && !z.starts_with('/')
         && !z.ends_with('/')
         && z.matches('/').count() <= 1
