@@ -366,8 +366,8 @@ fn check_and_refusals() {
         n.sources("trusted").is_empty(),
         "the failed ADD left sources"
     );
-    assert_eq!(n.sources("public"), [v6.clone()]);
-    let records = n.sb.path("cnibox-state/firewall-fwd/fwdnet");
+    assert_eq!(n.sources("public"), std::slice::from_ref(&v6));
+    let records = n.sb.path("cnibox-state/firewall-ipt/fwdnet");
     assert!(
         std::fs::read_dir(&records).map_or(true, |d| d.count() == 0),
         "the failed ADD left its record in {}",

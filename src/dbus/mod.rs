@@ -56,24 +56,19 @@ pub struct Bus {
     address: String,
 }
 
-/// The socket addresses of a D-Bus address string: `unix:path=` and `unix:abstract=` entries
-/// (other transports are skipped), values %-unescaped.
-fn endpoints(address: &str) -> Vec<(bool, Vec<u8>)> {
+/// The socket paths of a D-Bus address string: its `unix:path=` entries (other transports,
+/// and abstract sockets, which no system bus uses, are skipped), values %-unescaped.
+fn endpoints(address: &str) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     for entry in address.split(';') {
         let Some(params) = entry.strip_prefix("unix:") else {
             continue;
         };
-        for kv in params.split(',') {
-            let (abs, v) = match kv.split_once('=') {
-                Some(("path", v)) => (false, v),
-                Some(("abstract", v)) => (true, v),
-                _ => continue,
-            };
-            if let Some(v) = unescape(v) {
-                out.push((abs, v));
-            }
-        }
+        out.extend(
+            params
+                .split(',')
+                .filter_map(|kv| unescape(kv.strip_prefix("path=")?)),
+        );
     }
     out
 }
@@ -95,16 +90,6 @@ fn unescape(v: &str) -> Option<Vec<u8>> {
     (!out.is_empty()).then_some(out)
 }
 
-fn connect(abs: bool, name: &[u8]) -> std::io::Result<UnixStream> {
-    if abs {
-        use std::os::linux::net::SocketAddrExt;
-        let a = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
-        UnixStream::connect_addr(&a)
-    } else {
-        UnixStream::connect(std::ffi::OsStr::from_bytes(name))
-    }
-}
-
 impl Bus {
     /// Connect to the system bus; `Ok(None)` when none of its addresses accepts a connection
     /// (no bus on this node), an error when a bus answered but the handshake failed.
@@ -112,7 +97,7 @@ impl Bus {
         let address = system_address();
         let Some(sock) = endpoints(&address)
             .iter()
-            .find_map(|(abs, name)| connect(*abs, name).ok())
+            .find_map(|p| UnixStream::connect(std::ffi::OsStr::from_bytes(p)).ok())
         else {
             return Ok(None);
         };
@@ -128,9 +113,13 @@ impl Bus {
             pending: Vec::new(),
             address,
         };
-        let uid = nix::unistd::geteuid().as_raw().to_string();
-        let hex: String = uid.bytes().map(|b| format!("{b:02x}")).collect();
-        bus.send(format!("\0AUTH EXTERNAL {hex}\r\n").as_bytes())?;
+        // EXTERNAL's identity: the uid in decimal, each digit as two hex digits ('0' is "30").
+        let mut auth = b"\0AUTH EXTERNAL ".to_vec();
+        for d in nix::unistd::geteuid().as_raw().to_string().bytes() {
+            auth.extend_from_slice(&[b'3', d]);
+        }
+        auth.extend_from_slice(b"\r\n");
+        bus.send(&auth)?;
         let line = bus.line(Instant::now() + timeout)?;
         if !line.starts_with("OK ") {
             return Err(bus.fail(format!("authentication refused: {line:?}")));
@@ -138,8 +127,8 @@ impl Bus {
         bus.send(b"BEGIN\r\n")?;
         match bus.call(BUS_NAME, BUS_PATH, BUS_NAME, "Hello", &[])? {
             Ok(Value::Str(_)) => Ok(bus),
-            Ok(v) => Err(bus.fail(format!("Hello answered {v:?}"))),
-            Err(e) => Err(bus.fail(format!("Hello failed: {e}"))),
+            Ok(_) => Err(bus.fail("Hello answered no name")),
+            Err(e) => Err(bus.fail(format_args!("Hello failed: {e}"))),
         }
     }
 
@@ -161,9 +150,9 @@ impl Bus {
 
     fn timed_out(&self) -> Error {
         Error::try_again(format!(
-            "D-Bus {}: no answer within {} ms",
+            "D-Bus {}: no answer within {} s",
             self.address,
-            self.timeout.as_millis()
+            self.timeout.as_secs()
         ))
     }
 
@@ -262,8 +251,8 @@ mod tests {
     #[test]
     fn addresses() {
         assert_eq!(
-            endpoints("tcp:host=x;unix:path=/run/a%20b,guid=1;unix:abstract=z"),
-            [(false, b"/run/a b".to_vec()), (true, b"z".to_vec())]
+            endpoints("tcp:host=x;unix:path=/run/a%20b,guid=1;unix:abstract=z;unix:path=/b"),
+            [b"/run/a b".to_vec(), b"/b".to_vec()]
         );
         assert!(endpoints("unix:path=%zz;unix:path=%4").is_empty());
         assert!(endpoints("unix:tmpdir=/tmp").is_empty());

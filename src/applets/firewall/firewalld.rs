@@ -1,12 +1,11 @@
 //! firewall on firewalld, as upstream: each container address (`IP/32`, `IP/128`) becomes a
 //! source of a zone (`firewalldZone`, default `trusted`) through firewalld's D-Bus zone
-//! interface; `ZONE_ALREADY_SET` counts as done. Beyond upstream: ADD records the zone and its
-//! sources first, so DEL (and GC) remove them without prevResult and whatever the backend says
-//! by then; a failed ADD removes the sources it added; CHECK fails when a source is not in the
+//! interface; `ZONE_ALREADY_SET` counts as done. Beyond upstream: ADD records the
+//! addresses and the zone first (mod.rs), so DEL and GC remove them without prevResult and
+//! whatever the backend says by then; a failed ADD removes the sources it added; CHECK fails when a source is not in the
 //! zone (upstream only looks at whether the query itself failed).
 
-use super::{FWD_OWNERS, Firewall};
-use crate::attachment;
+use super::Firewall;
 use crate::cni::{Error, Result};
 use crate::dbus::{Bus, Value, system_address};
 use crate::undo::Undo;
@@ -54,7 +53,7 @@ fn zone_call(bus: &mut Bus, method: &str, zone: &str, src: &str) -> Result<Resul
         .map_err(|e| e.to_string()))
 }
 
-/// The bus the firewalld backend needs.
+/// The bus the firewalld backend needs (`backend: firewalld` on a node without one).
 pub(super) fn need(bus: Option<Bus>) -> Result<Bus> {
     bus.ok_or_else(|| {
         Error::internal(format!(
@@ -64,26 +63,20 @@ pub(super) fn need(bus: Option<Bus>) -> Result<Bus> {
     })
 }
 
-/// Add the sources of `ips` to the zone, then run `then` (the isolation rules); on failure
-/// remove the sources this call added.
-pub(super) fn add(
-    fw: &Firewall,
-    bus: Option<Bus>,
+/// Add the sources of `ips` to the zone; `undo` learns to remove those this call added, also
+/// when it fails half-way.
+pub(super) fn add<'a>(
+    fw: &'a Firewall,
+    mut bus: Bus,
     ips: &[IpAddr],
-    then: impl FnOnce() -> Result<()>,
+    undo: &mut Undo<'a>,
 ) -> Result<()> {
-    let mut bus = need(bus)?;
     let zone = fw.zone.as_str();
-    let sources: Vec<String> = ips.iter().map(source).collect();
-    let mut items = vec![zone.to_string()];
-    items.extend(sources.iter().cloned());
-    // Record first: a DEL after a failed or interrupted ADD then still finds the sources.
-    attachment::record(FWD_OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
     let mut added = Vec::new();
     let mut result = Ok(());
-    for src in &sources {
-        match zone_call(&mut bus, "addSource", zone, src) {
-            Ok(Ok(_)) => added.push(src.as_str()),
+    for src in ips.iter().map(source) {
+        match zone_call(&mut bus, "addSource", zone, &src) {
+            Ok(Ok(_)) => added.push(src),
             Ok(Err(e)) if e.contains("ZONE_ALREADY_SET") => {}
             Ok(Err(e)) => {
                 result = Err(Error::internal(format!(
@@ -97,14 +90,8 @@ pub(super) fn add(
             }
         }
     }
-    let result = result.and_then(|()| then());
-    let mut undo = Undo::new("firewall");
-    undo.push("owner record", || {
-        attachment::forget(FWD_OWNERS, &fw.network, &fw.cid, &fw.ifname);
-        Ok(())
-    });
-    undo.push("firewalld sources", || remove(&mut bus, zone, &added));
-    undo.finish(result)
+    undo.push("firewalld sources", move || remove(&mut bus, zone, &added));
+    result
 }
 
 /// CHECK: every source is in the zone.
@@ -131,8 +118,14 @@ pub(super) fn remove(bus: &mut Bus, zone: &str, sources: &[impl AsRef<str>]) -> 
     Ok(())
 }
 
-/// A record's zone and sources (written by [`add`]).
-pub(super) fn recorded(items: &[String]) -> Option<(&str, &[String])> {
-    let (zone, sources) = items.split_first()?;
-    Some((zone.as_str(), sources))
+/// Remove the sources of `ips` from `zone`, if there is a bus (without one there is no
+/// firewalld, and nothing to remove).
+pub(super) fn remove_from(zone: &str, ips: &[IpAddr]) -> Result<()> {
+    if ips.is_empty() {
+        return Ok(());
+    }
+    match bus()? {
+        Some(mut bus) => remove(&mut bus, zone, &ips.iter().map(source).collect::<Vec<_>>()),
+        None => Ok(()),
+    }
 }

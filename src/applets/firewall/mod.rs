@@ -68,12 +68,12 @@ const NFT_FORWARD: &str = "cni-forward";
 const NFT_ADMIN: &str = "admin";
 const NFT_STAGE1: &str = "isolation-stage-1";
 const NFT_STAGE2: &str = "isolation-stage-2";
-/// Owner records of the iptables backend: the addresses whose rules an attachment added.
+/// Owner records of the iptables and firewalld backends: the addresses whose rules or sources
+/// an attachment added, with firewalld also `zone=<zone>`.
 const OWNERS: &str = "firewall-ipt";
+const ZONE_MARK: &str = "zone=";
 /// Records of the nftables backend: the handles of an attachment's rules (a hint for DEL).
 const NFT_OWNERS: &str = "firewall-nft";
-/// Records of the firewalld backend: the zone, then the sources an attachment added to it.
-const FWD_OWNERS: &str = "firewall-fwd";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -261,77 +261,80 @@ fn add(req: &Request) -> Result<CniResult> {
         return Ok(prev);
     }
     let bridge = bridge_of(&fw, &prev)?;
-    match backend_for(&fw)? {
-        Chosen::Rules(Backend::Iptables) => {
-            // Record first: a DEL after a failed or interrupted ADD then still finds the rules.
-            let items: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
-            attachment::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
-            let mut undo = Undo::new("firewall");
-            undo.push("owner record", || {
-                attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
-                Ok(())
-            });
-            undo.push("iptables rules", || ipt_remove(&ips));
-            undo.finish(ipt_add(&fw, &ips, bridge.as_deref(), true))?;
+    let bus = match backend_for(&fw)? {
+        Chosen::Rules(Backend::Nftables) => {
+            return nft_add(&fw, &ips, bridge.as_deref()).map(|()| prev);
         }
-        Chosen::Rules(Backend::Nftables) => nft_add(&fw, &ips, bridge.as_deref())?,
-        // The isolation rules are iptables rules here, as upstream writes them.
-        Chosen::Firewalld(bus) => firewalld::add(&fw, bus, &ips, || match bridge {
-            Some(br) => ipt_add(&fw, &ips, Some(&br), false),
-            None => Ok(()),
-        })?,
+        Chosen::Rules(Backend::Iptables) => None,
+        Chosen::Firewalld(bus) => Some(firewalld::need(bus)?),
+    };
+    // Record first: a DEL after a failed or interrupted ADD then still finds the addresses
+    // (and, with firewalld, the zone they went to).
+    let mut items: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
+    if bus.is_some() {
+        items.push(format!("{ZONE_MARK}{}", fw.zone));
+    }
+    attachment::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
+    let mut undo = Undo::new("firewall");
+    undo.push("owner record", || {
+        attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+        Ok(())
+    });
+    // iptables' CNI-FORWARD rules, or firewalld's sources; the isolation rules are iptables
+    // rules with firewalld too, as upstream writes them. One call of ipt_add keeps it inlined.
+    let forward = match bus {
+        None => {
+            undo.push("iptables rules", || ipt_remove(&ips));
+            true
+        }
+        Some(bus) => {
+            firewalld::add(&fw, bus, &ips, &mut undo)?;
+            false
+        }
+    };
+    if forward || bridge.is_some() {
+        undo.finish(ipt_add(&fw, &ips, bridge.as_deref(), forward))?;
+    } else {
+        undo.commit();
     }
     Ok(prev)
+}
+
+/// An attachment's record: its addresses, and the firewalld zone they went to (if any).
+fn recorded(items: &[String]) -> (Vec<IpAddr>, Option<&str>) {
+    let ips = items.iter().filter_map(|s| s.parse().ok()).collect();
+    (ips, items.iter().find_map(|s| s.strip_prefix(ZONE_MARK)))
 }
 
 fn del(req: &Request) -> Result<()> {
     let fw = load(req)?;
     // Every backend, whatever is configured: the node may have switched while the container
     // ran. Addresses: prevResult's and the ones recorded at ADD.
-    let prev: Vec<IpAddr> = match req.prev_result() {
-        Ok(Some(p)) => addrs(&p),
-        _ => Vec::new(),
-    };
-    let mut ips = prev.clone();
-    for s in attachment::get(OWNERS, &fw.network, &fw.cid, &fw.ifname) {
-        if let Ok(ip) = s.parse::<IpAddr>()
-            && !ips.contains(&ip)
-        {
-            ips.push(ip);
+    let items = attachment::get(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    let (mut ips, zone) = recorded(&items);
+    if let Ok(Some(p)) = req.prev_result() {
+        for ip in addrs(&p) {
+            if !ips.contains(&ip) {
+                ips.push(ip);
+            }
         }
     }
     let mut errors = ErrorList::new();
     errors.check(ipt_remove(&ips));
     errors.check(nft_delete_owned(&fw));
-    errors.check(firewalld_del(&fw, &prev));
+    // firewalld: the recorded zone, and (as upstream, which keeps no record) the configured
+    // one unless a netfilter backend is configured.
+    let mut zones: Vec<&str> = zone.into_iter().collect();
+    if !matches!(fw.backend, Choice::Rules(_)) && !fw.zone.is_empty() && zone != Some(&fw.zone) {
+        zones.push(&fw.zone);
+    }
+    for z in zones {
+        errors.check(firewalld::remove_from(z, &ips));
+    }
     errors.into_result()?;
-    for kind in [OWNERS, NFT_OWNERS, FWD_OWNERS] {
-        attachment::forget(kind, &fw.network, &fw.cid, &fw.ifname);
-    }
+    attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    attachment::forget(NFT_OWNERS, &fw.network, &fw.cid, &fw.ifname);
     Ok(())
-}
-
-/// DEL's firewalld part: the recorded sources, and (as upstream, which keeps no record) the
-/// prevResult's in the configured zone unless a netfilter backend is configured. Without a
-/// bus there is no firewalld, and nothing to remove.
-fn firewalld_del(fw: &Firewall, prev: &[IpAddr]) -> Result<()> {
-    let items = attachment::get(FWD_OWNERS, &fw.network, &fw.cid, &fw.ifname);
-    let rec = firewalld::recorded(&items);
-    let sources: Vec<String> = match fw.backend {
-        Choice::Rules(_) => Vec::new(),
-        _ if fw.zone.is_empty() => Vec::new(),
-        _ => prev.iter().map(firewalld::source).collect(),
-    };
-    if sources.is_empty() && rec.is_none() {
-        return Ok(());
-    }
-    let Some(mut bus) = firewalld::bus()? else {
-        return Ok(());
-    };
-    if let Some((zone, recorded)) = rec {
-        firewalld::remove(&mut bus, zone, recorded)?;
-    }
-    firewalld::remove(&mut bus, &fw.zone, &sources)
 }
 
 fn check(req: &Request) -> Result<()> {
@@ -350,8 +353,8 @@ fn check(req: &Request) -> Result<()> {
 
 /// Remove the rules of this network's attachments that are not valid: nftables rules by their
 /// owner comment, iptables rules and firewalld sources through what was recorded at ADD (an
-/// address or source still recorded for a live attachment keeps its rules). Isolation rules
-/// are per bridge and stay.
+/// address still recorded for a live attachment keeps its rules). Isolation rules are per
+/// bridge and stay.
 fn gc(req: &Request) -> Result<()> {
     let Some(valid) = req.valid_attachments() else {
         return Ok(());
@@ -363,21 +366,25 @@ fn gc(req: &Request) -> Result<()> {
         .collect();
     let mut failures = ErrorList::new();
     let records = attachment::list(OWNERS, network);
-    let live = live_items(&records, &keep);
+    let live: HashSet<&str> = records
+        .iter()
+        .filter(|(cid, ifname, _)| keep.contains(&(cid.as_str(), ifname.as_str())))
+        .flat_map(|(_, _, items)| items.iter().map(String::as_str))
+        .collect();
     for (cid, ifname, items) in &records {
         if keep.contains(&(cid.as_str(), ifname.as_str())) {
             continue;
         }
-        let ips: Vec<IpAddr> = items
-            .iter()
-            .filter(|s| !live.contains(s.as_str()))
-            .filter_map(|s| s.parse().ok())
-            .collect();
-        if failures.check(ipt_remove(&ips)).is_some() {
+        let (mut ips, zone) = recorded(items);
+        ips.retain(|ip| !live.contains(ip.to_string().as_str()));
+        let mut r = ipt_remove(&ips);
+        if let (Ok(()), Some(z)) = (&r, zone) {
+            r = firewalld::remove_from(z, &ips);
+        }
+        if failures.check(r).is_some() {
             attachment::forget(OWNERS, network, cid, ifname);
         }
     }
-    failures.check(firewalld_gc(network, &keep));
     let keep_comments: HashSet<String> = valid
         .iter()
         .map(|a| owner_comment(network, &a.ifname, &a.container_id))
@@ -392,43 +399,6 @@ fn gc(req: &Request) -> Result<()> {
         }
     }
     failures.into_result()
-}
-
-type Records = Vec<(String, String, Vec<String>)>;
-
-/// The items recorded for the attachments GC keeps.
-fn live_items<'a>(records: &'a Records, keep: &HashSet<(&str, &str)>) -> HashSet<&'a str> {
-    records
-        .iter()
-        .filter(|(cid, ifname, _)| keep.contains(&(cid.as_str(), ifname.as_str())))
-        .flat_map(|(_, _, items)| items.iter().map(String::as_str))
-        .collect()
-}
-
-/// GC's firewalld part: the recorded sources of attachments that are gone (no bus: no
-/// firewalld, so nothing is left to remove).
-fn firewalld_gc(network: &str, keep: &HashSet<(&str, &str)>) -> Result<()> {
-    let records = attachment::list(FWD_OWNERS, network);
-    let live = live_items(&records, keep);
-    let gone: Vec<_> = records
-        .iter()
-        .filter(|(cid, ifname, _)| !keep.contains(&(cid.as_str(), ifname.as_str())))
-        .collect();
-    if gone.is_empty() {
-        return Ok(());
-    }
-    let mut bus = firewalld::bus()?;
-    for (cid, ifname, items) in gone {
-        if let (Some(bus), Some((zone, sources))) = (bus.as_mut(), firewalld::recorded(items)) {
-            let doomed: Vec<&String> = sources
-                .iter()
-                .filter(|s| !live.contains(s.as_str()))
-                .collect();
-            firewalld::remove(bus, zone, &doomed)?;
-        }
-        attachment::forget(FWD_OWNERS, network, cid, ifname);
-    }
-    Ok(())
 }
 
 #[cfg(test)]
