@@ -1,9 +1,9 @@
 //! firewall on firewalld, as upstream: each container address (`IP/32`, `IP/128`) becomes a
 //! source of a zone (`firewalldZone`, default `trusted`) through firewalld's D-Bus zone
-//! interface; `ZONE_ALREADY_SET` counts as done. Beyond upstream: ADD records the
-//! addresses and the zone first (mod.rs), so DEL and GC remove them without prevResult and
-//! whatever the backend says by then; a failed ADD removes the sources it added; CHECK fails when a source is not in the
-//! zone (upstream only looks at whether the query itself failed).
+//! interface; `ZONE_ALREADY_SET` counts as done. Beyond upstream: ADD records the addresses
+//! and the zone first (mod.rs), so DEL and GC remove them without prevResult and whatever the
+//! backend says by then; a failed ADD removes the sources it added; CHECK fails when a source
+//! is not in the zone (upstream only looks at whether the query itself failed).
 
 use super::Firewall;
 use crate::cni::{Error, Result};
@@ -18,7 +18,8 @@ const ZONE: &str = "org.fedoraproject.FirewallD1.zone";
 /// How long one D-Bus call may take (godbus, upstream's client, waits forever).
 const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A zone name as firewalld accepts it (ASCII only here: no Unicode tables in the binary): letters, digits, `_`, `-`, at most one inner `/`.
+/// A zone name as firewalld accepts it: letters, digits, `_`, `-`, at most one inner `/`
+/// (ASCII letters only: Unicode's tables would cost the binary ~17 KB).
 pub(super) fn valid_zone(z: &str) -> bool {
     !z.is_empty()
         && z.len() <= 64
@@ -53,9 +54,9 @@ fn zone_call(bus: &mut Bus, method: &str, zone: &str, src: &str) -> Result<Resul
         .map_err(|e| e.to_string()))
 }
 
-/// The bus the firewalld backend needs (`backend: firewalld` on a node without one).
-pub(super) fn need(bus: Option<Bus>) -> Result<Bus> {
-    bus.ok_or_else(|| {
+/// The bus the firewalld backend needs (`backend: firewalld` on a node without one is an error).
+pub(super) fn need() -> Result<Bus> {
+    bus()?.ok_or_else(|| {
         Error::internal(format!(
             "firewalld backend: no D-Bus system bus at {}",
             system_address()
@@ -111,9 +112,9 @@ pub(super) fn check(fw: &Firewall, mut bus: Bus, ips: &[IpAddr]) -> Result<()> {
 
 /// Remove sources from a zone. firewalld's refusals (not there, no such zone, not running)
 /// are ignored as upstream ignores them; a bus that fails is an error.
-pub(super) fn remove(bus: &mut Bus, zone: &str, sources: &[impl AsRef<str>]) -> Result<()> {
+pub(super) fn remove(bus: &mut Bus, zone: &str, sources: &[String]) -> Result<()> {
     for src in sources {
-        zone_call(bus, "removeSource", zone, src.as_ref())?.ok();
+        zone_call(bus, "removeSource", zone, src)?.ok();
     }
     Ok(())
 }

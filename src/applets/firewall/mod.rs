@@ -26,10 +26,10 @@
 //! value it does not know, means firewalld when its D-Bus name has an owner, else iptables
 //! (cnibox: nftables where iptables is not installed). Beyond upstream: the nftables backend;
 //! DEL works without prevResult (the iptables addresses and firewalld sources are recorded at
-//! ADD, the nftables rules are found by comment) and cleans up every backend;
-//! GC removes the rules and sources of attachments that are gone. With nftables, an `accept` here ends
-//! only this table's evaluation: a drop policy in another table (say iptables-nft's FORWARD)
-//! still applies, so on such nodes use the iptables backend.
+//! ADD, the nftables rules are found by comment) and cleans up every backend; GC removes the
+//! rules and sources of attachments that are gone. With nftables, an `accept` here ends only
+//! this table's evaluation: a drop policy in another table (say iptables-nft's FORWARD) still
+//! applies, so on such nodes use the iptables backend.
 
 mod firewalld;
 mod iptables;
@@ -116,7 +116,7 @@ enum Choice {
 /// The backend in use: for firewalld, with its bus.
 enum Chosen {
     Rules(Backend),
-    Firewalld(Option<Bus>),
+    Firewalld(Bus),
 }
 
 /// What the config asks for.
@@ -197,9 +197,9 @@ fn load(req: &Request) -> Result<Firewall> {
 fn backend_for(fw: &Firewall) -> Result<Chosen> {
     Ok(match fw.backend {
         Choice::Rules(b) => Chosen::Rules(b),
-        Choice::Firewalld => Chosen::Firewalld(firewalld::bus()?),
+        Choice::Firewalld => Chosen::Firewalld(firewalld::need()?),
         Choice::Auto => match firewalld::running()? {
-            Some(bus) => Chosen::Firewalld(Some(bus)),
+            Some(bus) => Chosen::Firewalld(bus),
             None => Chosen::Rules(Backend::default_backend()),
         },
     })
@@ -266,7 +266,7 @@ fn add(req: &Request) -> Result<CniResult> {
             return nft_add(&fw, &ips, bridge.as_deref()).map(|()| prev);
         }
         Chosen::Rules(Backend::Iptables) => None,
-        Chosen::Firewalld(bus) => Some(firewalld::need(bus)?),
+        Chosen::Firewalld(bus) => Some(bus),
     };
     // Record first: a DEL after a failed or interrupted ADD then still finds the addresses
     // (and, with firewalld, the zone they went to).
@@ -347,7 +347,7 @@ fn check(req: &Request) -> Result<()> {
     match backend_for(&fw)? {
         Chosen::Rules(Backend::Iptables) => ipt_check(&fw, &ips),
         Chosen::Rules(Backend::Nftables) => nft_check(&fw, &ips),
-        Chosen::Firewalld(bus) => firewalld::check(&fw, firewalld::need(bus)?, &ips),
+        Chosen::Firewalld(bus) => firewalld::check(&fw, bus, &ips),
     }
 }
 
