@@ -32,19 +32,6 @@ pub fn system_address() -> String {
         .unwrap_or_else(|| DEFAULT_ADDRESS.to_string())
 }
 
-/// An error answer of a call: its D-Bus error name and message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Remote {
-    pub name: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for Remote {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.name, self.message)
-    }
-}
-
 /// One connection to a bus, past the handshake.
 pub struct Bus {
     sock: UnixStream,
@@ -196,8 +183,8 @@ impl Bus {
     }
 
     /// Call `iface.member` on `path` of `dest` with string arguments: `Ok(Ok(first value))` on
-    /// a return, `Ok(Err(..))` when the callee answered with an error, `Err` when the bus
-    /// could not be used (timeout: code 11).
+    /// a return, `Ok(Err("<error name>: <message>"))` when the callee answered with an error,
+    /// `Err` when the bus could not be used (timeout: code 11).
     pub fn call(
         &mut self,
         dest: &str,
@@ -205,7 +192,7 @@ impl Bus {
         iface: &str,
         member: &str,
         args: &[&str],
-    ) -> Result<std::result::Result<Value, Remote>> {
+    ) -> Result<std::result::Result<Value, String>> {
         if args.iter().any(|a| a.contains('\0')) {
             return Err(self.fail(format!("{member}: an argument holds a NUL")));
         }
@@ -224,13 +211,13 @@ impl Bus {
             }
             return Ok(match m.kind {
                 wire::METHOD_RETURN => Ok(m.first),
-                wire::ERROR => Err(Remote {
-                    name: m.error_name.unwrap_or_default(),
-                    message: match m.first {
-                        Value::Str(s) => s,
-                        _ => String::new(),
-                    },
-                }),
+                wire::ERROR => {
+                    let mut e = m.error_name.unwrap_or_default();
+                    if let Value::Str(s) = m.first {
+                        e = e + ": " + &s;
+                    }
+                    Err(e)
+                }
                 _ => continue,
             });
         }

@@ -49,9 +49,7 @@ pub(super) fn running() -> Result<Option<Bus>> {
 }
 
 fn zone_call(bus: &mut Bus, method: &str, zone: &str, src: &str) -> Result<Result<Value, String>> {
-    Ok(bus
-        .call(NAME, PATH, ZONE, method, &[zone, src])?
-        .map_err(|e| e.to_string()))
+    bus.call(NAME, PATH, ZONE, method, &[zone, src])
 }
 
 /// The bus the firewalld backend needs (`backend: firewalld` on a node without one is an error).
