@@ -34,7 +34,7 @@ impl Drop for Proc {
 /// The node with its bus and firewalld. Field order is drop order: the daemons go before
 /// their namespace and sandbox.
 struct Node {
-    _firewalld: Proc,
+    firewalld: Option<Proc>,
     _dbus: Proc,
     bus: String,
     cont: NetNs,
@@ -131,7 +131,7 @@ impl Node {
             .spawn()
             .expect("start firewalld");
         let n = Node {
-            _firewalld: Proc(fw),
+            firewalld: Some(Proc(fw)),
             _dbus: dbus,
             bus,
             cont,
@@ -444,6 +444,44 @@ fn backend_choice() {
     );
     ok(&n.run(Impl::Ours, "DEL", "c4", &c), "DEL same-bridge");
     assert!(n.sources("trusted").is_empty());
+}
+
+/// A system bus without firewalld (the usual node): with `backend` unset both implementations
+/// ask the bus, find no owner and write iptables rules; DEL removes them.
+#[test]
+fn bus_without_firewalld() {
+    let Some(mut n) = Node::start("bus_without_firewalld") else {
+        return;
+    };
+    n.firewalld = None; // killed and reaped: its name goes with its connection
+    let end = Instant::now() + Duration::from_secs(30);
+    while n.zone("getSources", &["trusted"]).status_ok {
+        assert!(Instant::now() < end, "firewalld still answers");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let go = reference_available("firewall");
+    let (prev, _) = n.prev(Fam::Dual, 9);
+    let c = conf(json!({}), Some(&prev));
+    let v4 = format!("-A CNI-FORWARD -s 10.{}.0.9/32 -j ACCEPT", n.n);
+    let v6 = format!("-A CNI-FORWARD -s fd00:{}::9/128 -j ACCEPT", n.n);
+    for imp in [Impl::Ours, Impl::Reference] {
+        if imp == Impl::Reference && !go {
+            continue;
+        }
+        ok(&n.run(imp, "ADD", "w1", &c), &format!("{imp:?} ADD"));
+        let rules = n.iptables();
+        assert!(
+            rules.contains(&v4) && rules.contains(&v6),
+            "{imp:?}: {rules}"
+        );
+        ok(&n.run(imp, "CHECK", "w1", &c), &format!("{imp:?} CHECK"));
+        ok(&n.run(imp, "DEL", "w1", &c), &format!("{imp:?} DEL"));
+        let rules = n.iptables();
+        assert!(
+            !rules.contains(&v4) && !rules.contains(&v6),
+            "{imp:?} DEL: {rules}"
+        );
+    }
 }
 
 /// GC removes the recorded sources of attachments that are gone, and keeps the others'.
