@@ -6,8 +6,8 @@
 //! at that bus — godbus (the Go plugin) and cnibox both read it. Asserted through firewalld's
 //! own answers (`zone.getSources` with dbus-send): the zone's sources after ADD and after DEL,
 //! ADD by one implementation and CHECK/DEL by the other, in IPv4, IPv6 and dual-stack; the
-//! auto-detection and upstream's fallback for an unknown `backend`; a failed ADD undone; GC; a
-//! bus that never answers.
+//! auto-detection (firewalld running, a bus without it, no bus) and upstream's fallback for an
+//! unknown `backend`; a failed ADD undone; GC; a bus that never answers.
 
 mod common;
 use common::bounded::kill_and_reap;
