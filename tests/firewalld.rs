@@ -113,15 +113,25 @@ impl Node {
         let dbus = Proc(dbus);
         let bus = bus.trim().to_string();
         assert!(bus.starts_with("unix:path="), "dbus-daemon printed {bus:?}");
+        // In a mount namespace of its own with an empty /run, so its runtime files (the host's
+        // /run/firewalld) stay out of the machine's file systems too.
         let fw = Command::new("ip")
             .args([
                 "netns",
                 "exec",
                 &node.name,
-                "firewalld",
-                "--nofork",
-                "--nopid",
+                "unshare",
+                "--mount",
+                "--propagation",
             ])
+            .args([
+                "private",
+                "sh",
+                "-c",
+                "mount -t tmpfs tmpfs /run && exec \"$@\"",
+                "sh",
+            ])
+            .args(["firewalld", "--nofork", "--nopid"])
             .arg(format!("--system-config={}", etc.display()))
             .args(["--log-target=file", "--log-file"])
             .arg(sb.path("firewalld.log"))
