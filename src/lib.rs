@@ -19,6 +19,7 @@ pub mod alloc;
 pub mod applets;
 pub(crate) mod attachment;
 pub mod cni;
+pub mod dbus;
 pub(crate) mod error;
 pub(crate) mod hash;
 pub mod ipam;

@@ -493,7 +493,6 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
     // ---- firewall
     let f = base("firewall", data, cont);
     for (path, val, code, names) in [
-        ("backend", json!("pf"), 7, "backend"),
         ("backend", json!(1), 6, "backend"),
         ("ingressPolicy", json!("closed"), 7, "ingress policy"),
         (
@@ -1135,6 +1134,7 @@ fn bad_input_catalogue() {
                 "CNI_IFNAME" => env.ifname = v.clone(),
                 "CNI_ARGS" => env.args = v.clone(),
                 "CNI_PATH" => env.path = Some(v.clone()),
+                "DBUS_SYSTEM_BUS_ADDRESS" => env.extra.push((k.to_string(), v.clone())),
                 other => panic!("unknown variable {other}"),
             }
         }
@@ -2132,6 +2132,48 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
         let fifo = "mkfifo $D/cache/results/ctbad-bad-net1 &&";
         cnitool(&check, &good, fifo, "", 5, None, "cached result");
     }
+    // ---- firewall's firewalld backend (lane firewalld): the zone is checked before the bus
+    // is asked; no bus is an error naming where we looked.
+    let fw =
+        |env: Vec<(&'static str, String)>, path: &str, v: Value, code: u64, names: &str| Case {
+            applet: "firewall",
+            cmd: "ADD",
+            env,
+            stdin: with(base("firewall", data, cont), path, v).to_string(),
+            code,
+            names: names.to_string(),
+            alt: None,
+            setup: None,
+        };
+    for (v, code) in [
+        (json!("a b"), 7),
+        (json!("x\u{0}y"), 7),
+        (json!("/trusted"), 7),
+        (json!("a/b/c"), 7),
+        (json!("z".repeat(65)), 7),
+        (json!("zone\n-A INPUT"), 7),
+        (json!(5), 6),
+    ] {
+        cases.push(fw(vec![], "firewalldZone", v, code, "firewalldZone"));
+    }
+    let nobus = vec![(
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "unix:path=/nonexistent/bus".to_string(),
+    )];
+    cases.push(fw(
+        nobus.clone(),
+        "backend",
+        json!("firewalld"),
+        999,
+        "no D-Bus system bus at unix:path=/nonexistent/bus",
+    ));
+    cases.push(fw(
+        nobus,
+        "firewalldZone",
+        json!("trusted/x/y"),
+        7,
+        "firewalldZone",
+    ));
     // Where the spec leaves the code open: a path of the host's that is no directory or regular
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).

@@ -81,7 +81,8 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
         (
             "firewall",
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "firewall",
-            "backend": "nftables", "ingressPolicy": "same-bridge", "prevResult": prev.clone()}),
+            "backend": "nftables", "ingressPolicy": "same-bridge", "firewalldZone": "trusted",
+            "prevResult": prev.clone()}),
         ),
         (
             "tuning",

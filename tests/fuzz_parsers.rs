@@ -2,8 +2,9 @@
 //! (issue 24, item 13): DHCP replies (a container's network answers the daemon, which runs as
 //! root on the host), Go net/rpc gob streams (the dhcp daemon's socket), netlink replies (what a container sets — names, aliases, addresses,
 //! nested link info — comes back through them), the tuning allowlist (its patterns, and sysctl
-//! keys from pod annotations matched against them) and flannel's subnet.env. Each target runs
-//! the library's own entry point (`cnibox::applets::fuzz`, `cnibox::netlink::fuzz`) on mutated
+//! keys from pod annotations matched against them), flannel's subnet.env and D-Bus replies
+//! (firewall's firewalld backend). Each target runs the library's own entry point
+//! (`cnibox::applets::fuzz`, `cnibox::netlink::fuzz`, `cnibox::dbus::fuzz`) on mutated
 //! seeds — the seed files under tests/fuzz/ plus well-formed messages built here — and fails on
 //! a panic (with the input), on one execution longer than `SLOW` and, by taking the test binary
 //! down, on a stack overflow. The loop runs on a thread with the binary's main-thread stack
@@ -412,6 +413,22 @@ fn netlink_reply_readers() {
             move |r: &mut Rng| mutate(r, &seeds),
             |b: &[u8]| {
                 std::hint::black_box(cnibox::netlink::fuzz::reply(b));
+            },
+        )
+    });
+}
+
+/// D-Bus messages as the firewall applet's client reads them (the bus's and firewalld's replies,
+/// errors and signals, captured: tests/fuzz/dbus-split.py), framed by their own header.
+#[test]
+fn dbus_reply_reader() {
+    fuzz("dbus-reply", "dbus_reply_reader", execs(), || {
+        let mut seeds = seed_files("dbus");
+        seeds.extend(cnibox::dbus::fuzz::seeds());
+        (
+            move |r: &mut Rng| mutate(r, &seeds),
+            |b: &[u8]| {
+                std::hint::black_box(cnibox::dbus::fuzz::reply(b));
             },
         )
     });

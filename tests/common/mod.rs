@@ -518,6 +518,14 @@ impl Plugin<'_> {
         if !vars.iter().any(|(k, _)| *k == "CNIBOX_STATE_DIR") {
             vars.push(("CNIBOX_STATE_DIR", state.as_str()));
         }
+        // firewall picks firewalld when it owns its name on the system bus: a test never talks
+        // to the machine's bus (whose firewalld it would change) unless it names a bus itself.
+        if !vars.iter().any(|(k, _)| *k == "DBUS_SYSTEM_BUS_ADDRESS") {
+            vars.push((
+                "DBUS_SYSTEM_BUS_ADDRESS",
+                "unix:path=/nonexistent/cnibox-test-bus",
+            ));
+        }
         match self.node {
             None => exec(&self.program(applet), &[], &vars, stdin),
             Some(node) => {

@@ -1,7 +1,11 @@
 //! firewall on iptables: CNI-FORWARD with the admin chain and per-address rules, and the
 //! CNI-ISOLATION-STAGE-1/2 chains of `ingressPolicy`, as upstream lays them out.
 
-use super::*;
+use super::{FORWARD_CHAIN, Firewall, Policy, STAGE1, STAGE2, by_family};
+use crate::cni::{Error, Result};
+use crate::netfilter;
+use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
+use std::net::IpAddr;
 
 pub(super) fn forward_jump() -> String {
     format!(
@@ -57,24 +61,19 @@ pub(super) fn isolation_rules(bridge: &str, policy: Policy) -> Vec<(&'static str
     v
 }
 
-pub(super) fn ipt_add(fw: &Firewall, ips: &[IpAddr], bridge: Option<&str>) -> Result<()> {
+/// ADD's rules; `forward: false` writes only the isolation rules (the firewalld backend).
+pub(super) fn ipt_add(
+    fw: &Firewall,
+    ips: &[IpAddr],
+    bridge: Option<&str>,
+    forward: bool,
+) -> Result<()> {
     for (proto, mine) in by_family(ips) {
         let ipt = Iptables::new(proto)?;
         ipt.transact("filter", |saved| {
             let mut s = Script::new();
-            s.ensure_chain(saved, FORWARD_CHAIN)
-                .insert_unique(saved, "FORWARD", &forward_jump())
-                .from_key("iptablesAdminChainName", &[&fw.admin], |s| {
-                    s.ensure_chain(saved, &fw.admin).insert_unique(
-                        saved,
-                        FORWARD_CHAIN,
-                        &admin_jump(&fw.admin),
-                    );
-                });
-            for ip in &mine {
-                for r in ip_rules(*ip) {
-                    s.append_unique(saved, FORWARD_CHAIN, &r);
-                }
+            if forward {
+                forward_rules(&mut s, saved, fw, &mine);
             }
             if let Some(br) = bridge {
                 s.ensure_chain(saved, STAGE1).ensure_chain(saved, STAGE2);
@@ -92,6 +91,24 @@ pub(super) fn ipt_add(fw: &Firewall, ips: &[IpAddr], bridge: Option<&str>) -> Re
         })?;
     }
     Ok(())
+}
+
+/// CNI-FORWARD with its jumps, and the rules of `mine`.
+fn forward_rules(s: &mut Script, saved: &Saved, fw: &Firewall, mine: &[IpAddr]) {
+    s.ensure_chain(saved, FORWARD_CHAIN)
+        .insert_unique(saved, "FORWARD", &forward_jump())
+        .from_key("iptablesAdminChainName", &[&fw.admin], |s| {
+            s.ensure_chain(saved, &fw.admin).insert_unique(
+                saved,
+                FORWARD_CHAIN,
+                &admin_jump(&fw.admin),
+            );
+        });
+    for ip in mine {
+        for r in ip_rules(*ip) {
+            s.append_unique(saved, FORWARD_CHAIN, &r);
+        }
+    }
 }
 
 pub(super) fn ipt_check(fw: &Firewall, ips: &[IpAddr]) -> Result<()> {

@@ -17,31 +17,33 @@
 //!     (commented with the attachment's owner comment, like the Go plugins' nftables rules)
 //!   chain isolation-stage-1 / -stage-2: the iptables isolation rules, per bridge
 //!   chain admin: empty, for the administrator's own rules
+//!
+//! firewalld (`firewalld.rs`): the addresses as sources of a zone over D-Bus.
 //! ```
 //!
-//! As upstream: versions 0.4.0 and later; isolation rules are per bridge and stay after DEL;
-//! the `firewalld` backend is not supported (a clear error on ADD/CHECK; DEL still cleans up).
-//! Beyond upstream: the nftables backend; DEL works without prevResult (the iptables addresses
-//! are recorded at ADD, the nftables rules are found by comment) and cleans up both backends;
-//! GC removes the rules of attachments that are gone. With nftables, an `accept` here ends
-//! only this table's evaluation: a drop policy in another table (say iptables-nft's FORWARD)
-//! still applies, so on such nodes use the iptables backend.
+//! As upstream: versions 0.4.0 and later; isolation rules are per bridge and stay after DEL
+//! (with firewalld they are iptables rules, as upstream writes them); `backend` unset, or a
+//! value it does not know, means firewalld when its D-Bus name has an owner, else iptables
+//! (cnibox: nftables where iptables is not installed). Beyond upstream: the nftables backend;
+//! DEL works without prevResult (the iptables addresses and firewalld sources are recorded at
+//! ADD, the nftables rules are found by comment) and cleans up every backend; GC removes the
+//! rules and sources of attachments that are gone. With nftables, an `accept` here ends only
+//! this table's evaluation: a drop policy in another table (say iptables-nft's FORWARD) still
+//! applies, so on such nodes use the iptables backend.
 
+mod firewalld;
 mod iptables;
 mod nftables;
 
-use iptables::*;
-use nftables::*;
+use iptables::{ipt_add, ipt_check, ipt_remove};
+use nftables::{nft_add, nft_check, nft_delete, nft_delete_owned};
 
 use crate::attachment;
 use crate::cni::result::CniResult;
-use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
-use crate::netfilter;
-use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
-use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, RuleRef, Table, ct,
-    delete_commented, delete_owned, network_tag, owner_comment, validate,
-};
+use crate::cni::{Applet, Command, Error, Request, Result, Version};
+use crate::dbus::Bus;
+use crate::netfilter::iptables::Proto;
+use crate::netfilter::{Backend, network_tag, owner_comment, validate};
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -66,8 +68,10 @@ const NFT_FORWARD: &str = "cni-forward";
 const NFT_ADMIN: &str = "admin";
 const NFT_STAGE1: &str = "isolation-stage-1";
 const NFT_STAGE2: &str = "isolation-stage-2";
-/// Owner records of the iptables backend: the addresses whose rules an attachment added.
+/// Owner records of the iptables and firewalld backends: the addresses whose rules or sources
+/// an attachment added, with firewalld also `zone=<zone>`.
 const OWNERS: &str = "firewall-ipt";
+const ZONE_MARK: &str = "zone=";
 /// Records of the nftables backend: the handles of an attachment's rules (a hint for DEL).
 const NFT_OWNERS: &str = "firewall-nft";
 
@@ -80,6 +84,8 @@ struct Conf {
     iptables_admin_chain_name: String,
     #[serde(default)]
     ingress_policy: String,
+    #[serde(default)]
+    firewalld_zone: String,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -99,10 +105,26 @@ impl Policy {
     }
 }
 
-/// What the config asks for; `backend` is `None` for firewalld.
+/// The `backend` key: a netfilter backend, firewalld, or (unset or unknown) upstream's choice.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Rules(Backend),
+    Firewalld,
+    Auto,
+}
+
+/// The backend in use: for firewalld, with its bus.
+enum Chosen {
+    Rules(Backend),
+    Firewalld(Bus),
+}
+
+/// What the config asks for.
 struct Firewall {
-    backend: Option<Backend>,
+    backend: Choice,
     admin: String,
+    /// `firewalldZone`; empty on a DEL whose value no ADD would have accepted.
+    zone: String,
     policy: Policy,
     network: String,
     cid: String,
@@ -122,8 +144,19 @@ fn load(req: &Request) -> Result<Firewall> {
         }
     };
     let backend = match c.backend.as_str() {
-        "firewalld" => None,
-        other => Some(Backend::parse("backend", Some(other))?),
+        "firewalld" => Choice::Firewalld,
+        "iptables" => Choice::Rules(Backend::Iptables),
+        "nftables" => Choice::Rules(Backend::Nftables),
+        "" => Choice::Auto,
+        other => {
+            // Upstream picks as if the key were unset; say so where the runtime logs.
+            crate::warn!("firewall: unknown backend {other:?}, choosing as if it were unset");
+            Choice::Auto
+        }
+    };
+    let mut zone = match c.firewalld_zone.as_str() {
+        "" => "trusted".to_string(),
+        z => z.to_string(),
     };
     let admin = if c.iptables_admin_chain_name.is_empty() {
         DEFAULT_ADMIN.to_string()
@@ -139,10 +172,19 @@ fn load(req: &Request) -> Result<Firewall> {
                 "iptablesAdminChainName: {admin:?} is one of the plugin's own chains"
             )));
         }
+        if !firewalld::valid_zone(&zone) {
+            return Err(Error::config(format!(
+                "firewalldZone: {zone:?} is not a zone name (letters, digits, '_', '-', one \
+                 inner '/')"
+            )));
+        }
+    } else if !firewalld::valid_zone(&zone) {
+        zone.clear();
     }
     Ok(Firewall {
         backend,
         admin,
+        zone,
         policy,
         network: req.conf.name.clone(),
         cid: req.env.container_id.clone(),
@@ -150,12 +192,16 @@ fn load(req: &Request) -> Result<Firewall> {
     })
 }
 
-fn backend_for(fw: &Firewall) -> Result<Backend> {
-    fw.backend.ok_or_else(|| {
-        Error::config(
-            "the firewalld backend is not supported by cnibox: set \"backend\" to \"iptables\" \
-             or \"nftables\"",
-        )
+/// Upstream's choice: the configured backend, or firewalld when it runs, else the default
+/// netfilter backend. A bus that answers badly or not at all is an error, not "no firewalld".
+fn backend_for(fw: &Firewall) -> Result<Chosen> {
+    Ok(match fw.backend {
+        Choice::Rules(b) => Chosen::Rules(b),
+        Choice::Firewalld => Chosen::Firewalld(firewalld::need()?),
+        Choice::Auto => match firewalld::running()? {
+            Some(bus) => Chosen::Firewalld(bus),
+            None => Chosen::Rules(Backend::default_backend()),
+        },
     })
 }
 
@@ -209,49 +255,82 @@ fn by_family(ips: &[IpAddr]) -> Vec<(Proto, Vec<IpAddr>)> {
 
 fn add(req: &Request) -> Result<CniResult> {
     let fw = load(req)?;
-    let backend = backend_for(&fw)?;
     let prev = prev(req)?;
     let ips = addrs(&prev);
     if ips.is_empty() {
         return Ok(prev);
     }
     let bridge = bridge_of(&fw, &prev)?;
-    match backend {
-        Backend::Iptables => {
-            // Record first: a DEL after a failed or interrupted ADD then still finds the rules.
-            let items: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
-            attachment::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
-            let mut undo = Undo::new("firewall");
-            undo.push("owner record", || {
-                attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
-                Ok(())
-            });
-            undo.push("iptables rules", || ipt_remove(&ips));
-            undo.finish(ipt_add(&fw, &ips, bridge.as_deref()))?;
+    let bus = match backend_for(&fw)? {
+        Chosen::Rules(Backend::Nftables) => {
+            return nft_add(&fw, &ips, bridge.as_deref()).map(|()| prev);
         }
-        Backend::Nftables => nft_add(&fw, &ips, bridge.as_deref())?,
+        Chosen::Rules(Backend::Iptables) => None,
+        Chosen::Firewalld(bus) => Some(bus),
+    };
+    // Record first: a DEL after a failed or interrupted ADD then still finds the addresses
+    // (and, with firewalld, the zone they went to).
+    let mut items: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
+    if bus.is_some() {
+        items.push(format!("{ZONE_MARK}{}", fw.zone));
+    }
+    attachment::record(OWNERS, &fw.network, &fw.cid, &fw.ifname, &items)?;
+    let mut undo = Undo::new("firewall");
+    undo.push("owner record", || {
+        attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+        Ok(())
+    });
+    // iptables' CNI-FORWARD rules, or firewalld's sources; the isolation rules are iptables
+    // rules with firewalld too, as upstream writes them. One call of ipt_add keeps it inlined.
+    let forward = match bus {
+        None => {
+            undo.push("iptables rules", || ipt_remove(&ips));
+            true
+        }
+        Some(bus) => {
+            firewalld::add(&fw, bus, &ips, &mut undo)?;
+            false
+        }
+    };
+    if forward || bridge.is_some() {
+        undo.finish(ipt_add(&fw, &ips, bridge.as_deref(), forward))?;
+    } else {
+        undo.commit();
     }
     Ok(prev)
 }
 
+/// An attachment's record: its addresses, and the firewalld zone they went to (if any).
+fn recorded(items: &[String]) -> (Vec<IpAddr>, Option<&str>) {
+    let ips = items.iter().filter_map(|s| s.parse().ok()).collect();
+    (ips, items.iter().find_map(|s| s.strip_prefix(ZONE_MARK)))
+}
+
 fn del(req: &Request) -> Result<()> {
     let fw = load(req)?;
-    // Both backends, whatever is configured: the node may have switched while the container
+    // Every backend, whatever is configured: the node may have switched while the container
     // ran. Addresses: prevResult's and the ones recorded at ADD.
-    let mut ips: Vec<IpAddr> = match req.prev_result() {
-        Ok(Some(p)) => addrs(&p),
-        _ => Vec::new(),
-    };
-    for s in attachment::get(OWNERS, &fw.network, &fw.cid, &fw.ifname) {
-        if let Ok(ip) = s.parse::<IpAddr>()
-            && !ips.contains(&ip)
-        {
-            ips.push(ip);
+    let items = attachment::get(OWNERS, &fw.network, &fw.cid, &fw.ifname);
+    let (mut ips, zone) = recorded(&items);
+    if let Ok(Some(p)) = req.prev_result() {
+        for ip in addrs(&p) {
+            if !ips.contains(&ip) {
+                ips.push(ip);
+            }
         }
     }
     let mut errors = ErrorList::new();
     errors.check(ipt_remove(&ips));
     errors.check(nft_delete_owned(&fw));
+    // firewalld: the recorded zone, and (as upstream, which keeps no record) the configured
+    // one unless a netfilter backend is configured.
+    let mut zones: Vec<&str> = zone.into_iter().collect();
+    if !matches!(fw.backend, Choice::Rules(_)) && !fw.zone.is_empty() && zone != Some(&fw.zone) {
+        zones.push(&fw.zone);
+    }
+    for z in zones {
+        errors.check(firewalld::remove_from(z, &ips));
+    }
     errors.into_result()?;
     attachment::forget(OWNERS, &fw.network, &fw.cid, &fw.ifname);
     attachment::forget(NFT_OWNERS, &fw.network, &fw.cid, &fw.ifname);
@@ -260,22 +339,22 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let fw = load(req)?;
-    let backend = backend_for(&fw)?;
     let prev = prev(req)?;
     let ips = addrs(&prev);
     if ips.is_empty() {
         return Ok(());
     }
-    match backend {
-        Backend::Iptables => ipt_check(&fw, &ips)?,
-        Backend::Nftables => nft_check(&fw, &ips)?,
+    match backend_for(&fw)? {
+        Chosen::Rules(Backend::Iptables) => ipt_check(&fw, &ips),
+        Chosen::Rules(Backend::Nftables) => nft_check(&fw, &ips),
+        Chosen::Firewalld(bus) => firewalld::check(&fw, bus, &ips),
     }
-    Ok(())
 }
 
 /// Remove the rules of this network's attachments that are not valid: nftables rules by their
-/// owner comment, iptables rules through the addresses recorded at ADD (an address still
-/// recorded for a live attachment keeps its rules). Isolation rules are per bridge and stay.
+/// owner comment, iptables rules and firewalld sources through what was recorded at ADD (an
+/// address still recorded for a live attachment keeps its rules). Isolation rules are per
+/// bridge and stay.
 fn gc(req: &Request) -> Result<()> {
     let Some(valid) = req.valid_attachments() else {
         return Ok(());
@@ -296,12 +375,13 @@ fn gc(req: &Request) -> Result<()> {
         if keep.contains(&(cid.as_str(), ifname.as_str())) {
             continue;
         }
-        let ips: Vec<IpAddr> = items
-            .iter()
-            .filter(|s| !live.contains(s.as_str()))
-            .filter_map(|s| s.parse().ok())
-            .collect();
-        if failures.check(ipt_remove(&ips)).is_some() {
+        let (mut ips, zone) = recorded(items);
+        ips.retain(|ip| !live.contains(ip.to_string().as_str()));
+        let mut r = ipt_remove(&ips);
+        if let (Ok(()), Some(z)) = (&r, zone) {
+            r = firewalld::remove_from(z, &ips);
+        }
+        if failures.check(r).is_some() {
             attachment::forget(OWNERS, network, cid, ifname);
         }
     }
@@ -323,7 +403,8 @@ fn gc(req: &Request) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::Policy;
+    use super::iptables::{forward_jump, ip_rules, isolation_rules};
 
     #[test]
     fn iptables_rules_in_saved_form() {

@@ -1,7 +1,17 @@
 //! firewall on nf_tables: table `inet cni_plugins_firewall`, the same policy as the iptables
 //! backend, every rule commented with its attachment.
 
-use super::*;
+use super::{
+    Firewall, NFT_ADMIN, NFT_FORWARD, NFT_OWNERS, NFT_STAGE1, NFT_STAGE2, NFT_TABLE, Policy,
+};
+use crate::attachment;
+use crate::cni::{Context, Error, Result};
+use crate::netfilter::{
+    BaseChain, Batch, ChainType, Family, Hook, Nftables, Rule, RuleRef, Table, ct,
+    delete_commented, delete_owned, owner_comment,
+};
+use std::collections::HashSet;
+use std::net::IpAddr;
 
 pub(super) fn nft_table() -> Table {
     Table::new(Family::Inet, NFT_TABLE)
