@@ -11,6 +11,8 @@
 #![cfg_attr(not(test), no_main)]
 // Under `cargo test` the harness brings its own main and nothing here is reached.
 #![cfg_attr(test, allow(dead_code))]
+// No unwrap/expect outside tests (as in src/lib.rs).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use cnibox::applets;
 use cnibox::cni::skel;
