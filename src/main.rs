@@ -26,6 +26,15 @@ usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in th
        cnibox --help          this text
 Install the applet links with `symlinks.sh [DIR]` (default /opt/cni/bin).";
 
+// The release binary's stand-in for libunwind (see there).
+#[cfg(all(
+    not(test),
+    panic = "abort",
+    target_env = "musl",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod nounwind;
+
 #[global_allocator]
 static ALLOC: cnibox::alloc::Classes = cnibox::alloc::Classes::new();
 
