@@ -31,7 +31,7 @@ Install the applet links with `symlinks.sh [DIR]` (default /opt/cni/bin).";
     not(test),
     panic = "abort",
     target_env = "musl",
-    any(target_arch = "x86_64", target_arch = "aarch64")
+    any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "arm")
 ))]
 mod nounwind;
 

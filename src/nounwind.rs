@@ -11,8 +11,9 @@
 //! prints its header and no frames: the same as libunwind printed, since build.rs drops the
 //! `.eh_frame` tables it would read), LTO sees the callback is never called and removes what
 //! only it reached, and `_Unwind_Resume` (reached only from a landing pad, that is from an
-//! unwinding that never starts) aborts. Only where the unwinder is the Itanium/DWARF one
-//! (x86_64, aarch64); armv7's EHABI names other entry points and keeps libunwind.
+//! unwinding that never starts) aborts. armv7's EHABI names a few entry points of its own (the
+//! register accessors `_Unwind_VRS_*`, the personality routines its `.ARM.exidx` entries name):
+//! they fail, and are never called either.
 #![allow(non_snake_case)]
 
 use std::ffi::{c_int, c_void};
@@ -70,4 +71,62 @@ extern "C" fn _Unwind_SetIP(_ctx: *mut c_void, _value: usize) {}
 #[unsafe(no_mangle)]
 extern "C" fn _Unwind_Resume(_exception: *mut c_void) -> ! {
     std::process::abort()
+}
+
+/// `_URC_FAILURE` (ARM EHABI): what the personality routines and frame unwinder answer.
+#[cfg(target_arch = "arm")]
+const FAILURE: c_int = 9;
+
+/// `_UVRSR_NOT_IMPLEMENTED`: what the register accessors answer.
+#[cfg(target_arch = "arm")]
+const NOT_IMPLEMENTED: c_int = 1;
+
+#[cfg(target_arch = "arm")]
+#[unsafe(no_mangle)]
+extern "C" fn _Unwind_VRS_Get(
+    _ctx: *mut c_void,
+    _class: c_int,
+    _reg: u32,
+    _repr: c_int,
+    _value: *mut c_void,
+) -> c_int {
+    NOT_IMPLEMENTED
+}
+
+#[cfg(target_arch = "arm")]
+#[unsafe(no_mangle)]
+extern "C" fn _Unwind_VRS_Set(
+    _ctx: *mut c_void,
+    _class: c_int,
+    _reg: u32,
+    _repr: c_int,
+    _value: *mut c_void,
+) -> c_int {
+    NOT_IMPLEMENTED
+}
+
+#[cfg(target_arch = "arm")]
+#[unsafe(no_mangle)]
+extern "C" fn __aeabi_unwind_cpp_pr0(
+    _state: c_int,
+    _ucbp: *mut c_void,
+    _ctx: *mut c_void,
+) -> c_int {
+    FAILURE
+}
+
+#[cfg(target_arch = "arm")]
+#[unsafe(no_mangle)]
+extern "C" fn __aeabi_unwind_cpp_pr1(
+    _state: c_int,
+    _ucbp: *mut c_void,
+    _ctx: *mut c_void,
+) -> c_int {
+    FAILURE
+}
+
+#[cfg(target_arch = "arm")]
+#[unsafe(no_mangle)]
+extern "C" fn __gnu_unwind_frame(_ucbp: *mut c_void, _ctx: *mut c_void) -> c_int {
+    FAILURE
 }
