@@ -285,6 +285,8 @@ impl Run {
 
     fn close_fd(&mut self, pid: Pid, rec: i32) {
         if let Some(live) = self.fds.remove(&(pid, rec)) {
+            // SAFETY: `live` is a descriptor the replayer opened and owns (taken off its table
+            // here, so closed once).
             unsafe { libc::close(live) };
             self.label.remove(&live);
             self.proto.remove(&live);
@@ -529,6 +531,9 @@ impl Run {
     }
 
     fn step(&mut self, op: &Op) {
+        // SAFETY: plain system calls on descriptors the replayer owns (its table maps each
+        // recorded one to a live one), with buffers and socket addresses that live on this
+        // stack frame or in `op` for the duration of each call, sized by their own types.
         unsafe {
             match op {
                 Op::Thread(_) => {}

@@ -12,6 +12,10 @@
 //! smaller copies behind. Requests above 64 KiB, or aligned to more than 16 bytes (rare: none
 //! on the plugins' paths), go to musl as before.
 //!
+//! Alignment: blocks are cut one after another, so a block is aligned only to 16 (every class
+//! size is a multiple of 16 and every region starts on a page), not to its class size. That is
+//! enough because [`Classes::class`] hands every request aligned to more than 16 to musl.
+//!
 //! One spin lock guards it: plugins are single-threaded but for a short helper thread
 //! (src/overlap.rs), and the daemon's threads allocate rarely.
 
@@ -44,7 +48,8 @@ struct State {
 
 #[repr(C, align(4096))]
 struct Arena(UnsafeCell<[u8; FIRST]>);
-// SAFETY: the arena's bytes are only reached through blocks `Classes` hands out under its lock.
+// SAFETY: the arena's bytes are reached only as blocks carved by the one allocator that claimed
+// it (ARENA_TAKEN), under that allocator's lock; each block is then its holder's alone.
 unsafe impl Sync for Arena {}
 static ARENA: Arena = Arena(UnsafeCell::new([0; FIRST]));
 /// Whether an allocator has claimed ARENA (the binary has one; unit tests make more).
@@ -83,7 +88,8 @@ impl Classes {
         {
             std::hint::spin_loop();
         }
-        // SAFETY: the lock is held until the store below.
+        // SAFETY: the lock is held (acquired above, released by the store below), so this is the
+        // only reference to the state, and it cannot outlive `f`'s call.
         let r = f(unsafe { &mut *self.state.get() });
         self.lock.store(false, Ordering::Release);
         r
@@ -98,6 +104,8 @@ impl Default for Classes {
 
 impl State {
     /// A block of `size` bytes (a power of two ≤ MAX, so a multiple of 16) from the region.
+    /// The block is 16-aligned and no more: regions start page-aligned and the cursor only
+    /// ever moves by class sizes, which are multiples of 16.
     fn carve(&mut self, size: usize) -> *mut u8 {
         let mut at = self.next;
         if self.end == 0 || at + size > self.end {
@@ -130,14 +138,19 @@ impl State {
     }
 }
 
-// SAFETY: blocks never overlap (each is carved once and, after `dealloc`, handed out again only
-// from its class's free list), are at least `layout.size()` bytes and aligned to
-// `layout.align()` (a power of two ≤ the class size, and the class size's alignment is kept by
-// `carve`); everything else is musl's.
+// SAFETY: a block of ours is handed out only for a layout `Classes::class` accepted, so
+// `layout.align()` ≤ 16 and `layout.size()` ≤ its class size. Every block is 16-aligned (regions
+// start page-aligned, the cursor moves by class sizes, all multiples of 16; see `carve`), so it
+// meets that alignment; it is NOT aligned to its class size, which is why `class` sends every
+// request aligned to more than 16 to musl. Blocks never overlap: each is carved once from the
+// unused part of a region, and after `dealloc` it either goes back to that unused part (only if
+// it is the last one carved) or onto its class's free list, from which it is handed out again
+// for the same class only. All of it is under the one lock (`with`). Every other request, and
+// every pointer whose layout `class` rejects, is musl's, forwarded unchanged.
 unsafe impl GlobalAlloc for Classes {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let Some(c) = Self::class(layout) else {
-            // SAFETY: forwarded as is.
+            // SAFETY: the caller's layout (non-zero size), forwarded unchanged.
             return unsafe { System.alloc(layout) };
         };
         self.with(|s| {
@@ -145,7 +158,8 @@ unsafe impl GlobalAlloc for Classes {
             if head.is_null() {
                 s.carve(MIN << c)
             } else {
-                // SAFETY: a free block of this class holds the next free block in its first word.
+                // SAFETY: `head` is a block on this class's free list, put there by `dealloc`,
+                // which wrote the next free block (or null) into its first, 16-aligned word.
                 s.free[c] = unsafe { (head as *mut *mut u8).read() };
                 head
             }
@@ -154,7 +168,8 @@ unsafe impl GlobalAlloc for Classes {
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         let Some(c) = Self::class(layout) else {
-            // SAFETY: it came from System.alloc with this layout.
+            // SAFETY: `class` is a function of the layout alone, so a layout it rejects now was
+            // rejected at allocation too: the block came from System.alloc with this layout.
             return unsafe { System.dealloc(ptr, layout) };
         };
         self.with(|s| {
@@ -162,7 +177,9 @@ unsafe impl GlobalAlloc for Classes {
                 // The last block carved: the region takes it back for any class.
                 s.next = ptr as usize;
             } else {
-                // SAFETY: the block is ours, of class `c`, at least 16 bytes and 16-aligned.
+                // SAFETY: the caller gives back a live block of ours of class `c`: at least 16
+                // bytes, 16-aligned, and no longer used by anyone, so its first word is ours to
+                // hold the list's next pointer.
                 unsafe { (ptr as *mut *mut u8).write(s.free[c]) };
                 s.free[c] = ptr;
             }
@@ -170,7 +187,8 @@ unsafe impl GlobalAlloc for Classes {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: `new_size` comes from the caller's contract (non-zero, no overflow).
+        // SAFETY: realloc's contract: `new_size` is non-zero and, rounded up to `layout.align()`
+        // (a power of two from a valid layout), does not overflow isize.
         let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         let (from, to) = (Self::class(layout), Self::class(new));
         if let (Some(a), Some(b)) = (from, to) {
@@ -194,10 +212,14 @@ unsafe impl GlobalAlloc for Classes {
         }
         match (from, to) {
             // Both musl's: let it grow in place when it can.
-            // SAFETY: forwarded as is.
+            // SAFETY: `ptr` is musl's (`class` rejected its layout, so System.alloc made it),
+            // forwarded with the caller's layout and size unchanged.
             (None, None) => unsafe { System.realloc(ptr, layout, new_size) },
             _ => {
-                // SAFETY: a fresh block, then the old one's bytes, then the old one freed.
+                // SAFETY: `new` is a valid layout (above); `to` is a fresh block of at least
+                // `new_size` bytes that cannot overlap the caller's live block `ptr`, of which
+                // the first min(old, new) bytes are copied before `ptr` is freed, once, with
+                // the layout it was allocated with.
                 unsafe {
                     let to = self.alloc(new);
                     if !to.is_null() {
@@ -302,5 +324,153 @@ mod tests {
             assert!(!h.is_null());
             a.dealloc(h, huge);
         }
+    }
+
+    /// A block of every class, at every alignment up to a page, is aligned: ≤ 16 by the
+    /// classes (the cursor is put off any larger boundary first), above 16 by musl.
+    #[test]
+    fn every_class_and_alignment_is_aligned() {
+        let a = Classes::new();
+        let odd = Layout::from_size_align(16, 1).unwrap();
+        let mut live = Vec::new();
+        for c in 0..=CLASSES {
+            let size = MIN << c; // the last is above the largest class
+            for size in [size / 2 + 1, size] {
+                for shift in 0..=12 {
+                    let align = 1usize << shift;
+                    let layout = Layout::from_size_align(size, align).unwrap();
+                    // SAFETY: valid non-zero layouts; every block is freed below with its own.
+                    unsafe {
+                        // A 16-byte block first, so that the cursor sits on an odd multiple of 16.
+                        live.push((a.alloc(odd), odd));
+                        let p = a.alloc(layout);
+                        assert!(!p.is_null());
+                        assert_eq!(p as usize % align, 0, "size {size} align {align}");
+                        std::ptr::write_bytes(p, 0xa5, size);
+                        // Growing keeps the alignment too, within a class, across classes, and
+                        // out of the classes to musl.
+                        let q = a.realloc(p, layout, size * 3);
+                        assert!(!q.is_null());
+                        assert_eq!(q as usize % align, 0, "realloc size {size} align {align}");
+                        assert_eq!(q.add(size - 1).read(), 0xa5);
+                        live.push((q, Layout::from_size_align(size * 3, align).unwrap()));
+                    }
+                }
+            }
+        }
+        for (p, l) in live {
+            // SAFETY: each block once, with the layout it was last (re)allocated with.
+            unsafe { a.dealloc(p, l) };
+        }
+    }
+
+    /// Threads allocating, growing, shrinking and freeing at once (the dhcp daemon's threads,
+    /// a DEL's overlap thread), some blocks freed by another thread than the one that made
+    /// them: no block is handed out twice, and every block keeps its bytes.
+    #[test]
+    fn threads_allocate_and_free_concurrently() {
+        const THREADS: usize = 8;
+        const ROUNDS: usize = 40_000;
+        let a = Classes::new();
+        // Every block holds a window of one byte pattern, at an offset its stamp (thread,
+        // serial) picks: blocks mixed up, overlapping or shifted do not compare equal. (Slice
+        // copies and compares keep the unoptimised test fast.)
+        let pattern: Vec<u8> = (0..2 * MAX + 256)
+            .map(|i| (i * 7 + i / 251) as u8)
+            .collect();
+        let window = |len: usize, stamp: usize| &pattern[stamp % 251..][..len];
+        let fill = |p: *mut u8, len: usize, stamp: usize| {
+            // SAFETY: p has len bytes, owned by this block's holder.
+            unsafe { std::slice::from_raw_parts_mut(p, len) }.copy_from_slice(window(len, stamp));
+        };
+        let check = |p: *const u8, len: usize, stamp: usize| {
+            // SAFETY: as in `fill`.
+            let got = unsafe { std::slice::from_raw_parts(p, len) };
+            assert!(
+                got == window(len, stamp),
+                "block {stamp:#x} of {len} bytes changed"
+            );
+        };
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS)
+            .map(|_| std::sync::mpsc::channel::<(usize, Layout, usize)>())
+            .unzip();
+        let start = std::sync::Barrier::new(THREADS);
+        std::thread::scope(|scope| {
+            for (t, rx) in rxs.into_iter().enumerate() {
+                let (a, tx) = (&a, txs[(t + 1) % THREADS].clone());
+                let start = &start;
+                scope.spawn(move || {
+                    // All at once, for the most contention.
+                    start.wait();
+                    let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ (t as u64 + 1);
+                    let mut next = || {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        rng as usize
+                    };
+                    let mut live: Vec<(*mut u8, Layout, usize)> = Vec::new();
+                    for serial in 0..ROUNDS {
+                        let stamp = t << 32 | serial;
+                        // Blocks handed over by the previous thread: check, then free them.
+                        while let Ok((p, l, st)) = rx.try_recv() {
+                            check(p as *const u8, l.size(), st);
+                            // SAFETY: the sender allocated it with `l` and gave it up.
+                            unsafe { a.dealloc(p as *mut u8, l) };
+                        }
+                        match next() % 8 {
+                            0..=3 => {
+                                // Mostly small, some above the largest class (musl's).
+                                let size = 1 + next() % [48, 48, 48, 600, 2 * MAX][next() % 5];
+                                let l = Layout::from_size_align(size, 1 << (next() % 6)).unwrap();
+                                // SAFETY: a valid non-zero layout.
+                                let p = unsafe { a.alloc(l) };
+                                assert!(!p.is_null());
+                                assert_eq!(p as usize % l.align(), 0);
+                                fill(p, size, stamp);
+                                live.push((p, l, stamp));
+                            }
+                            4 | 5 if !live.is_empty() => {
+                                let i = next() % live.len();
+                                let (p, l, st) = live.swap_remove(i);
+                                check(p, l.size(), st);
+                                if next() % 4 == 0 {
+                                    let _ = tx.send((p as usize, l, st));
+                                } else {
+                                    // SAFETY: allocated with `l`, freed once.
+                                    unsafe { a.dealloc(p, l) };
+                                }
+                            }
+                            6 | 7 if !live.is_empty() => {
+                                let i = next() % live.len();
+                                let (p, l, st) = live[i];
+                                let size = 1 + next() % [48, 300, 3000][next() % 3];
+                                // SAFETY: p is live with `l`; `size` is non-zero.
+                                let q = unsafe { a.realloc(p, l, size) };
+                                assert!(!q.is_null());
+                                check(q, l.size().min(size), st);
+                                fill(q, size, stamp);
+                                let l = Layout::from_size_align(size, l.align()).unwrap();
+                                live[i] = (q, l, stamp);
+                            }
+                            _ => {}
+                        }
+                    }
+                    for (p, l, st) in live {
+                        check(p, l.size(), st);
+                        // SAFETY: allocated with `l`, freed once.
+                        unsafe { a.dealloc(p, l) };
+                    }
+                    drop(tx);
+                    // What the previous thread still hands over, until it is done.
+                    for (p, l, st) in rx {
+                        check(p as *const u8, l.size(), st);
+                        // SAFETY: as above.
+                        unsafe { a.dealloc(p as *mut u8, l) };
+                    }
+                });
+            }
+            drop(txs);
+        });
     }
 }

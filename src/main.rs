@@ -11,6 +11,8 @@
 #![cfg_attr(not(test), no_main)]
 // Under `cargo test` the harness brings its own main and nothing here is reached.
 #![cfg_attr(test, allow(dead_code))]
+// No unwrap/expect outside tests (as in src/lib.rs).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
 use cnibox::applets;
 use cnibox::cni::skel;
@@ -26,6 +28,15 @@ usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in th
        cnibox --list          list applets
        cnibox --version       print version and supported CNI spec versions
        cnibox --help          this text";
+
+// The release binary's stand-in for libunwind (see there).
+#[cfg(all(
+    not(test),
+    panic = "abort",
+    target_env = "musl",
+    any(target_arch = "x86_64", target_arch = "aarch64", target_arch = "arm")
+))]
+mod nounwind;
 
 #[global_allocator]
 static ALLOC: cnibox::alloc::Classes = cnibox::alloc::Classes::new();

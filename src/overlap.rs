@@ -147,7 +147,9 @@ mod tests {
 
     #[test]
     fn runs_on_another_thread_and_returns() {
+        // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() };
+        // SAFETY: as above.
         let p = spawn(move || (unsafe { libc::gettid() }, 42));
         let (tid, v) = p.wait().unwrap();
         assert_ne!(tid, me);
@@ -156,7 +158,9 @@ mod tests {
 
     #[test]
     fn here_runs_on_this_thread() {
+        // SAFETY: gettid has no preconditions.
         let me = unsafe { libc::gettid() };
+        // SAFETY: as above.
         assert_eq!(here(move || unsafe { libc::gettid() }).wait(), Some(me));
     }
 

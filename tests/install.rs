@@ -333,3 +333,39 @@ fn setup_is_idempotent_and_says_what_to_do_without_cargo() {
         "{out:?}"
     );
 }
+
+/// The release binary stays under the 1,500,000-byte budget (README), and it does so without the
+/// unwinder and unwind tables a `panic = "abort"` binary never uses: src/nounwind.rs stands in
+/// for libunwind (so LTO drops it and std's backtrace symbolizer, gimli and addr2line) and
+/// `.cargo/no-unwind-tables.ld` drops `.eh_frame`. Either one undone costs 180–270 KB.
+#[test]
+fn release_binary_fits_the_budget_without_an_unwinder() {
+    let Some(bin) = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty()) else {
+        assert!(
+            !require_all(),
+            "CNIBOX_STATIC is not set (make test sets it)"
+        );
+        skip_note(
+            "size_budget",
+            "CNIBOX_STATIC is not set (make test sets it)",
+        );
+        return;
+    };
+    let bytes = fs::read(&bin).expect("the release binary");
+    assert!(
+        bytes.len() < 1_500_000,
+        "{}: {} bytes, the budget is < 1,500,000",
+        Path::new(&bin).display(),
+        bytes.len()
+    );
+    let has = |what: &str| bytes.windows(what.len()).any(|w| w == what.as_bytes());
+    let found: Vec<&str> = [".eh_frame", "libunwind", "gimli", "addr2line"]
+        .into_iter()
+        .filter(|what| has(what))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "{} contains {found:?}: the unwinder or its tables are linked again",
+        Path::new(&bin).display()
+    );
+}

@@ -269,7 +269,7 @@ fn reply(kind: u8, fields: &[(u8, u8, &str)], body: &[u8]) -> Vec<u8> {
         if *sig == b'u' {
             pad(&mut b, 8);
             b.extend_from_slice(&[*code, 1, b'u', 0]);
-            b.extend_from_slice(&v.parse::<u32>().unwrap().to_le_bytes());
+            b.extend_from_slice(&v.parse::<u32>().unwrap_or(0).to_le_bytes());
         } else {
             put_field(&mut b, *code, *sig, v);
         }

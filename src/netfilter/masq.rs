@@ -25,9 +25,13 @@ use crate::attachment::{self, Attachment};
 use crate::error::Result;
 use crate::hash::sha512_hex;
 use crate::undo::ErrorList;
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use std::collections::HashSet;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
+/// Multicast destinations the nftables chain leaves alone (checked when compiled, not at run time).
+const MULTICAST_V4: Ipv4Net = Ipv4Net::new_assert(Ipv4Addr::new(224, 0, 0, 0), 4);
+const MULTICAST_V6: Ipv6Net = Ipv6Net::new_assert(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8);
 const NFT_TABLE: &str = "cni_plugins_masquerade";
 const NFT_CHAIN: &str = "masq_checks";
 /// Attachment records (`attachment`) of the handles of each attachment's nftables rules.
@@ -130,12 +134,8 @@ fn setup_nftables(network: &str, cid: &str, ifname: &str, ips: &[IpNet]) -> Resu
         "postrouting",
         Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
         &[
-            Rule::new()
-                .daddr("224.0.0.0/4".parse::<IpNet>().expect("literal"))
-                .ret(),
-            Rule::new()
-                .daddr("ff00::/8".parse::<IpNet>().expect("literal"))
-                .ret(),
+            Rule::new().daddr(MULTICAST_V4).ret(),
+            Rule::new().daddr(MULTICAST_V6).ret(),
             Rule::new().goto(NFT_CHAIN),
         ],
     );

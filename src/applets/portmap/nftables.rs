@@ -137,9 +137,9 @@ pub(super) fn nft_add(
     if pm.snat {
         let src: IpNet = if pm.masq_all {
             if v6 {
-                "::/0".parse().expect("literal")
+                IpNet::V6(ipnet::Ipv6Net::default())
             } else {
-                "0.0.0.0/0".parse().expect("literal")
+                IpNet::V4(ipnet::Ipv4Net::default())
             }
         } else {
             cip.addr().into()
@@ -159,7 +159,7 @@ pub(super) fn nft_add(
                 &t,
                 "masquerading",
                 &Rule::new()
-                    .saddr("127.0.0.1".parse::<IpAddr>().expect("literal"))
+                    .saddr(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
                     .daddr(cip.addr())
                     .masquerade()
                     .comment(nft_comment(&pm.cid)),
