@@ -1,5 +1,6 @@
-//! Threads: the crate's one pthread wrapper ([`spawn_raw`], used by the dhcp daemon too), and
-//! overlapping a kernel wait with other work: one job on a thread of its own ([`spawn`]).
+//! Overlapping a kernel wait with other work in a plugin: one job on a thread of its own
+//! ([`spawn`], over the pthread wrapper [`spawn_raw`]). The dhcp daemon, which is no plugin,
+//! uses std's threads.
 //!
 //! Deleting a link returns only after the kernel has waited for an RCU grace period
 //! (`rcu_barrier()` in `netdev_run_todo`, 10–20 ms, most of a DEL). Work that does not depend
@@ -10,7 +11,7 @@
 use std::ffi::c_void;
 
 /// What a thread runs.
-pub type Job = Box<dyn FnOnce() + Send>;
+pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
 /// A joinable thread from [`spawn_raw`].
 pub struct Thread(libc::pthread_t);
@@ -27,12 +28,11 @@ impl Thread {
 }
 
 /// Run `job` on a new thread with `stack` bytes of stack: `Some` joinable thread, or `None`
-/// when `detached`. The crate's one place that makes threads (the dhcp daemon's, and
-/// [`spawn`]'s overlap).
+/// when `detached`. What [`spawn`]'s overlap runs on.
 ///
 /// # Safety
 /// Whatever `job` borrows through raw pointers must outlive the thread.
-pub unsafe fn spawn_raw(job: Job, stack: usize, detached: bool) -> std::io::Result<Option<Thread>> {
+unsafe fn spawn_raw(job: Job, stack: usize, detached: bool) -> std::io::Result<Option<Thread>> {
     extern "C" fn start(p: *mut c_void) -> *mut c_void {
         // SAFETY: `p` is the box `spawn_raw` leaked for this thread, taken back once, here.
         let job = unsafe { Box::from_raw(p.cast::<Job>()) };

@@ -24,7 +24,6 @@ use crate::cni::env::{Env, validate_ifname};
 use crate::cni::result::{CniResult, IpConfig, Route};
 use crate::error::{Error, Result};
 use crate::netns::NetNs;
-use crate::overlap::{Job, Thread, spawn_raw};
 use ipnet::{IpNet, Ipv4Net};
 use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
@@ -36,6 +35,7 @@ use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// A lease's key: the whole attachment (container ID, network, interface). Never the client
@@ -55,7 +55,7 @@ struct Slot {
     generation: u64,
     mailbox: Arc<Mailbox>,
     ack: Arc<Mutex<Msg>>,
-    thread: Option<Thread>,
+    thread: Option<JoinHandle<()>>,
 }
 
 struct Daemon {
@@ -66,10 +66,15 @@ struct Daemon {
     store: Store,
 }
 
-/// Run `job` on a thread of its own (1 MiB of stack), detached or to be joined.
-fn spawn(job: Job, detached: bool) -> Result<Option<Thread>> {
-    // SAFETY: the daemon's jobs own what they use (no borrowed raw pointers).
-    unsafe { spawn_raw(job, 1 << 20, detached) }.map_err(|e| Error::io("start a thread", e))
+/// Run `job` on a thread of its own (1 MiB of stack): its handle to join, or `None` when
+/// `detached` (the handle is dropped, which detaches it). std's threads here: the daemon is
+/// no plugin, so their start-up machinery costs no plugin call anything.
+fn spawn(job: impl FnOnce() + Send + 'static, detached: bool) -> Result<Option<JoinHandle<()>>> {
+    let t = std::thread::Builder::new()
+        .stack_size(1 << 20)
+        .spawn(job)
+        .map_err(|e| Error::io("start a thread", e))?;
+    Ok((!detached).then_some(t))
 }
 
 /// What SIGTERM and SIGINT remove: the socket (unless systemd's) and the pidfile.
@@ -162,7 +167,7 @@ fn run(f: Flags) -> std::result::Result<(), String> {
     for conn in listener.incoming() {
         match conn {
             Ok(c) => {
-                if let Err(e) = spawn(Box::new(move || serve(d, c)), true) {
+                if let Err(e) = spawn(move || serve(d, c), true) {
                     crate::warn!("dhcp daemon: {e}");
                 }
             }
@@ -437,13 +442,13 @@ impl Daemon {
         // cannot leave its slot behind.
         let mut leases = lock(&self.leases);
         let thread = spawn(
-            Box::new(move || {
+            move || {
                 client.maintain(b, |b| {
                     *lock(&shared) = b.ack.clone();
                     self.store.save(&id, &call, &b.ack);
                 });
                 self.forget(&key, generation);
-            }),
+            },
             false,
         )
         .inspect_err(|_| self.store.remove(&name(k)))?;
@@ -497,7 +502,8 @@ impl Daemon {
         if let Some(s) = slot {
             s.mailbox.post(Cmd::Stop);
             if let Some(t) = s.thread {
-                t.join();
+                // A lease thread that panicked has nothing left to release.
+                let _ = t.join();
             }
         }
         self.store.remove(&name(k));
