@@ -187,6 +187,20 @@ fn env(c: &NetNs, id: &str) -> Env {
 
 /// The address of a lease result, checked to be in dnsmasq's range.
 #[track_caller]
+/// [`leased`], and the result's gateway and default route are the server's router, and the
+/// address is on the container's eth0.
+fn leased_on(lab: &Lab, r: &Value, c: &NetNs) -> String {
+    let ip = leased(lab, r);
+    let gw = format!("10.{}.0.1", lab.n);
+    assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
+    assert_eq!(r["routes"], json!([{"dst": "0.0.0.0/0", "gw": gw}]), "{r}");
+    assert!(
+        c.sh(&["ip", "-4", "addr", "show", "eth0"])
+            .contains(&format!("{ip}/24"))
+    );
+    ip
+}
+
 fn leased(lab: &Lab, r: &Value) -> String {
     let addr = r["ips"][0]["address"]
         .as_str()
@@ -857,14 +871,7 @@ fn go_plugin_with_cnibox_daemon() {
     let conf = conf(&d.socket);
     let c = NetNs::create();
     let r = go.add("macvlan", &env(&c, "dhcp-gp"), &conf).ok().clone();
-    let ip = leased(&lab, &r);
-    let gw = format!("10.{}.0.1", lab.n);
-    assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
-    assert_eq!(r["routes"], json!([{"dst": "0.0.0.0/0", "gw": gw}]), "{r}");
-    assert!(
-        c.sh(&["ip", "-4", "addr", "show", "eth0"])
-            .contains(&format!("{ip}/24"))
-    );
+    let ip = leased_on(&lab, &r, &c);
     assert!(
         read(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease acquired"),
         "{}",
@@ -916,14 +923,7 @@ fn cnibox_plugin_with_go_daemon() {
     let conf = conf(&d.socket);
     let c = NetNs::create();
     let r = ours.add("macvlan", &env(&c, "dhcp-gd"), &conf).ok().clone();
-    let ip = leased(&lab, &r);
-    let gw = format!("10.{}.0.1", lab.n);
-    assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
-    assert_eq!(r["routes"], json!([{"dst": "0.0.0.0/0", "gw": gw}]), "{r}");
-    assert!(
-        c.sh(&["ip", "-4", "addr", "show", "eth0"])
-            .contains(&format!("{ip}/24"))
-    );
+    let ip = leased_on(&lab, &r, &c);
     let prev = with_prev(&conf, &r);
     ours.check("macvlan", &env(&c, "dhcp-gd"), &prev).ok();
     let st = json!({"cniVersion": "1.1.0", "name": "dhcpnet", "type": "dhcp",
