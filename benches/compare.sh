@@ -31,7 +31,7 @@ nss=()
 cleanup() {
     [ -n "${FLOOR_PID:-}" ] && kill "$FLOOR_PID" 2>/dev/null
     for n in "${nss[@]}"; do ip netns del "$n" 2>/dev/null || true; done; rm -rf "$work"
-    [ -n "${nvdata:-}" ] && rm -rf "$nvdata"
+    if [ -n "${nvdata:-}" ]; then rm -rf "$nvdata"; fi
 }
 trap cleanup EXIT
 mkdir -p "$work/ours"; cp "$bin" "$work/ours/cnibox"
@@ -142,7 +142,8 @@ prep() { # kind node dir
     # run and both sides wait out their deadline).
     macvlan) ip -n "$2" link add mvm0 type veth peer name mvm0p; ip -n "$2" link set mvm0 up; ip -n "$2" link set mvm0p up ;;
     # With an address to give (the family rows), the peer is up: IPv6 settling needs a carrier.
-    host-device) ip -n "$2" link add hd0 type veth peer name hd0p; [ -n "${FAMILY:-}" ] && ip -n "$2" link set hd0p up ;;
+    host-device) ip -n "$2" link add hd0 type veth peer name hd0p
+        if [ -n "${FAMILY:-}" ]; then ip -n "$2" link set hd0p up; fi ;;
     flannel) local v4='FLANNEL_NETWORK=10.234.0.0/16\nFLANNEL_SUBNET=10.234.1.1/24\n' v6='FLANNEL_IPV6_NETWORK=fd00:234::/56\nFLANNEL_IPV6_SUBNET=fd00:234:0:1::1/64\n' f
         case ${FAMILY:-v4} in v6) f=$v6 ;; dual) f=$v4$v6 ;; *) f=$v4 ;; esac
         printf "${f}FLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n" > "$work/data-$2-${3##*/}/subnet.env" ;;
