@@ -123,10 +123,13 @@ bench-compare: build
 	-benches/peers-root.sh
 	benches/compare.sh $(BIN)
 
-# Only podman's default network against netavark (issue 28), printed, nothing written.
+# The peers (issue 28), printed, nothing written: podman's default network against netavark,
+# `podman run --rm` on CNI (cnibox, reference) and on netavark, pods through containerd's CRI.
 bench-peers: build
 	benches/peers-root.sh
 	PEERS_ONLY=1 benches/compare.sh $(BIN)
+	benches/podman.sh $(BIN)
+	benches/cri.sh $(BIN)
 
 # Regenerates .cargo/hot-functions.txt, the functions the linker packs together (.cargo/ld-order),
 # from callgrind runs of an unstripped release build (benches/hot-order.sh: root, valgrind).
