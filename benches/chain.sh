@@ -8,8 +8,12 @@
 # the next ones, DEL after them) but is not timed: it builds what the timed one works on (tuning
 # needs an interface in the container). CHAIN_SETUP, when set, is run (eval) before the first ADD.
 # SPAWNER=<floor binary> times each call from spawn to exit as a runtime's posix_spawn would.
-# FAMILY=v6|dual gives bridge, ptp and macvlan host-local ranges of that family (IPv6: the
-# same number under fd00:N::/64; dual: both, IPv4 first) instead of their IPv4 subnet.
+# FAMILY=v6|dual gives every applet that takes addresses (bridge, ptp, macvlan, tap,
+# host-device) host-local ranges of that family (IPv6: the same number under fd00:N::/64; dual:
+# both, IPv4 first) instead of its IPv4 subnet; host-device gets an ipam section only then (its
+# IPv4 row has none), flannel's family comes from its subnet file (compare.sh writes it).
+# PODMAN=1 is podman's default network (its 87-podman-bridge.conflist): bridge with ipMasq and
+# hairpinMode, portmap with one TCP hostPort, firewall, tuning without options.
 dir=$1 bk=$2 cid=$3 netns=$4 data=$5; shift 5
 plugins=("$@")
 # Defaults of the one-applet scenarios (compare.sh sets them per node namespace).
@@ -25,15 +29,19 @@ conf() { # plugin → the plugin's config without its closing brace
     case $1 in
     bridge) local mb=""; [ -n "$2" ] && mb=",\"ipMasqBackend\":\"$2\""
         local masq=""; [ ${#plugins[@]} -gt 1 ] && masq=",\"ipMasq\":true$mb"
+        [ "${PODMAN:-0}" = 1 ] && masq+=",\"hairpinMode\":true"
         printf '{"cniVersion":"1.0.0","name":"chain","type":"bridge","bridge":"cbc","isGateway":true%s,%s' "$masq" "$(ipam 230)" ;;
-    portmap) printf '{"cniVersion":"1.0.0","name":"chain","type":"portmap","capabilities":{"portMappings":true}%s,"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8053,"containerPort":53,"protocol":"udp"}]}' "$bk" ;;
+    portmap) [ "${PODMAN:-0}" = 1 ] && { printf '{"cniVersion":"1.0.0","name":"chain","type":"portmap","capabilities":{"portMappings":true}%s,"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]}' "$bk"; return; }
+        printf '{"cniVersion":"1.0.0","name":"chain","type":"portmap","capabilities":{"portMappings":true}%s,"runtimeConfig":{"portMappings":[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8053,"containerPort":53,"protocol":"udp"}]}' "$bk" ;;
     firewall) printf '{"cniVersion":"1.0.0","name":"chain","type":"firewall","backend":"%s"' "${2:-iptables}" ;;
     bandwidth) printf '{"cniVersion":"1.0.0","name":"chain","type":"bandwidth","ingressRate":100000000,"ingressBurst":1000000,"egressRate":100000000,"egressBurst":1000000' ;;
     ptp) printf '{"cniVersion":"1.0.0","name":"chain","type":"ptp",%s' "$(ipam 231)" ;;
     macvlan) printf '{"cniVersion":"1.0.0","name":"chain","type":"macvlan","master":"%s","mode":"bridge",%s' "$MACVLAN_MASTER" "$(ipam 232)" ;;
-    tuning) printf '{"cniVersion":"1.0.0","name":"chain","type":"tuning","mtu":1400,"promisc":true,"txQLen":500,"sysctl":{"net.ipv4.conf.eth0.rp_filter":"2"},"dataDir":"%s/tuning"' "$data" ;;
-    tap) printf '{"cniVersion":"1.1.0","name":"chain","type":"tap","mtu":1400,"ipam":{"type":"host-local","subnet":"10.233.0.0/16","dataDir":"%s"}' "$data" ;;
-    host-device) printf '{"cniVersion":"1.0.0","name":"chain","type":"host-device","device":"%s"' "$HOST_DEVICE" ;;
+    tuning) [ "${PODMAN:-0}" = 1 ] && { printf '{"cniVersion":"1.0.0","name":"chain","type":"tuning"'; return; }
+        printf '{"cniVersion":"1.0.0","name":"chain","type":"tuning","mtu":1400,"promisc":true,"txQLen":500,"sysctl":{"net.ipv4.conf.eth0.rp_filter":"2"},"dataDir":"%s/tuning"' "$data" ;;
+    tap) printf '{"cniVersion":"1.1.0","name":"chain","type":"tap","mtu":1400,%s' "$(ipam 233)" ;;
+    host-device) local hi=""; [ -n "${FAMILY:-}" ] && hi=",$(ipam 234)"
+        printf '{"cniVersion":"1.0.0","name":"chain","type":"host-device","device":"%s"%s' "$HOST_DEVICE" "$hi" ;;
     flannel) printf '{"cniVersion":"1.1.0","name":"chain","type":"flannel","subnetFile":"%s/subnet.env","dataDir":"%s/flannel","delegate":{"bridge":"cfl"},"ipam":{"dataDir":"%s"}' "$data" "$data" "$data" ;;
     esac
 }

@@ -11,7 +11,12 @@
 # would add a mount namespace and a /sys remount to every sample). It reports; it never fails
 # on numbers. COLD=1 adds a cold-cache host-local variant (drop_caches: slows the whole machine).
 # V6_ONLY=1 runs only the IPv4/IPv6/dual-stack rows (section 3b; V6_APPLETS picks among ptp
-# bridge macvlan), prints them and writes nothing.
+# bridge macvlan tap host-device flannel chain podman), prints them and writes nothing.
+# PEERS_ONLY=1 runs only podman's default network against netavark (section 3a) and prints it.
+# netavark (the peer podman users pick instead of CNI): Debian 12's /usr/lib/podman/netavark
+# (1.4, iptables only) and, from a Debian 13 root in NETAVARK_ROOT (default
+# /var/cache/cnibox-bench/trixie, made once by `benches/peers-root.sh`), netavark 1.14 with its
+# nftables and iptables drivers; a side that is missing is left out with a note.
 set -euo pipefail
 bin=${1:?usage: compare.sh CNIBOX_BINARY [--out FILE] [--quick]}; shift
 out=BENCHMARKS.md; reps=15; quick=0
@@ -26,6 +31,7 @@ nss=()
 cleanup() {
     [ -n "${FLOOR_PID:-}" ] && kill "$FLOOR_PID" 2>/dev/null
     for n in "${nss[@]}"; do ip netns del "$n" 2>/dev/null || true; done; rm -rf "$work"
+    if [ -n "${nvdata:-}" ]; then rm -rf "$nvdata"; fi
 }
 trap cleanup EXIT
 mkdir -p "$work/ours"; cp "$bin" "$work/ours/cnibox"
@@ -42,12 +48,16 @@ rows=(); targets=()
 # tgt TARGET MEASURED met|missed; ge A B K: "met" when A/B ≥ K.
 tgt() { targets+=("| $1 | $2 | $3 |"); }
 ge() { awk -v a="$1" -v b="$2" -v k="$3" 'BEGIN {print (b > 0 && a / b >= k) ? "met" : "missed"}'; }
-# row NAME REF OURS [FLOOR]: times in ns (shown in ms) or, with RAW=1, plain numbers.
+# row NAME REF OURS [FLOOR [NETAVARK_1.4 NETAVARK_1.14]]: times in ns (shown in ms) or, with
+# RAW=1, plain numbers.
 row() {
-    local r=$2 o=$3 f=${4:-} rs os fs
+    local r=$2 o=$3 f=${4:-} n4=${5:-} n14=${6:-} rs os fs n4s n14s
     if [ "${RAW:-0}" = 1 ]; then rs=$r os=$o fs=$f; else rs=$(ms "$r") os=$(ms "$o") fs=$(ms "$f"); fi
-    rows+=("| $1 | $rs | $os | $fs | $(ratio2 "$o" "$f") | $(ratio "$r" "$o") |")
-    printf '%-58s ref %10s  cnibox %10s  floor %9s  cnibox/floor %5s  ref/cnibox %6s\n' "$1" "$rs" "$os" "$fs" "$(ratio2 "$o" "$f")" "$(ratio "$r" "$o")"
+    n4s=$(ms "$n4"); n14s=$(ms "$n14")
+    rows+=("| $1 | $rs | $n4s | $n14s | $os | $fs | $(ratio2 "$o" "$f") | $(ratio "$r" "$o") | $(ratio "$n14" "$o") |")
+    printf '%-58s ref %10s  cnibox %10s  floor %9s  cnibox/floor %5s  ref/cnibox %6s' "$1" "$rs" "$os" "$fs" "$(ratio2 "$o" "$f")" "$(ratio "$r" "$o")"
+    [ -n "$n4$n14" ] && printf '  netavark 1.4 %9s  1.14 %9s  1.14/cnibox %6s' "$n4s" "$n14s" "$(ratio "$n14" "$o")"
+    echo
 }
 # floor_tgt NAME K REF OURS FLOOR: "ref/cnibox ≥ K"; when even the floor is not K× faster than
 # the reference, the target is physically out of reach and becomes "cnibox within 1.2× of the floor".
@@ -87,11 +97,12 @@ floor_div=0
 # least any plugin process costs. Without the floor process, a bash loop (its fork is counted
 # on both sides).
 o=(); r=(); f=(); noop=""
-if [ -z "$floor_why" ] && [ "${V6_ONLY:-0}" != 1 ] && command -v musl-gcc >/dev/null; then
+if [ -z "$floor_why" ] && command -v musl-gcc >/dev/null; then
     printf 'int main(void) { return 0; }\n' > "$work/noop.c"
     musl-gcc -static -O2 -o "$work/noop" "$work/noop.c" 2>/dev/null && noop=$work/noop
 fi
-[ "${V6_ONLY:-0}" = 1 ] || for _ in $(seq "$reps"); do
+only=0; [ "${V6_ONLY:-0}" = 1 ] || [ "${PEERS_ONLY:-0}" = 1 ] && only=1
+[ $only = 1 ] || for _ in $(seq "$reps"); do
     if [ -z "$floor_why" ]; then
         floor_cmd spawn 100 "$work/ours/bridge"; o+=("$FL")
         floor_cmd spawn 100 "$ref/bridge"; r+=("$FL")
@@ -101,7 +112,7 @@ fi
         t=${EPOCHREALTIME/./}000; for _ in $(seq 100); do CNI_COMMAND=VERSION "$ref/bridge" >/dev/null </dev/null; done; r+=($(( (${EPOCHREALTIME/./}000-t)/100 )))
     fi
 done
-if [ "${V6_ONLY:-0}" != 1 ]; then
+if [ $only != 1 ]; then
 mo=$(printf '%s\n' "${o[@]}" | median); mr=$(printf '%s\n' "${r[@]}" | median)
 mf=""; [ ${#f[@]} -gt 0 ] && mf=$(printf '%s\n' "${f[@]}" | median)
 row "VERSION exec (ms; floor: a static no-op program)" "$mr" "$mo" "$mf"
@@ -130,8 +141,12 @@ prep() { # kind node dir
     # The master's peer is up too: a NIC with a carrier (without one, IPv6 detection cannot
     # run and both sides wait out their deadline).
     macvlan) ip -n "$2" link add mvm0 type veth peer name mvm0p; ip -n "$2" link set mvm0 up; ip -n "$2" link set mvm0p up ;;
-    host-device) ip -n "$2" link add hd0 type veth peer name hd0p ;;
-    flannel) printf 'FLANNEL_NETWORK=10.234.0.0/16\nFLANNEL_SUBNET=10.234.1.1/24\nFLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n' > "$work/data-$2-${3##*/}/subnet.env" ;;
+    # With an address to give (the family rows), the peer is up: IPv6 settling needs a carrier.
+    host-device) ip -n "$2" link add hd0 type veth peer name hd0p
+        if [ -n "${FAMILY:-}" ]; then ip -n "$2" link set hd0p up; fi ;;
+    flannel) local v4='FLANNEL_NETWORK=10.234.0.0/16\nFLANNEL_SUBNET=10.234.1.1/24\n' v6='FLANNEL_IPV6_NETWORK=fd00:234::/56\nFLANNEL_IPV6_SUBNET=fd00:234:0:1::1/64\n' f
+        case ${FAMILY:-v4} in v6) f=$v6 ;; dual) f=$v4$v6 ;; *) f=$v4 ;; esac
+        printf "${f}FLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n" > "$work/data-$2-${3##*/}/subnet.env" ;;
     esac
 }
 # The floor of a scenario: in the floor's own node namespace, one untimed cnibox sample (the
@@ -149,8 +164,23 @@ record() { # key node backend plugins…
         return 1
     fi
 }
-# scenario KEY LABEL SIDES PLUGINS…: SIDES is a list of NAME:BACKEND (NAME ours, ref or floor;
-# floor replays ours). Every side gets its own node namespace and one untimed warm-up sample;
+# A netavark sample (benches/netavark.sh, podman's default network): NAME nv4 is the host's
+# netavark, nv14 the one in $nvroot, run in a mount namespace of its own where the root gets
+# /proc, a sysfs of the node namespace and /run/netns (netavark.sh mounts them). The chroot
+# program's own cost, measured on a no-op program (nv_chroot_ns), is taken off each call.
+nvsample() { # node name driver cid → A D E
+    local nd=$1 name=$2 drv=$3 cid=$4 ns out root=/ nv=$nv4_bin data=$work/nv-$1 cut=0
+    [ "$name" = nv14 ] && { root=$nvroot; nv=/usr/lib/podman/netavark; data=${nvdata#"$nvroot"}/$nd; cut=$nv_chroot_ns; }
+    newns; ns=$NS
+    out=$(nsenter --net="/run/netns/$nd" unshare --mount --propagation slave env SPAWNER="$spawner" \
+        bash "$here/netavark.sh" "$root" "$nv" "$drv" "$cid" "/run/netns/$ns" "$data") || true
+    read -r A D E <<<"$out"; E=${E:-1}; A=${A:-0}; D=${D:-0}
+    [ "$E" = 0 ] && { A=$((A - cut)); D=$((D - cut)); }
+    ip netns del "$ns"
+}
+# scenario KEY LABEL SIDES PLUGINS…: SIDES is a list of NAME:BACKEND (NAME ours, ref, floor,
+# nv4 or nv14; floor replays ours, nv4/nv14 run netavark with BACKEND as its firewall driver and
+# are left out when not available). Every side gets its own node namespace and one untimed warm-up sample;
 # then REPS rounds of one sample per side. Sets SA_<side> and SD_<side> (medians, ns).
 scenario() {
     local key=$1 label=$2 sides=$3 i s name bk dir; shift 3
@@ -159,8 +189,13 @@ scenario() {
     for s in $sides; do
         name=${s%%:*}; bk=${s#*:}; dir=$work/ours; [ "$name" = ref ] && dir=$ref
         [ "$name" = floor ] && [ -n "$floor_why" ] && continue
+        case $name in nv4) [ -z "$nv4_bin" ] && continue ;; nv14) [ -z "$nvroot" ] && continue ;; esac
         newns; node[$s]=$NS; prep "$key" "$NS" "$dir"; adds[$s]=""; dels[$s]=""; errs[$s]=0
-        if [ "$name" = floor ]; then record "$key" "$NS" "$bk" "$@" || unset "node[$s]"; else sample "$NS" "$dir" "$bk" w "$@"; fi
+        case $name in
+        floor) record "$key" "$NS" "$bk" "$@" || unset "node[$s]" ;;
+        nv4|nv14) nvsample "$NS" "$name" "$bk" w ;;
+        *) sample "$NS" "$dir" "$bk" w "$@" ;;
+        esac
     done
     for i in $(seq "$reps"); do
         for s in $sides; do
@@ -169,6 +204,8 @@ scenario() {
             if [ "$name" = floor ]; then
                 newns; floor_cmd run "$key" "/run/netns/${node[$s]}" "/run/netns/$NS"; ip netns del "$NS"
                 read -r A D E <<<"$FL"; floor_div=$((floor_div + ${E:-1}))
+            elif [ "$name" = nv4 ] || [ "$name" = nv14 ]; then
+                nvsample "${node[$s]}" "$name" "$bk" "$name$i"
             else
                 sample "${node[$s]}" "$dir" "$bk" "$name$i" "$@"
             fi
@@ -184,29 +221,94 @@ scenario() {
 }
 v() { local n="$1"; echo "${!n:-}"; }
 
-# 3b. IPv4, IPv6 and dual-stack (issue 23): ptp, bridge and macvlan with host-local ranges of
-# each family (benches/chain.sh FAMILY), ours and the reference in the same rounds. The reference
-# is Debian's v1.1.1: its ptp waits for duplicate address detection (1-2 s), its bridge runs
-# without it (as ours), its macvlan does not wait (returns the address still tentative), where
-# upstream v1.9 waits 1-2 s in all three but bridge. cnibox: no detection where no duplicate can
-# exist (ptp; bridge without enabledad), fast detection waited for elsewhere (macvlan).
+# 3a. The peers (issue 28): podman's default network, which podman runs either through CNI
+# (its 87-podman-bridge.conflist: bridge with ipMasq and hairpinMode + host-local, portmap with
+# one hostPort, firewall, tuning; benches/chain.sh PODMAN=1) or through netavark
+# (benches/netavark.sh, the same subnet, bridge name and port). Sides: cnibox on both netfilter
+# backends, the reference (iptables), netavark 1.4 (Debian 12, iptables only) and 1.14 (Debian
+# 13, from a debootstrapped root, nftables and iptables), the floor of cnibox's nftables chain.
+nv4_bin=""; nvroot=""; nvdata=""; nv_chroot_ns=0; nv_notes=()
+if [ -x /usr/lib/podman/netavark ]; then
+    nv4_bin=/usr/lib/podman/netavark; nv4_ver=$("$nv4_bin" --version 2>/dev/null | awk '{print $2}')
+else
+    nv_notes+=("no netavark 1.4 (Debian 12's netavark package: /usr/lib/podman/netavark)")
+fi
+r=${NETAVARK_ROOT:-/var/cache/cnibox-bench/trixie}
+if [ -x "$r/usr/lib/podman/netavark" ] && nv14_ver=$(chroot "$r" /usr/lib/podman/netavark --version 2>/dev/null | awk '{print $2}'); then
+    nvroot=$r; nvdata=$(mktemp -d "$nvroot/tmp/cnibox-compare.XXXXXX")
+    # What `chroot ROOT` adds to a call (exec of the chroot program, the chroot): the same
+    # no-op program spawned directly and through chroot, interleaved; the difference of the
+    # medians is taken off every netavark 1.14 call. Every other side is spawned directly by
+    # the floor binary (posix_spawn), as a runtime spawns a plugin or podman netavark: there
+    # the harness adds nothing to subtract.
+    if [ -n "$noop" ] && [ -n "$spawner" ]; then
+        cp "$noop" "$nvdata/noop"; d=(); c=()
+        for _ in $(seq $((reps * 4))); do
+            "$spawner" --time-exec "$work/t" "$noop"; d+=("$(<"$work/t")")
+            "$spawner" --time-exec "$work/t" chroot "$nvroot" "${nvdata#"$nvroot"}/noop"; c+=("$(<"$work/t")")
+        done
+        nv_chroot_ns=$(awk -v c="$(med "${c[*]}")" -v d="$(med "${d[*]}")" 'BEGIN {printf "%d", c - d}')
+        echo "chroot adds $(ms "$nv_chroot_ns") ms to a call (no-op program: $(ms "$(med "${d[*]}")") ms direct); taken off netavark 1.14's calls"
+    else
+        nv_notes+=("the chroot program's cost (~1 ms a call) is not taken off netavark 1.14's calls (no floor binary or no musl-gcc)")
+    fi
+else
+    nv_notes+=("no netavark 1.14 (a Debian 13 root in $r: benches/peers-root.sh makes it)")
+fi
+for n in "${nv_notes[@]}"; do echo "compare.sh: $n" >&2; done
+nv_label() { echo "$( [ -n "$nv4_bin" ] && echo "netavark 1.4 = $nv4_ver")$( [ -n "$nvroot" ] && echo "${nv4_bin:+, }netavark 1.14 = $nv14_ver")"; }
+peers_rows() {
+    local ok bk
+    PODMAN=1 scenario podman "podman default network" "ours:nftables ours:iptables ref:iptables nv4:iptables nv14:nftables nv14:iptables floor:nftables" bridge portmap firewall tuning
+    row "podman default network ADD, nftables (ms; reference, netavark 1.4: iptables)" "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)" "$(v SA_nv4_iptables)" "$(v SA_nv14_nftables)"
+    row "podman default network DEL, nftables (ms; reference, netavark 1.4: iptables)" "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)" "$(v SD_nv4_iptables)" "$(v SD_nv14_nftables)"
+    row "podman default network ADD, iptables (ms)" "$SA_ref_iptables" "$SA_ours_iptables" "" "$(v SA_nv4_iptables)" "$(v SA_nv14_iptables)"
+    row "podman default network DEL, iptables (ms)" "$SD_ref_iptables" "$SD_ours_iptables" "" "$(v SD_nv4_iptables)" "$(v SD_nv14_iptables)"
+    for bk in nftables iptables; do
+        if [ -n "$nvroot" ]; then
+            tgt "podman default network ADD ≥ 5× faster than netavark 1.14, both on $bk" "$(ratio "$(v "SA_nv14_$bk")" "$(v "SA_ours_$bk")")" "$(ge "$(v "SA_nv14_$bk")" "$(v "SA_ours_$bk")" 5)"
+            tgt "podman default network DEL ≥ 3× faster than netavark 1.14, both on $bk" "$(ratio "$(v "SD_nv14_$bk")" "$(v "SD_ours_$bk")")" "$(ge "$(v "SD_nv14_$bk")" "$(v "SD_ours_$bk")" 3)"
+        else
+            tgt "podman default network ADD ≥ 5× / DEL ≥ 3× faster than netavark 1.14, both on $bk" "not measured: no netavark 1.14" "missed"
+        fi
+    done
+}
+if [ "${PEERS_ONLY:-0}" = 1 ]; then peers_rows; printf '%s\n' "${targets[@]}"; exit 0; fi
+
+# 3b. IPv4, IPv6 and dual-stack (issues 23 and 28): every applet that takes addresses, with
+# host-local ranges of each family (benches/chain.sh FAMILY; flannel: its subnet file), the
+# chain and podman's default network (netavark beside it: 1.4 on iptables, 1.14 on nftables),
+# ours and the peers in the same rounds. The reference is Debian's v1.1.1: its ptp waits for
+# duplicate address detection (1-2 s), its bridge runs without it (as ours), its macvlan does
+# not wait (returns the address still tentative), where upstream v1.9 waits 1-2 s in all three
+# but bridge. cnibox: no detection where no duplicate can exist (ptp; bridge without
+# enabledad), fast detection waited for elsewhere (macvlan). host-device gets an ipam section
+# in these rows only. No reference for tap and flannel (Debian's v1.1.1 has neither).
 family_rows() {
-    local a fam v4
-    for a in ${V6_APPLETS:-ptp bridge macvlan}; do
+    local a fam v4 sides plugs ob rb what podman
+    for a in ${V6_APPLETS:-ptp bridge macvlan tap host-device flannel chain podman}; do
+        sides="ours: floor: ref:"; plugs=$a; ob=""; rb=""; what="$a+host-local"; podman=0
+        case $a in
+        tap|flannel) sides="ours: floor:"; what=$a ;;
+        host-device) what="host-device+host-local" ;;
+        chain) sides="ours:nftables floor:nftables ref:iptables"; plugs="bridge portmap firewall bandwidth"; ob=nftables; rb=iptables; what="chain (nftables; reference: iptables)" ;;
+        podman) sides="ours:nftables floor:nftables ref:iptables nv4:iptables nv14:nftables"; plugs="bridge portmap firewall tuning"; ob=nftables; rb=iptables; podman=1
+            what="podman default network (nftables; reference, netavark 1.4: iptables)" ;;
+        esac
         for fam in v4 v6 dual; do
             export FAMILY=$fam
-            scenario "$a" "$a $fam" "ours: floor: ref:" "$a"
-            row "$a+host-local ADD, $fam (ms)" "$SA_ref_" "$SA_ours_" "$SA_floor_"
-            printf -v "FA_${a}_${fam}" '%s' "$SA_ours_"
-            printf -v "FF_${a}_${fam}" '%s' "${SA_floor_:-}"
+            # shellcheck disable=SC2086
+            PODMAN=$podman scenario "$a" "$a $fam" "$sides" $plugs
+            row "$what ADD, $fam (ms)" "$(v "SA_ref_$rb")" "$(v "SA_ours_$ob")" "$(v "SA_floor_$ob")" "$(v SA_nv4_iptables)" "$(v SA_nv14_nftables)"
+            [ $fam = v6 ] || row "$what DEL, $fam (ms)" "$(v "SD_ref_$rb")" "$(v "SD_ours_$ob")" "$(v "SD_floor_$ob")" "$(v SD_nv4_iptables)" "$(v SD_nv14_nftables)"
+            printf -v "FA_${a//-/_}_${fam}" '%s' "$(v "SA_ours_$ob")"
         done
         unset FAMILY
-        row "$a+host-local DEL, dual (ms)" "$SD_ref_" "$SD_ours_"
-        v4=$(v "FA_${a}_v4")
+        v4=$(v "FA_${a//-/_}_v4")
         for fam in v6 dual; do
-            echo "$a: $fam ADD / IPv4 ADD (cnibox): $(ratio2 "$(v "FA_${a}_${fam}")" "$v4")"
-            [ "$a" = macvlan ] && continue
-            tgt "$a $fam ADD within 1.2× of its IPv4 ADD" "$(ratio2 "$(v "FA_${a}_${fam}")" "$v4")×" "$(ge "$v4" "$(v "FA_${a}_${fam}")" 0.8333)"
+            echo "$a: $fam ADD / IPv4 ADD (cnibox): $(ratio2 "$(v "FA_${a//-/_}_${fam}")" "$v4")"
+            case $a in ptp|bridge) ;; *) continue ;; esac
+            tgt "$a $fam ADD within 1.2× of its IPv4 ADD" "$(ratio2 "$(v "FA_${a//-/_}_${fam}")" "$v4")×" "$(ge "$v4" "$(v "FA_${a//-/_}_${fam}")" 0.8333)"
         done
     done
 }
@@ -229,6 +331,7 @@ row "chain ADD, iptables (ms)" "$SA_ref_iptables" "$SA_ours_iptables"
 row "chain DEL, iptables (ms)" "$SD_ref_iptables" "$SD_ours_iptables"
 floor_tgt "chain ADD with nftables ≥ 10× faster" 10 "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)"
 floor_tgt "chain DEL with nftables ≥ 3× faster" 3 "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)"
+peers_rows
 
 # The newer applets on their own (tuning: on the interface of an untimed ptp). Without a
 # reference where Debian's v1.1.1 has none (tap, flannel). This kernel has no ipvlan, dummy,
@@ -327,7 +430,7 @@ for impl in ours ref; do
     w=$(( ${EPOCHREALTIME/./}000-t ))
     if [ $impl = ours ]; then cw=$w; ce=$errs; else rw=$w; re=$errs; fi
 done
-rows+=("| 64 concurrent host-local ADDs, wall (ms) [errors] | $(ms "$rw") [$re] | $(ms "$cw") [$ce] |  |  | $(ratio "$rw" "$cw") |")
+rows+=("| 64 concurrent host-local ADDs, wall (ms) [errors] | $(ms "$rw") [$re] |  |  | $(ms "$cw") [$ce] |  |  | $(ratio "$rw" "$cw") |  |")
 echo "64 concurrent host-local ADDs: ref $(ms "$rw") [$re] cnibox $(ms "$cw") [$ce]"
 
 # 6. peak RSS of a bridge ADD (the first on a fresh node: it creates the bridge), median of
@@ -378,11 +481,20 @@ fi
     echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores (a machine shared with other jobs: absolute times drift, the interleaved ratios hold), $("$work/ours/cnibox" --version | head -1), kernel $(uname -r), reference: $(dpkg-query -W -f '${Package} ${Version}' containernetworking-plugins 2>/dev/null || echo "$ref")."
     echo "Medians of $reps interleaved samples (reference, cnibox, floor, in turn; each side in its own node namespace after one untimed warm-up sample)."
     echo "floor = the same system calls cnibox made, replayed from one running process (benches/floor.rs; what it includes: benches/NOTES.md, \"The floor\")$( [ -n "$floor_why" ] && echo " — not measured in this run: $floor_why")$( [ -z "$floor_why" ] && [ "$floor_div" != 0 ] && echo " — $floor_div replay divergences in this run")."
-    echo "cnibox/floor: > 1 is what cnibox adds to the kernel's work; reference/cnibox: > 1 means cnibox is faster or smaller."
+    echo "netavark: podman's own network stack, in the podman default network rows only ($(nv_label)$( [ ${#nv_notes[@]} -gt 0 ] && printf '; %s' "${nv_notes[@]}")); benches/NOTES.md, \"The peers\"."
+    echo "cnibox/floor: > 1 is what cnibox adds to the kernel's work; reference/cnibox and netavark 1.14/cnibox: > 1 means cnibox is faster or smaller."
     echo
-    echo "| measurement | reference | cnibox | floor | cnibox/floor | reference/cnibox |"
-    echo "|---|---|---|---|---|---|"
-    printf '%s\n' "${rows[@]}"
+    # A netavark that was not measured has no column (the note above says why).
+    { echo "| measurement | reference | netavark 1.4 | netavark 1.14 | cnibox | floor | cnibox/floor | reference/cnibox | netavark 1.14/cnibox |"
+      echo "|---|---|---|---|---|---|---|---|---|"
+      printf '%s\n' "${rows[@]}"; } |
+        awk -F'|' -v OFS='|' -v n4="$nv4_bin" -v n14="$nvroot" '{
+            line = ""
+            for (i = 1; i <= NF; i++) {
+                if ((i == 4 && n4 == "") || ((i == 5 || i == 10) && n14 == "")) continue
+                line = line (line == "" && i == 1 ? "" : "|") $i
+            }
+            print line }'
     echo
     echo "Not measured on this kernel (no such link kind): ipvlan, dummy, vrf, vlan; they are tested in the qemu VM (tests/vm/)."
     echo
