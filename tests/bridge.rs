@@ -742,3 +742,42 @@ fn failed_ipam_add_is_followed_by_ipam_del() {
         .collect();
     assert_eq!(after, before, "no veth left");
 }
+
+/// CHECK compares the bridge's promiscuous mode with `promiscMode` both ways, as upstream's
+/// CHECK does: promisc turned off under `promiscMode: true`, or on under `false`, is an error.
+#[test]
+fn check_compares_promisc_both_ways() {
+    if !require_root("check_compares_promisc_both_ways") {
+        return;
+    }
+    let sb = Sandbox::new("br-promisc");
+    let node = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    for (i, promisc) in [true, false].into_iter().enumerate() {
+        let c = NetNs::create();
+        let br = format!("br-pm{i}");
+        let cf = json!({"cniVersion": "1.0.0", "name": format!("pm{i}"), "type": "bridge",
+            "bridge": br, "promiscMode": promisc});
+        let env = env_for(&c, &format!("pm{i}"));
+        let r = p.add("bridge", &env, &cf).ok().clone();
+        let chk = with_prev(&cf, &r);
+        p.check("bridge", &env, &chk).ok();
+        let flip = if promisc { "off" } else { "on" };
+        node.sh(&["ip", "link", "set", &br, "promisc", flip]);
+        let msg = p.check("bridge", &env, &chk).err(999);
+        assert!(
+            msg.contains(&br) && msg.contains(&format!("promiscMode is {promisc}")),
+            "{promisc}: {msg}"
+        );
+        node.sh(&[
+            "ip",
+            "link",
+            "set",
+            &br,
+            "promisc",
+            if promisc { "on" } else { "off" },
+        ]);
+        p.check("bridge", &env, &chk).ok();
+        assert!(p.del("bridge", &env, &cf).status_ok);
+    }
+}
