@@ -781,3 +781,56 @@ fn check_compares_promisc_both_ways() {
         assert!(p.del("bridge", &env, &cf).status_ok);
     }
 }
+
+/// `dns` replaces IPAM's DNS when a list is given, even empty, or a domain; `{}` and `null`
+/// lists keep IPAM's (upstream's `dnsConfSet`, bridge and ptp alike), in every family.
+#[test]
+fn dns_with_empty_lists_overrides_ipam() {
+    if !require_root("dns_with_empty_lists_overrides_ipam") {
+        return;
+    }
+    let sb = Sandbox::new("br-dns");
+    let node = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let resolv = sb.path("resolv.conf");
+    std::fs::write(&resolv, "nameserver 10.0.0.53\nsearch ipam.example\n").unwrap();
+    let ipam_dns = json!({"nameservers": ["10.0.0.53"], "search": ["ipam.example"]});
+    let cases = [
+        (Value::Null, ipam_dns.clone()),
+        (json!({}), ipam_dns.clone()),
+        (
+            json!({"nameservers": null, "search": null}),
+            ipam_dns.clone(),
+        ),
+        (json!({"nameservers": []}), json!({})),
+        (json!({"Search": []}), json!({})),
+        (json!({"options": []}), json!({})),
+        (
+            json!({"domain": "d.example"}),
+            json!({"domain": "d.example"}),
+        ),
+        (
+            json!({"nameservers": ["10.9.9.9"]}),
+            json!({"nameservers": ["10.9.9.9"]}),
+        ),
+    ];
+    for applet in ["bridge", "ptp"] {
+        for fam in family::FAMILIES {
+            let n = lab::unique_n();
+            let mut ipam = fam.host_local(n, &sb.path(&format!("ipam{n}")));
+            ipam["resolvConf"] = json!(resolv);
+            for (i, (dns, want)) in cases.iter().enumerate() {
+                let c = NetNs::create();
+                let mut cf = json!({"cniVersion": "1.0.0", "name": format!("dns{n}"),
+                    "type": applet, "bridge": format!("br-dns{n}"), "ipam": ipam});
+                if !dns.is_null() {
+                    cf["dns"] = dns.clone();
+                }
+                let env = env_for(&c, &format!("dns{i}"));
+                let r = p.add(applet, &env, &cf).ok().clone();
+                assert_eq!(&r["dns"], want, "{applet} {} dns {dns}: {r}", fam.tag());
+                assert!(p.del(applet, &env, &cf).status_ok);
+            }
+        }
+    }
+}

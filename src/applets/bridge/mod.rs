@@ -22,7 +22,7 @@ use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
-use crate::cni::result::{CniResult, Dns, Interface, Route};
+use crate::cni::result::{CniResult, Interface, Route};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::netfilter::masq;
 use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac, parse_mac};
@@ -311,8 +311,8 @@ fn add_steps<'a>(
         result.dns = r.dns;
         prepare_gateways(b, &mut result)?;
     }
-    if let Some(dns) = req.conf.dns.as_ref().filter(|d| !d.is_empty()) {
-        result.dns = Dns::clone(dns);
+    if let Some(dns) = req.dns_override() {
+        result.dns = dns;
     }
 
     ns.enter(|| {
