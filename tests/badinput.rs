@@ -1929,6 +1929,35 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
         None,
         "rp_filter",
     ));
+    // ---- lane parity (issue 26 item 4): sbr's gateways and addSourceHints
+    let parity = |applet: &'static str, stdin: Value, code: u64, names: &str| Case {
+        applet,
+        cmd: "ADD",
+        env: Vec::new(),
+        stdin: stdin.to_string(),
+        code,
+        names: names.to_string(),
+        alt: None,
+        setup: None,
+    };
+    let sb = base("sbr", data, cont);
+    for (path, v, code, names) in [
+        ("gateways", json!("10.0.0.1"), 6, "gateways"),
+        ("gateways", json!([5]), 6, "gateways"),
+        ("gateways", json!(["nope"]), 7, "gateways"),
+        ("gateways", json!(["10.0.0.1/24"]), 7, "gateways"),
+        ("gateways", json!(["10.0.0.1", "10.0.0.2"]), 7, "gateways"),
+        ("gateways", json!(["fd00::1", "fd00::2"]), 7, "gateways"),
+        (
+            "gateways",
+            json!(["10.0.0.1", "fd00::1", "x"]),
+            7,
+            "gateways",
+        ),
+        ("addSourceHints", json!("yes"), 6, "addSourceHints"),
+    ] {
+        cases.push(parity("sbr", with(sb.clone(), path, v), code, names));
+    }
     // Where the spec leaves the code open: a path of the host's that is no directory or regular
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).
