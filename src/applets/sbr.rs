@@ -260,15 +260,17 @@ fn move_routes<'a>(
     // source hints the subnet routes (scope link) stay. Routes via a gateway go first, so a
     // failed ADD's undo (newest first) puts them back after the subnet route that makes their
     // gateway reachable (IPv6 dumps the default route last).
-    let mut routes = routes;
-    routes.sort_by_key(|r| r.gw.is_none());
-    for r in routes {
+    for r in routes
+        .iter()
+        .filter(|r| r.gw.is_some())
+        .chain(routes.iter().filter(|r| r.gw.is_none()))
+    {
         if conf.add_source_hints && r.scope == SCOPE_LINK {
             continue;
         }
-        h.route_del(&r)
+        h.route_del(r)
             .map_err(|e| Error::from(e).ctx("failed to delete route"))?;
-        route_undo(undo, ns, r, true);
+        route_undo(undo, ns, r.clone(), true);
     }
     Ok(filled)
 }
