@@ -834,3 +834,64 @@ fn dns_with_empty_lists_overrides_ipam() {
         }
     }
 }
+
+/// IPAM's default route without `gw` plus `isDefaultGateway`: upstream's calcGateways appends a
+/// second default route via the gateway, and its ConfigureIface, which also gives the gw-less
+/// route that gateway, then fails the ADD on the duplicate ("file exists", v1.1.1 to v1.9.1
+/// alike). cnibox gives IPAM's route the gateway and adds it once: one default route per family
+/// in the result and in the container, and CHECK passes. In every family.
+#[test]
+fn default_gateway_fills_ipam_default_route_without_gw() {
+    if !require_root("default_gateway_fills_ipam_default_route_without_gw") {
+        return;
+    }
+    let sb = Sandbox::new("br-defnogw");
+    for fam in family::FAMILIES {
+        let n = lab::unique_n();
+        let node = NetNs::create();
+        let cf = json!({"cniVersion": "1.0.0", "name": format!("dng{n}"), "type": "bridge",
+            "bridge": "br-dng", "isDefaultGateway": true,
+            "ipam": fam.host_local(n, &sb.path(&format!("ipam{n}")))});
+        let c = NetNs::create();
+        let p = sb.plugin_in(Impl::Ours, &node);
+        let env = env_for(&c, "dng");
+        let r = p.add("bridge", &env, &cf).ok().clone();
+        let routes = r["routes"].as_array().unwrap();
+        assert_eq!(routes.len(), fam.addr_count(), "{}: {r}", fam.tag());
+        for ip in &r["ips"].as_array().unwrap()[..] {
+            let gw = ip["gateway"].as_str().unwrap();
+            let v4 = !gw.contains(':');
+            let dst = if v4 { "0.0.0.0/0" } else { "::/0" };
+            assert!(
+                routes.iter().any(|x| x["dst"] == dst && x["gw"] == gw),
+                "{}: {r}",
+                fam.tag()
+            );
+            let shown = c.sh(&[
+                "ip",
+                if v4 { "-4" } else { "-6" },
+                "route",
+                "show",
+                "default",
+            ]);
+            assert_eq!(shown.lines().count(), 1, "{}: {shown}", fam.tag());
+            assert!(shown.contains(&format!("via {gw} dev eth0")), "{shown}");
+        }
+        p.check("bridge", &env, &with_prev(&cf, &r)).ok();
+        assert!(p.del("bridge", &env, &cf).status_ok);
+        if reference_available("bridge") && reference_available("host-local") {
+            let c = NetNs::create();
+            let env = env_for(&c, "dngref");
+            let out = sb
+                .plugin_in(Impl::Reference, &node)
+                .add("bridge", &env, &cf);
+            assert!(
+                out.err(999).contains("file exists"),
+                "{}: {out:?}",
+                fam.tag()
+            );
+            sb.plugin_in(Impl::Reference, &node)
+                .del("bridge", &env, &cf);
+        }
+    }
+}
