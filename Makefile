@@ -21,25 +21,54 @@ cargo_for = $(CARGO)$(if $(call has_std,$(RUST_SYSROOT),$(1)),,$(if \
 FORCE   ?=
 BACKUPDIR ?= $(DESTDIR)$(BINDIR).pre-cnibox
 
-.PHONY: all build build-arm test test-unit test-unit-arm test-vm test-vm-arm bench bench-compare hot-order install uninstall check demo clean fuzz
+.PHONY: all build build-arm release test test-unit test-unit-arm test-vm test-vm-arm bench bench-compare hot-order install uninstall check demo clean fuzz
 
 all: build
 
+# cargo must be in PATH; under sudo, root's PATH usually lacks the user's: say what to do. The
+# Rust target is added when rustup has not got it yet.
+ROOT_PATH_HINT = run make as yourself (it asks sudo for what needs root), or keep your PATH: sudo env "PATH=$$PATH" make
+have_cargo = @command -v $(CARGO) >/dev/null || { echo 'make: $(CARGO) is not in PATH$(if \
+	$(SUDO_USER), (root has not got $(SUDO_USER)'"'"'s): $(ROOT_PATH_HINT), (install Rust: https://rustup.rs))' >&2; exit 1; }
+add_target = @! command -v rustup >/dev/null || rustup target list --installed | grep -qx $(1) \
+	|| rustup target add $(1)
+
 build:
+	$(have_cargo)
+	$(call add_target,$(TARGET))
 	$(call cargo_for,$(TARGET)) build --release --target $(TARGET)
 
 # Both ARM targets (static, stripped, as `make TARGET=...` builds them).
 build-arm:
 	$(foreach t,$(ARM_TARGETS),$(call cargo_for,$(t)) build --release --target $(t) &&) true
 
+# Release archives in upstream's layout, one per architecture, with their .sha256 and .sha512:
+# target/release-archives/cnibox-linux-{amd64,arm64,arm}-vVERSION.tgz (contrib/release.sh;
+# reproducible, SOURCE_DATE_EPOCH defaults to the last commit's time). The ARM applet names are
+# read from the ARM binaries under qemu-user (qemu-user-static).
+RELEASE_DIR ?= target/release-archives
+release: build build-arm
+	rm -rf $(RELEASE_DIR)
+	contrib/release.sh $(BIN) amd64 $(RELEASE_DIR)
+	contrib/release.sh target/aarch64-unknown-linux-musl/release/cnibox arm64 $(RELEASE_DIR)
+	contrib/release.sh target/armv7-unknown-linux-musleabihf/release/cnibox arm $(RELEASE_DIR)
+
 # Everything: unit tests, integration tests that exec the binary (privileged ones need root),
 # compatibility tests against /usr/lib/cni when the reference plugins are installed.
 # The VM test (vlan under a Debian kernel in qemu) boots the static release binary; the ARM VM
 # test (tests/vm_arm.rs) boots the ARM builds under qemu-system-aarch64/-arm. Where the ARM
 # builds fail (no target std), their tests skip, or fail under CNIBOX_REQUIRE_ALL=1.
-test: build
+# As yourself or as root: .ci/setup first installs what is missing (Debian packages, Rust
+# targets, ARM kernels; sudo where root is needed), the tests are built as you and run as root.
+AS_ROOT = $(if $(filter 0,$(shell id -u)),,sudo env "PATH=$$PATH" RUSTUP_HOME="$${RUSTUP_HOME:-$$HOME/.rustup}" \
+	CARGO_HOME="$${CARGO_HOME:-$$HOME/.cargo}" CNIBOX_REQUIRE_ALL="$$CNIBOX_REQUIRE_ALL" CNIBOX_VM_REQUIRED="$$CNIBOX_VM_REQUIRED")
+test:
+	$(have_cargo)
+	.ci/setup
+	$(MAKE) build
 	$(MAKE) build-arm || echo "make test: the ARM builds failed; their VM tests cannot pass" >&2
-	CNIBOX_STATIC=$(abspath $(BIN)) $(ARM_ENV) $(CARGO) test --no-fail-fast
+	$(CARGO) test --no-fail-fast --no-run
+	$(AS_ROOT) CNIBOX_STATIC=$(abspath $(BIN)) $(ARM_ENV) $(CARGO) test --no-fail-fast
 
 # The fuzzers at length (make test runs 3,000 executions of each): FUZZ_SEED=N to vary them.
 # The applet fuzzer runs the release binary (what a node runs: panic = abort, no std runtime)
@@ -81,7 +110,8 @@ test-vm-arm: build-arm
 # A newcomer's first five minutes: two containers talking through bridge + portmap, in
 # throwaway namespaces (root; nothing on the host changes). See demo.sh.
 demo: build
-	CNIBOX=$(abspath $(BIN)) ./demo.sh
+	.ci/setup --demo
+	$(if $(filter 0,$(shell id -u)),,sudo) env CNIBOX=$(abspath $(BIN)) ./demo.sh
 
 bench:
 	$(CARGO) bench --bench core
@@ -97,17 +127,17 @@ hot-order:
 	benches/hot-order.sh target/hot/$(TARGET)/release/cnibox
 
 # Installs what `make` built (building only when there is no binary yet, so that `sudo make
-# install` works where root has no cargo), then links the applets.
+# install` works where root has no cargo): `cnibox install` copies itself into BINDIR and links
+# the applets (through symlinks.sh, which runs a cross build under qemu-user).
 install:
 	@test -x $(BIN) || $(MAKE) build
-	install -D -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/cnibox
-	./symlinks.sh $(if $(FORCE),--force) --backup $(BACKUPDIR) $(DESTDIR)$(BINDIR)
+	CNIBOX=$(BIN) ./symlinks.sh $(if $(FORCE),--force) --backup $(BACKUPDIR) $(DESTDIR)$(BINDIR)
 
 # Removes cnibox and its links, and puts back what `make install FORCE=1` moved aside.
 uninstall:
 	@if [ -x $(DESTDIR)$(BINDIR)/cnibox ]; then \
-		CNIBOX=$(DESTDIR)$(BINDIR)/cnibox ./symlinks.sh --remove $(DESTDIR)$(BINDIR); fi
-	@if [ -d $(BACKUPDIR) ]; then ./symlinks.sh --restore $(BACKUPDIR) $(DESTDIR)$(BINDIR); fi
+		./symlinks.sh --remove $(DESTDIR)$(BINDIR); \
+		if [ -d $(BACKUPDIR) ]; then ./symlinks.sh --restore $(BACKUPDIR) $(DESTDIR)$(BINDIR); fi; fi
 	rm -f $(DESTDIR)$(BINDIR)/cnibox
 
 check:

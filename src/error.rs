@@ -2,8 +2,20 @@
 //! on. Printed as `{"cniVersion","code","msg","details"}` on stdout by the protocol driver.
 //!
 //! Upstream returns 999 for nearly every plugin error; we use the spec's codes where one fits
-//! (7 for a bad config value, 11 for a lock wait that timed out, 50 from STATUS) and 999 only for
-//! failures of the host itself (netlink, filesystem).
+//! (7 for a bad config value, 11 for a lock wait that timed out, 50 from STATUS).
+//!
+//! **5 or 999, the one rule.** SPEC.md's code 5 is an "I/O failure" (its example: reading the
+//! config from stdin): cnibox answers 5 when the host's I/O fails — reading or writing a file,
+//! directory or pipe (stdin, host-local's store, tuning's backups, flannel's files, state
+//! records), or running a host tool (`iptables-save`/`iptables-restore` missing, failing to
+//! start, or failing for a reason that is neither the config's (7) nor the xtables lock's
+//! (11)). Build these with [`Error::host_io`]. A request the kernel refused (rtnetlink,
+//! nf_tables, conntrack, a sysctl value, a namespace or device call) and anything else is 999,
+//! as upstream answers: [`Error::internal`], [`Error::io`], and every `netlink::Error`.
+//!
+//! **Context**: prefix what was being done with [`Error::ctx`] or, on a `Result` (ours, an
+//! `io::Error`'s, a `nix::Error`'s or a `netlink::Error`'s), [`Context::ctx`]; never a
+//! hand-written `format!("{what}: {e}")`.
 
 use std::fmt;
 
@@ -19,6 +31,7 @@ pub mod code {
     pub const INVALID_NETNS: u32 = 8;
     pub const TRY_AGAIN_LATER: u32 = 11;
     pub const PLUGIN_NOT_AVAILABLE: u32 = 50;
+    #[allow(dead_code)] // unused so far; kept so the table is the spec's whole list
     pub const PLUGIN_LIMITED: u32 = 51;
     pub const INTERNAL: u32 = 999;
 }
@@ -50,10 +63,9 @@ impl Error {
         self.errno = errno;
         self
     }
-    /// The object was not there: no such file or entry (ENOENT), device (ENODEV) or process
-    /// or route (ESRCH).
+    /// The object was not there (see [`errno_is_not_found`]).
     pub fn is_not_found(&self) -> bool {
-        matches!(self.errno, libc::ENOENT | libc::ENODEV | libc::ESRCH)
+        errno_is_not_found(self.errno)
     }
     pub fn with_details(mut self, details: impl Into<String>) -> Self {
         self.details = details.into();
@@ -71,7 +83,8 @@ impl Error {
     pub fn decode(msg: impl Into<String>) -> Self {
         Self::new(code::DECODE_FAILURE, msg)
     }
-    /// A failure of the host (netlink, filesystem, exec): code 999 like upstream.
+    /// A request the kernel refused, or any other failure with no better code: 999 like
+    /// upstream (see the module documentation for 5 or 999).
     pub fn internal(msg: impl Into<String>) -> Self {
         Self::new(code::INTERNAL, msg)
     }
@@ -84,10 +97,27 @@ impl Error {
         self.msg = format!("{ctx}: {}", self.msg);
         self
     }
-    /// Wrap an OS error, naming the object: `open /var/lib/cni/x: Permission denied`.
+    /// Wrap an OS error of a kernel request (code 999), naming the object:
+    /// `set sysctl net.ipv4.ip_forward=1: Permission denied`.
     pub fn io(what: impl fmt::Display, err: std::io::Error) -> Self {
         Self::internal(format!("{what}: {err}")).with_errno(err.raw_os_error().unwrap_or(0))
     }
+    /// Wrap a failure of the host's I/O (code 5: files, pipes, host tools), naming the object:
+    /// `write /var/lib/cni/networks/n/10.1.0.2: No space left on device`.
+    pub fn host_io(what: impl fmt::Display, err: std::io::Error) -> Self {
+        Self::new(code::IO_FAILURE, format!("{what}: {err}"))
+            .with_errno(err.raw_os_error().unwrap_or(0))
+    }
+}
+
+/// An errno that says the object was not there: no such file or entry (ENOENT), device
+/// (ENODEV), process or route (ESRCH), or address (EADDRNOTAVAIL). The one set behind both
+/// [`Error::is_not_found`] and `netlink::Error::is_not_found`.
+pub fn errno_is_not_found(errno: i32) -> bool {
+    matches!(
+        errno,
+        libc::ENOENT | libc::ENODEV | libc::ESRCH | libc::EADDRNOTAVAIL
+    )
 }
 
 impl fmt::Display for Error {
@@ -122,5 +152,32 @@ impl<T> Context<T> for std::result::Result<T, nix::Error> {
 impl<T> Context<T> for Result<T> {
     fn ctx(self, what: impl fmt::Display) -> Result<T> {
         self.map_err(|e| e.ctx(what))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Context, Error, code};
+    use std::io;
+
+    /// The 5-or-999 rule: the host's I/O is 5, a kernel request 999; both keep the errno, and
+    /// "not found" means the same for ours and netlink's errors.
+    #[test]
+    fn host_io_is_5_kernel_is_999_and_one_not_found_set() {
+        let enospc = || io::Error::from_raw_os_error(libc::ENOSPC);
+        let e = Error::host_io("write /x", enospc());
+        assert_eq!((e.code, e.errno), (code::IO_FAILURE, libc::ENOSPC));
+        assert!(e.msg.starts_with("write /x: "), "{e}");
+        let e = Error::io("set sysctl a=1", enospc());
+        assert_eq!((e.code, e.errno), (code::INTERNAL, libc::ENOSPC));
+        let e = Err::<(), _>(enospc()).ctx("open /y").unwrap_err();
+        assert_eq!(e.code, code::INTERNAL);
+        for errno in [libc::ENOENT, libc::ENODEV, libc::ESRCH, libc::EADDRNOTAVAIL] {
+            let ours = Error::internal("x").with_errno(errno);
+            let nl = crate::netlink::Error::new(errno, "x");
+            assert!(ours.is_not_found() && nl.is_not_found(), "{errno}");
+            assert!(Error::from(nl).is_not_found(), "{errno}");
+        }
+        assert!(!Error::internal("x").with_errno(libc::EEXIST).is_not_found());
     }
 }

@@ -17,19 +17,19 @@ macro_rules! warn {
 
 pub mod alloc;
 pub mod applets;
-pub mod attachment;
+pub(crate) mod attachment;
 pub mod cni;
-pub mod error;
-pub mod hash;
+pub(crate) mod error;
+pub(crate) mod hash;
 pub mod ipam;
 pub mod netfilter;
 pub mod netlink;
-pub mod netns;
-pub mod overlap;
-pub mod random;
-pub mod smallfile;
-pub mod sysctl;
+pub(crate) mod netns;
+pub(crate) mod overlap;
+pub(crate) mod random;
+pub(crate) mod smallfile;
+pub(crate) mod sysctl;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod tuntap;
-pub mod undo;
+pub(crate) mod undo;

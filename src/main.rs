@@ -15,14 +15,16 @@
 use cnibox::applets;
 use cnibox::cni::skel;
 
+mod install;
+
 const USAGE: &str = "\
 usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in the environment)
        APPLET                 the same, when cnibox is installed under the applet's name
        cnibox dhcp daemon [-socketpath PATH] …   the DHCP lease daemon (`-h`: its flags)
+       cnibox install [DIR]   install itself and the applet links into DIR (`-h`: its flags)
        cnibox --list          list applets
        cnibox --version       print version and supported CNI spec versions
-       cnibox --help          this text
-Install the applet links with `symlinks.sh [DIR]` (default /opt/cni/bin).";
+       cnibox --help          this text";
 
 #[global_allocator]
 static ALLOC: cnibox::alloc::Classes = cnibox::alloc::Classes::new();
@@ -69,7 +71,7 @@ fn real_main(mut args: Args) -> i32 {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let base = base.strip_suffix(".exe").unwrap_or(&base);
-    cnibox::netfilter::nft::linger_at_exit();
+    cnibox::netfilter::linger_at_exit();
     if let Some(applet) = applets::find(base) {
         return run(applet, args);
     }
@@ -97,6 +99,10 @@ fn real_main(mut args: Args) -> i32 {
         }
         "--help" | "-h" => say(std::io::stdout(), USAGE, 0),
         "" => say(std::io::stderr(), USAGE, 1),
+        "install" => {
+            let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
+            install::main(&rest)
+        }
         // Internal: the tap applet creating a device in an SELinux label (src/tuntap.rs).
         cnibox::tuntap::HELPER_OPTION => {
             let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();

@@ -198,14 +198,6 @@ impl NetNs {
         })
     }
 
-    /// Wrap an fd that is known to refer to a network namespace.
-    pub fn from_fd(fd: OwnedFd, path: impl Into<String>) -> NetNs {
-        NetNs {
-            fd,
-            path: path.into(),
-        }
-    }
-
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
@@ -272,8 +264,8 @@ impl Drop for Restore {
 }
 
 /// Throwaway persistent namespaces for tests (no `ip` binary needed).
-#[doc(hidden)]
-pub mod testing {
+#[cfg(test)]
+pub(crate) mod testing {
     use std::ops::Deref;
     use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -286,7 +278,6 @@ pub mod testing {
     /// A namespace bind-mounted at `/run/netns/<name>`; unmounted and removed on drop.
     #[derive(Debug)]
     pub struct TempNetNs {
-        pub name: String,
         ns: NetNs,
     }
 
@@ -321,7 +312,7 @@ pub mod testing {
             }
             let ns = NetNs::open(&path).map_err(error::Error::from);
             match ns {
-                Ok(ns) => Ok(TempNetNs { name, ns }),
+                Ok(ns) => Ok(TempNetNs { ns }),
                 Err(e) => {
                     let _ = umount2(path.as_str(), MntFlags::MNT_DETACH);
                     let _ = std::fs::remove_file(&path);

@@ -10,8 +10,9 @@
 mod common;
 use common::conflist::{self, NodeRoot};
 use common::dual::{self, add_v6_link};
-use common::family::{assert_bindable, reservations, result_ips};
+use common::family::{FAMILIES, assert_bindable, assert_result_family, reservations, result_ips};
 use common::lab::{Lab, OURS_UNSET};
+use common::plugdir::{Tmp, pack, run};
 use common::traffic::{answers, serve};
 use common::*;
 use serde_json::{Value, json};
@@ -292,4 +293,45 @@ fn podman_default() {
     two_pods(&lab, &list, "/var/lib/cni/networks/podman", |_, r| {
         assert_eq!(r["cniVersion"], "0.4.0", "{r}");
     });
+}
+
+/// The amd64 release archive (contrib/release.sh; of CNIBOX_STATIC, the static build `make test`
+/// makes, else the test build), unpacked as install guides unpack upstream's archive, runs
+/// bridge + host-local + portmap: IPv4, IPv6 and dual-stack.
+#[test]
+fn from_the_release_archive() {
+    if !require_root("conflists from_the_release_archive") {
+        return;
+    }
+    let binary = std::env::var_os("CNIBOX_STATIC")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(bin);
+    let t = Tmp::new("conflist_archive");
+    let tgz = pack(&binary, "amd64", &t.0, "022");
+    for fam in FAMILIES {
+        let lab = Lab::new(&format!("conflist-archive-{}", fam.tag()), OURS_UNSET);
+        for e in std::fs::read_dir(&lab.sb.bin).unwrap() {
+            std::fs::remove_file(e.unwrap().path()).unwrap();
+        }
+        let out = run(std::process::Command::new("tar")
+            .arg("-xzf")
+            .arg(&tgz)
+            .arg("-C")
+            .arg(&lab.sb.bin));
+        assert!(out.ok, "{out:?}");
+        let list = json!({
+            "cniVersion": "1.0.0",
+            "name": "archive",
+            "plugins": [
+                {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false,
+                 "ipam": {"type": "host-local", "dataDir": "/run/cni-ipam-state",
+                          "ranges": fam.ranges(lab.n), "routes": fam.default_routes()}},
+                {"type": "portmap", "capabilities": {"portMappings": true}}
+            ]
+        });
+        two_pods(&lab, &list, "/run/cni-ipam-state/archive", |_, r| {
+            assert_result_family(r, fam);
+        });
+    }
 }

@@ -797,3 +797,208 @@ fn have(tool: &str) -> bool {
     }
     found
 }
+
+/// Upstream's daemon (Debian's v1.1.1) on a socket of its own in the sandbox, logging to a file.
+fn go_daemon(lab: &Lab) -> Daemon {
+    let socket = lab.sb.path("go/dhcp.sock").display().to_string();
+    let log = lab.sb.path("go-daemon.log");
+    let child = Command::new(reference_path("dhcp"))
+        .args(["daemon", "-socketpath", &socket, "-timeout=2s"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start the Go dhcp daemon");
+    let proc = Proc(child);
+    wait_for("the Go daemon's socket", || {
+        std::os::unix::net::UnixStream::connect(&socket).is_ok()
+    });
+    Daemon { proc, socket, log }
+}
+
+/// The lease records of cnibox's daemon on `socket`.
+fn records(socket: &str) -> usize {
+    std::fs::read_dir(format!("{socket}.leases")).map_or(0, |d| d.count())
+}
+
+/// Waits for dnsmasq to log the DHCPRELEASE of `ip` and drop its lease.
+#[track_caller]
+fn released(lab: &Lab, ip: &str, d: &Daemon) {
+    wait_or(
+        "the release",
+        || {
+            read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
+                && !read(&lab.leases).contains(ip)
+        },
+        || {
+            format!(
+                "dnsmasq:\n{}\ndaemon:\n{}",
+                read(&lab.server_log),
+                read(&d.log)
+            )
+        },
+    );
+}
+
+/// The Go plugin (macvlan and dhcp from Debian's package) against cnibox's daemon: ADD gets a
+/// lease the daemon keeps and records, CHECK (Allocate again) returns it, cnibox's plugin
+/// CHECKs the same lease in its own protocol, DEL releases it; a Go call with a config the
+/// daemon refuses gets the error text.
+#[test]
+fn go_plugin_with_cnibox_daemon() {
+    if !require_root("dhcp go_plugin_with_cnibox_daemon")
+        || !have("dnsmasq")
+        || !reference_available("dhcp")
+    {
+        return;
+    }
+    let lab = lab("dhcp-goplug");
+    let d = daemon(&lab, &[]);
+    let go = lab.sb.plugin_in(Impl::Reference, &lab.node);
+    let conf = conf(&d.socket);
+    let c = NetNs::create();
+    let r = go.add("macvlan", &env(&c, "dhcp-gp"), &conf).ok().clone();
+    let ip = leased(&lab, &r);
+    let gw = format!("10.{}.0.1", lab.n);
+    assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
+    assert_eq!(r["routes"], json!([{"dst": "0.0.0.0/0", "gw": gw}]), "{r}");
+    assert!(
+        c.sh(&["ip", "-4", "addr", "show", "eth0"])
+            .contains(&format!("{ip}/24"))
+    );
+    assert!(
+        read(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease acquired"),
+        "{}",
+        read(&d.log)
+    );
+    assert_eq!(records(&d.socket), 1);
+    let discovers = read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count();
+    let prev = with_prev(&conf, &r);
+    go.check("macvlan", &env(&c, "dhcp-gp"), &prev).ok();
+    lab.sb
+        .plugin_in(Impl::Ours, &lab.node)
+        .check("macvlan", &env(&c, "dhcp-gp"), &prev)
+        .ok();
+    let now = read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count();
+    assert_eq!(
+        now,
+        discovers,
+        "CHECK acquired again: {}",
+        read(&lab.server_log)
+    );
+    // A config the daemon refuses: Go's plugin shows the daemon's message.
+    let mut bad = conf.clone();
+    bad["ipam"]["provide"] = json!([{"option": "nope", "value": "x"}]);
+    let msg = go.add("dhcp", &env(&c, "dhcp-gp2"), &bad).err(999);
+    assert!(
+        msg.contains(
+            "error calling DHCP.Allocate: ipam.provide[0].option: cannot parse option \"nope\""
+        ),
+        "{msg}"
+    );
+    go.del("macvlan", &env(&c, "dhcp-gp"), &conf).ok();
+    released(&lab, &ip, &d);
+    assert_eq!(records(&d.socket), 0);
+}
+
+/// cnibox's plugin against upstream's daemon: its JSON call is refused with HTTP, it speaks
+/// Go's net/rpc instead. ADD, CHECK, DEL (the release reaches dnsmasq), STATUS and GC.
+#[test]
+fn cnibox_plugin_with_go_daemon() {
+    if !require_root("dhcp cnibox_plugin_with_go_daemon")
+        || !have("dnsmasq")
+        || !reference_available("dhcp")
+    {
+        return;
+    }
+    let lab = lab("dhcp-godmn");
+    let d = go_daemon(&lab);
+    let ours = lab.sb.plugin_in(Impl::Ours, &lab.node);
+    let conf = conf(&d.socket);
+    let c = NetNs::create();
+    let r = ours.add("macvlan", &env(&c, "dhcp-gd"), &conf).ok().clone();
+    let ip = leased(&lab, &r);
+    let gw = format!("10.{}.0.1", lab.n);
+    assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
+    assert_eq!(r["routes"], json!([{"dst": "0.0.0.0/0", "gw": gw}]), "{r}");
+    assert!(
+        c.sh(&["ip", "-4", "addr", "show", "eth0"])
+            .contains(&format!("{ip}/24"))
+    );
+    let prev = with_prev(&conf, &r);
+    ours.check("macvlan", &env(&c, "dhcp-gd"), &prev).ok();
+    let st = json!({"cniVersion": "1.1.0", "name": "dhcpnet", "type": "dhcp",
+                    "ipam": {"type": "dhcp", "daemonSocketPath": d.socket}});
+    ours.status("dhcp", &st).ok();
+    let mut gc = st.clone();
+    gc["cni.dev/valid-attachments"] = json!([]);
+    ours.gc("dhcp", &gc).ok();
+    ours.del("macvlan", &env(&c, "dhcp-gd"), &conf).ok();
+    released(&lab, &ip, &d);
+}
+
+/// A restarted cnibox daemon keeps the leases of the one before (killed with SIGKILL): it
+/// renews them from their last ACK, without a new DISCOVER; ADD and CHECK find them; DEL
+/// releases. A lease whose namespace went meanwhile is dropped with its record.
+#[test]
+fn a_restarted_daemon_keeps_its_leases() {
+    if !require_root("dhcp a_restarted_daemon_keeps_its_leases") || !have("dnsmasq") {
+        return;
+    }
+    let lab = lab("dhcp-restart");
+    let d = daemon(&lab, &[]);
+    let ours = lab.sb.plugin_in(Impl::Ours, &lab.node);
+    let conf = conf(&d.socket);
+    let (c, gone) = (NetNs::create(), NetNs::create());
+    let r = ours.add("macvlan", &env(&c, "dhcp-rs"), &conf).ok().clone();
+    let ip = leased(&lab, &r);
+    ours.add("macvlan", &env(&gone, "dhcp-rs-gone"), &conf).ok();
+    assert_eq!(records(&d.socket), 2);
+    drop(d);
+    drop(gone);
+    let discovers = read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count();
+    let acks = read(&lab.server_log)
+        .matches(&format!("DHCPACK(srv0) {ip}"))
+        .count();
+    let d = daemon(&lab, &[]);
+    let logs = || {
+        format!(
+            "dnsmasq:\n{}\ndaemon:\n{}",
+            read(&lab.server_log),
+            read(&d.log)
+        )
+    };
+    wait_or(
+        "the renewal of the restored lease",
+        || {
+            read(&d.log).contains("dhcp-rs/dhcpnet/eth0: lease restored")
+                && read(&d.log).contains("dhcp-rs/dhcpnet/eth0: lease renewed")
+                && read(&lab.server_log)
+                    .matches(&format!("DHCPACK(srv0) {ip}"))
+                    .count()
+                    > acks
+        },
+        logs,
+    );
+    assert!(
+        read(&d.log).contains("dhcp-rs-gone/dhcpnet/eth0: lease dropped"),
+        "{}",
+        logs()
+    );
+    assert_eq!(records(&d.socket), 1);
+    let prev = with_prev(&conf, &r);
+    ours.check("macvlan", &env(&c, "dhcp-rs"), &prev).ok();
+    let again = ours
+        .cmd("dhcp", "ADD", &env(&c, "dhcp-rs"), &conf)
+        .ok()
+        .clone();
+    assert_eq!(again["ips"][0]["address"], r["ips"][0]["address"]);
+    assert_eq!(
+        read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count(),
+        discovers,
+        "{}",
+        logs()
+    );
+    ours.del("macvlan", &env(&c, "dhcp-rs"), &conf).ok();
+    released(&lab, &ip, &d);
+    assert_eq!(records(&d.socket), 0);
+}

@@ -14,11 +14,15 @@
 //! dual-stack network (two host-local ranges): both addresses per pod, IPv6 pod-to-pod, the
 //! hostPort over IPv6 from another host.
 //!
+//! The IPv4 test's `bin_dir` is installed by the installer image (Containerfile), run by podman
+//! over the Go plugins with `--force`, as the DaemonSet of contrib/kubernetes/ does.
+//!
 //! The machine this runs on does not let a process lower its oom_score_adj, which the CRI
 //! plugin does for sandboxes (-998): `restrict_oom_score_adj` keeps it at containerd's own.
 
 mod common;
 use common::dual::add_v6_link_ns;
+use common::plugdir::Image;
 use common::traffic::{answers, node_and_client};
 use common::*;
 use serde_json::Value;
@@ -109,8 +113,20 @@ impl Cri {
         let binary = std::env::var_os("CNIBOX_STATIC")
             .map(PathBuf::from)
             .unwrap_or_else(bin);
-        for a in APPLETS {
-            std::os::unix::fs::symlink(&binary, cri.tmp.join("bin").join(a)).unwrap();
+        // The IPv4 network's bin_dir is installed as a DaemonSet installs it: the installer
+        // image (tests/image.rs) run over the Go plugins with --force. The dual-stack one links.
+        let image = if dual { None } else { Image::build(test) };
+        let dir = cri.tmp.join("bin");
+        if let Some(image) = image {
+            for a in APPLETS {
+                let _ = std::fs::copy(reference_path(a), dir.join(a));
+            }
+            let out = image.install(&dir, &["--force"]);
+            assert!(out.ok, "the installer image: {out:?}");
+        } else {
+            for a in APPLETS {
+                std::os::unix::fs::symlink(&binary, dir.join(a)).unwrap();
+            }
         }
         cri.write_config();
         cri.build_image();

@@ -1,6 +1,6 @@
 //! In-process mutation fuzzers for the parsers that read bytes from outside the host's control
 //! (issue 24, item 13): DHCP replies (a container's network answers the daemon, which runs as
-//! root on the host), netlink replies (what a container sets — names, aliases, addresses,
+//! root on the host), Go net/rpc gob streams (the dhcp daemon's socket), netlink replies (what a container sets — names, aliases, addresses,
 //! nested link info — comes back through them), the tuning allowlist (its patterns, and sysctl
 //! keys from pod annotations matched against them) and flannel's subnet.env. Each target runs
 //! the library's own entry point (`cnibox::applets::fuzz`, `cnibox::netlink::fuzz`) on mutated
@@ -251,6 +251,22 @@ fn dhcp_packet_parser() {
             move |r: &mut Rng| mutate(r, &seeds),
             |b: &[u8]| {
                 std::hint::black_box(cnibox::applets::fuzz::dhcp_packet(b));
+            },
+        )
+    });
+}
+
+/// Go net/rpc gob streams (the dhcp plugin's calls and the daemon's answers, upstream's
+/// captured and cnibox's own), as both sides decode them.
+#[test]
+fn gob_stream_decoder() {
+    fuzz("gob", "gob_stream_decoder", execs(), || {
+        let mut seeds = seed_files("gob");
+        seeds.extend(cnibox::applets::fuzz::gob_seeds());
+        (
+            move |r: &mut Rng| mutate(r, &seeds),
+            |b: &[u8]| {
+                std::hint::black_box(cnibox::applets::fuzz::gob_stream(b));
             },
         )
     });

@@ -4,79 +4,11 @@
 
 mod common;
 
+use common::plugdir::{Run, Tmp, applets, assert_all_linked, fake_go_plugin, repo, run, snapshot};
 use common::*;
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-struct Run {
-    ok: bool,
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(cmd: &mut Command) -> Run {
-    let out = cmd.output().expect("spawn");
-    Run {
-        ok: out.status.success(),
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "exit {:?}\n--- stdout\n{}--- stderr\n{}",
-            self.code, self.stdout, self.stderr
-        )
-    }
-}
-
-/// A temp dir removed on drop.
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        // Not a Sandbox: its bin/ holds symlinks to the built binary, and writing a fake
-        // plugin through one would overwrite cnibox itself.
-        let p = std::env::temp_dir().join(format!("cnibox-install-{}-{tag}", std::process::id()));
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).unwrap();
-        Tmp(p)
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-        let _ = fs::remove_dir_all(self.0.with_extension("pre-cnibox"));
-    }
-}
-
-fn applets() -> Vec<String> {
-    let out = run(Command::new(bin()).arg("--list"));
-    assert!(out.ok, "{out:?}");
-    out.stdout.lines().map(str::to_owned).collect()
-}
-
-/// A stand-in for a Go plugin: a script whose content identifies it.
-fn fake_go_plugin(path: &Path, name: &str) {
-    fs::write(
-        path,
-        format!("#!/bin/sh\necho 'CNI {name} plugin v1.1.1 (Go)'\n"),
-    )
-    .unwrap();
-    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 fn symlinks(args: &[&str], cnibox: Option<&Path>) -> Run {
     let mut cmd = Command::new(repo().join("symlinks.sh"));
@@ -86,35 +18,6 @@ fn symlinks(args: &[&str], cnibox: Option<&Path>) -> Run {
         None => cmd.env_remove("CNIBOX"),
     };
     run(&mut cmd)
-}
-
-/// Every applet name in `dir` resolves to the same file as `bin`.
-fn assert_all_linked(dir: &Path, bin: &Path) {
-    let want = fs::metadata(bin).unwrap().ino();
-    for a in applets() {
-        let m = fs::metadata(dir.join(&a)).unwrap_or_else(|e| panic!("{a}: {e}"));
-        assert_eq!(m.ino(), want, "{a} is not cnibox");
-    }
-}
-
-fn snapshot(dir: &Path) -> Vec<(String, String)> {
-    let mut v: Vec<_> = fs::read_dir(dir)
-        .unwrap()
-        .map(|e| {
-            let e = e.unwrap();
-            let p = e.path();
-            let what = match fs::symlink_metadata(&p).unwrap().file_type().is_symlink() {
-                true => format!("-> {}", fs::read_link(&p).unwrap().display()),
-                false => String::from_utf8_lossy(&fs::read(&p).unwrap())
-                    .chars()
-                    .take(80)
-                    .collect(),
-            };
-            (e.file_name().to_string_lossy().into_owned(), what)
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -250,41 +153,30 @@ fn hardlink_install_upgrades() {
 
 #[test]
 fn failed_links_fail_the_run_and_are_named() {
-    // Hard links cannot cross file systems: the binary on /dev/shm (tmpfs), the links in the
-    // temp dir. Every `ln` fails; the run must say so and exit non-zero.
-    let t = Tmp::new("install_xdev");
+    // A directory with an applet's name cannot be kept in the backup (no hard link to a
+    // directory) nor replaced: the run links every other applet, names that one, exits 1 and
+    // leaves no temporary file.
+    let t = Tmp::new("install_fail");
     let dir = t.0.join("bin");
-    fs::create_dir_all(&dir).unwrap();
-    let shm = PathBuf::from(format!("/dev/shm/cnibox-xdev-{}", std::process::id()));
-    fs::copy(bin(), &shm).unwrap();
-    struct Rm(PathBuf);
-    impl Drop for Rm {
-        fn drop(&mut self) {
-            let _ = fs::remove_file(&self.0);
-        }
-    }
-    let _rm = Rm(shm.clone());
-    if fs::metadata(&shm).unwrap().dev() == fs::metadata(&dir).unwrap().dev() {
-        skip_note(
-            "failed_links_fail_the_run_and_are_named",
-            "/dev/shm and the temp dir are one file system",
-        );
-        return;
-    }
-    let out = symlinks(&["--hardlink", dir.to_str().unwrap()], Some(&shm));
+    fs::create_dir_all(dir.join("portmap/x")).unwrap();
+    let out = symlinks(&["--force", dir.to_str().unwrap()], Some(&bin()));
     assert_eq!(out.code, Some(1), "{out:?}");
-    for a in applets() {
-        assert!(
-            out.stderr.contains(&format!("{a}: hard link")),
-            "{a}: {out:?}"
+    assert!(out.stderr.contains("bin/portmap in "), "{out:?}");
+    assert!(out.stderr.contains("not linked: portmap\n"), "{out:?}");
+    assert!(dir.join("portmap/x").is_dir());
+    for a in applets().iter().filter(|a| *a != "portmap") {
+        assert_eq!(
+            fs::read_link(dir.join(a)).unwrap(),
+            Path::new("cnibox"),
+            "{a}"
         );
-        assert!(fs::symlink_metadata(dir.join(&a)).is_err(), "{a} exists");
     }
-    assert!(out.stderr.contains("not linked: "), "{out:?}");
-    assert!(
-        fs::read_dir(&dir).unwrap().next().is_none(),
-        "temporary files left behind"
-    );
+    let left: Vec<_> = fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("new"))
+        .collect();
+    assert!(left.is_empty(), "temporary files left behind: {left:?}");
 }
 
 #[test]
@@ -410,5 +302,32 @@ fn hot_function_list_matches_the_release_build() {
          ({}): the list is stale, run `make hot-order`",
         listed.len(),
         newest.path().display()
+    );
+}
+
+/// `.ci/setup` (what `make test` and `.ci/run` run first) installs only what is missing: on a
+/// machine that has everything it installs nothing. Run as root whose PATH lacks cargo (as
+/// under `sudo make test`), it says what to do instead.
+#[test]
+fn setup_is_idempotent_and_says_what_to_do_without_cargo() {
+    if !require_root("setup_is_idempotent") {
+        return;
+    }
+    let setup = repo().join(".ci/setup");
+    let out = run(&mut Command::new(&setup));
+    assert!(out.ok, "{out:?}");
+    assert!(
+        !out.stdout.contains("== setup:"),
+        "a second run installed: {out:?}"
+    );
+    let out = run(Command::new(&setup)
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("SUDO_USER", "alice"));
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("root's PATH has no rustup/cargo (they are alice's)")
+            && out.stderr.contains("sudo env \"PATH=$PATH\" make test"),
+        "{out:?}"
     );
 }

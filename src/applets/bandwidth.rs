@@ -15,7 +15,6 @@ use crate::cni::{Applet, Context, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netlink::tc::{self, Tbf};
 use crate::netlink::{Handle, Link, fmt_mac};
-use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
 use std::collections::HashSet;
@@ -66,8 +65,9 @@ struct Conf {
     egress_burst: Option<u64>,
 }
 
-/// The limits in force: the static keys if any is present, else runtimeConfig.bandwidth.
-fn limits(req: &Request) -> Result<Limits> {
+/// The config, validated: the limits in force, from the static keys if any is present, else
+/// from runtimeConfig.bandwidth.
+fn load(req: &Request) -> Result<Limits> {
     let c: Conf = req.decode()?;
     let any_static = c
         .ingress_rate
@@ -129,7 +129,7 @@ fn alias(network: &str, container_id: &str) -> String {
 /// whose peer prevResult does not list is a configuration error (code 7): upstream's 999
 /// would say "try something else" to nobody.
 fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link> {
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut cont = Handle::in_netns(&ns)?;
     let ifname = &req.env.ifname;
     let iface = cont.link_by_name(ifname)?.ok_or_else(|| {
@@ -170,7 +170,7 @@ fn host_veth(req: &Request, prev: &CniResult, host: &mut Handle) -> Result<Link>
 }
 
 fn add(req: &Request) -> Result<CniResult> {
-    let l = limits(req)?;
+    let l = load(req)?;
     let prev = req.prev_result()?;
     if l == Limits::default() {
         return Ok(prev.unwrap_or_default());
@@ -244,7 +244,7 @@ fn add(req: &Request) -> Result<CniResult> {
 }
 
 fn del(req: &Request) -> Result<()> {
-    let l = limits(req)?;
+    let l = load(req)?;
     let mut host = Handle::new()?;
     // What ADD put on the host veth goes too (upstream leaves it for the veth's deletion,
     // which a host interface that outlives the container never gets). Best effort: the
@@ -262,19 +262,13 @@ fn del(req: &Request) -> Result<()> {
         }
     }
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
-    if let Some(l) = host.link_by_name(&ifb)? {
-        match host.del_link(l.index) {
-            Err(e) if !e.is_not_found() => {
-                return Err(Error::from(e).ctx(format_args!("delete {ifb}")));
-            }
-            _ => {}
-        }
-    }
+    host.del_link_by_name(&ifb)
+        .map_err(|e| Error::from(e).ctx(format_args!("delete {ifb}")))?;
     Ok(())
 }
 
 fn check(req: &Request) -> Result<()> {
-    let l = limits(req)?;
+    let l = load(req)?;
     let prev = req
         .prev_result()?
         .ok_or_else(|| Error::config("must be called as a chained plugin"))?;

@@ -17,12 +17,11 @@
 //! CHECK also compares routes; GC is passed to the IPAM plugin (upstream's is a no-op). This
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
-use super::shared::iface;
+use super::shared::{iface, link};
 use crate::applets::shared::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
-use crate::netns::NetNs;
-use crate::undo::{ErrorList, Undo};
+use crate::undo::ErrorList;
 
 pub static APPLET: Applet = Applet {
     name: "dummy",
@@ -41,26 +40,20 @@ fn ipam(req: &Request) -> Result<&str> {
 
 fn add(req: &Request) -> Result<CniResult> {
     let ipam = ipam(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
-    let mut cont = Handle::in_netns(&ns)?;
+    let ns = req.netns()?;
     let ifname = &req.env.ifname;
-    cont.add_dummy(ifname)
-        .map_err(|e| Error::from(e).ctx("failed to create dummy"))?;
-    let link = cont
-        .link_by_name(ifname)?
-        .ok_or_else(|| Error::internal(format!("failed to fetch dummy {ifname:?}")))?;
-    let mut undo = Undo::new("dummy");
-    let (index, ns_ref) = (link.index, &ns);
-    undo.push(format!("dummy {ifname}"), move || {
-        Ok(Handle::in_netns(ns_ref)?.del_link(index)?)
-    });
-    let r = (|| {
-        let mut result = iface::ipam_add(ipam, req, &mut undo)?;
-        iface::sole_interface(&mut result, req, &link);
-        iface::configure(&ns, &mut cont, ifname, link.index, &result, 0, Dad::Detect)?;
+    let create = |cont: &mut Handle| {
+        cont.add_dummy(ifname)
+            .map_err(|e| Error::from(e).ctx("failed to create dummy"))?;
+        cont.link_by_name(ifname)?
+            .ok_or_else(|| Error::internal(format!("failed to fetch dummy {ifname:?}")))
+    };
+    link::add(req, &ns, "dummy", create, |cont, link, undo| {
+        let mut result = iface::ipam_add(ipam, req, undo)?;
+        iface::sole_interface(&mut result, req, link);
+        iface::configure(&ns, cont, ifname, link.index, &result, 0, Dad::Detect)?;
         Ok(result)
-    })();
-    undo.finish(r)
+    })
 }
 
 fn del(req: &Request) -> Result<()> {

@@ -1,10 +1,54 @@
 //! Entry points for the in-process fuzz targets (tests/fuzz_parsers.rs) into parsers that read
 //! bytes the host does not control: DHCP packets (a container's network answers the daemon,
-//! which runs as root on the host), the tuning allowlist's patterns and the keys matched
+//! which runs as root on the host), gob streams of Go's net/rpc (any local root process may
+//! talk to the daemon's socket, and a plugin to whatever listens there), the tuning allowlist's patterns and the keys matched
 //! against them (pod annotations), and flannel's subnet.env. Not an API: hidden from the docs,
 //! never called by the binary.
 
+use super::dhcp::gob::Dec;
+use super::dhcp::gorpc;
 use super::dhcp::packet::{self, Msg};
+
+/// Decode `b` as a gob stream, as the daemon reads calls and the plugin answers: every value,
+/// and each read as a result; returns how much was read.
+pub fn gob_stream(mut b: &[u8]) -> usize {
+    let mut dec = Dec::new();
+    let mut n = 0;
+    while let Ok(v) = dec.read(&mut b) {
+        n += v.str("ServiceMethod").len() + v.str("StdinData").len();
+        n += gorpc::result(&v).map_or(0, |r| r.ips.len() + r.routes.len());
+    }
+    n
+}
+
+/// The streams cnibox's plugin and daemon write (a call; answers with a result, an error).
+pub fn gob_seeds() -> Vec<Vec<u8>> {
+    use crate::cni::env::{Command, Env};
+    use crate::cni::result::{CniResult, IpConfig, Route};
+    let env = Env {
+        command: Command::Add,
+        container_id: "c".into(),
+        netns: "/run/netns/c".into(),
+        ifname: "eth0".into(),
+        args: "A=B".into(),
+        path: "/opt/cni/bin".into(),
+    };
+    let mut r = CniResult::default();
+    r.ips.push(IpConfig {
+        version: None,
+        interface: None,
+        address: "2001:db8::2/64"
+            .parse()
+            .unwrap_or(ipnet::IpNet::V4(Default::default())),
+        gateway: None,
+    });
+    r.routes.push(Route::new(r.ips[0].address, None));
+    let mut sent = [false; 3];
+    let mut answers = gorpc::answer(&mut sent, "DHCP.Allocate", 1, &Ok(Some(r)));
+    let err = Err(crate::error::Error::internal("no"));
+    answers.extend(gorpc::answer(&mut sent, "DHCP.Release", 2, &err));
+    vec![gorpc::request("DHCP.Allocate", &env, b"{}"), answers]
+}
 
 /// Decode `b` as the daemon does (UDP/IP frame first, then BOOTP), read every field a lease is
 /// built from, and re-encode: returns how much was read, so nothing is optimised away.
@@ -77,7 +121,7 @@ pub fn allowlist(path: &str, keys: &[&str]) -> Result<usize, String> {
 
 /// Read `path` as flannel reads its subnet.env. `Err` carries the error message.
 pub fn subnet_env(path: &str) -> Result<(), String> {
-    super::flannel::SubnetEnv::load(path)
+    super::flannel::subnet::SubnetEnv::load(path)
         .map(|_| ())
         .map_err(|e| e.msg)
 }

@@ -46,15 +46,20 @@
 //! they could leave their directory (`..`, `/`); MAC addresses are 6 bytes (an InfiniBand
 //! device's 20-byte address is neither matched by `hwaddr` nor reported).
 
+mod moves;
+mod record;
+
 use super::shared::container::checked_any_iface;
 use super::shared::iface;
 use crate::attachment;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
-use crate::netlink::{Handle, Identity, Link, fmt_mac, parse_mac};
+use crate::netlink::{Handle, Link, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
+use moves::{back_to_host, move_in, restore_up};
+use record::{Lower, Moved, RECORD};
 use serde::Deserialize;
 
 pub static APPLET: Applet = Applet {
@@ -123,7 +128,7 @@ fn load(req: &Request) -> Result<Config<'_>> {
     }
     let hwaddr = match c.hwaddr.as_str() {
         "" => None,
-        m => Some(parse_mac(m).map_err(|e| e.ctx("hwaddr"))?),
+        m => Some(parse_mac(m).ctx("hwaddr")?),
     };
     if !c.kernelpath.is_empty()
         && (!c.kernelpath.starts_with("/sys/devices/")
@@ -252,406 +257,10 @@ fn find(c: &Config, host: &mut Handle) -> Result<Link> {
         .ok_or_else(|| Error::internal(format!("link {name:?} not found")))
 }
 
-/// A link's name and alias: what it has before a move, or what it gets.
-type Names<'a> = (&'a str, &'a str);
-
-/// In the namespace of `h`: give the (down) link `index` the name and alias `to` (the kernel
-/// accepts the name a link already has).
-fn rename(h: &mut Handle, index: u32, to: Names) -> Result<()> {
-    h.rename(index, to.0)?;
-    h.set_alias(index, to.1)?;
-    Ok(())
-}
-
-/// In the namespace of `h`: rename the link `index` to `to` and move it to `ns`.
-fn rename_and_move(h: &mut Handle, index: u32, to: Names, ns: &NetNs) -> Result<()> {
-    rename(h, index, to)?;
-    h.set_netns(index, ns)?;
-    Ok(())
-}
-
-/// Move the link `index` from `src` (a handle in `src_ns`) to `dst_ns` through a temporary
-/// namespace, where it is renamed from `from` to `to`: for a link whose name is taken on the
-/// side it would be renamed on. Two moves where the direct paths make one. On failure it is
-/// back in `src_ns` as `from` (down).
-fn via_temporary(
-    src: &mut Handle,
-    index: u32,
-    from: Names,
-    to: Names,
-    src_ns: &NetNs,
-    dst_ns: &NetNs,
-) -> Result<()> {
-    let tmp = NetNs::temporary()?;
-    src.set_netns(index, &tmp).ctx(format_args!(
-        "failed to move {:?} to a temporary netns",
-        from.0
-    ))?;
-    let mut t = Handle::in_netns(&tmp)?;
-    // The index stays: the new namespace has only `lo`.
-    if let Err(e) = rename_and_move(&mut t, index, to, dst_ns) {
-        let e = e.ctx(format_args!("failed to move {:?} on as {:?}", from.0, to.0));
-        return Err(and_undo(e, rename_and_move(&mut t, index, from, src_ns)));
-    }
-    Ok(())
-}
-
-/// `e`, with the failure of the undo `u` appended to its message.
-fn and_undo(mut e: Error, u: Result<()>) -> Error {
-    if let Err(u) = u {
-        e.msg = format!("{} (and undo: {})", e.msg, u.msg);
-    }
-    e
-}
-
-/// Move the host device `dev` into `ns` (`cont`: a handle there) as `ifname`, its host name in
-/// its alias, and set it up there. On failure it is back on the host under its name, with its
-/// alias, up if it was.
-///
-/// It moves straight in under its host name and is renamed in the container: one namespace
-/// move, and the new name is never seen on the host (by udev or NetworkManager, which is why
-/// upstream renames out of the host's sight). Only when the container already has a link of
-/// the host name, which would make that move fail, does it go through a temporary namespace.
-fn move_in(
-    host: &mut Handle,
-    cont: &mut Handle,
-    dev: &Link,
-    ns: &NetNs,
-    ifname: &str,
-) -> Result<Link> {
-    let host_ns = NetNs::current()?;
-    let from = (dev.name.as_str(), dev.alias.as_deref().unwrap_or(""));
-    let to = (ifname, dev.name.as_str());
-    let moved = if dev.name != ifname && cont.link_by_name(&dev.name)?.is_some() {
-        via_temporary(host, dev.index, from, to, &host_ns, ns)
-    } else {
-        move_then_rename(host, cont, dev.index, from, to, ns, &host_ns)
-    };
-    if let Err(e) = moved {
-        return Err(and_undo(e, restore_up(host, dev)));
-    }
-    let up = cont.link(ifname).and_then(|l| {
-        cont.set_up(l.index, true)?;
-        cont.link(ifname)
-    });
-    up.map_err(|e| {
-        let e = Error::from(e).ctx(format_args!("failed to set {ifname:?} up"));
-        let u = just_moved(ns, ifname, &dev.name, &host_ns)
-            .and_then(|m| back_to_host(ns, ifname, &host_ns, m.as_ref()))
-            .and_then(|_| restore_up(host, dev));
-        and_undo(e, u)
-    })
-}
-
-/// ADD's direct path: move the host's link `index` (named `from.0`, free in `ns`) into `ns`,
-/// then rename it there to `to`. On failure it is back on the host as `from`.
-fn move_then_rename(
-    host: &mut Handle,
-    cont: &mut Handle,
-    index: u32,
-    from: Names,
-    to: Names,
-    ns: &NetNs,
-    host_ns: &NetNs,
-) -> Result<()> {
-    host.set_netns(index, ns)
-        .ctx(format_args!("failed to move {:?} to {}", from.0, ns.path()))?;
-    // The index changes when the container has a link with the same one.
-    let index = cont.link(from.0)?.index;
-    rename(cont, index, to).map_err(|e| {
-        let e = e.ctx(format_args!("failed to rename {:?} to {:?}", from.0, to.0));
-        and_undo(e, rename_and_move(cont, index, from, host_ns))
-    })
-}
-
-/// Set the host device up again after a failed ADD, when it was up before (moving a device
-/// between namespaces takes it down).
-fn restore_up(host: &mut Handle, dev: &Link) -> Result<()> {
-    if dev.up
-        && let Some(l) = host.link_by_name(&dev.name)?
-    {
-        host.set_up(l.index, true)?;
-    }
-    Ok(())
-}
-
-/// Kind of host-device's records of what ADD moved in
-/// (`<state dir>/host-device/<network>/<cid>:<ifname>`, see [`crate::attachment`]).
-const RECORD: &str = "host-device";
-
-/// Where a link's peer (veth) or lower device (vlan, macvlan, ipvlan…) lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lower {
-    /// It has none.
-    None,
-    /// On the host, with this index.
-    Host(u32),
-    /// In the container itself.
-    Container,
-    /// In some other namespace.
-    Elsewhere,
-}
-
-impl Lower {
-    /// `l`'s, as seen from `h`'s namespace, the host being `host_ns`.
-    fn of(h: &mut Handle, l: &Link, host_ns: Option<&NetNs>) -> Result<Lower> {
-        let Some(i) = l.link.filter(|&i| i != 0 && i != l.index) else {
-            return Ok(Lower::None);
-        };
-        if l.link_netnsid.is_none() {
-            return Ok(match host_ns {
-                None => Lower::Host(i),
-                Some(_) => Lower::Container,
-            });
-        }
-        // The id is asked for after the link was read: reporting it is what assigns one.
-        let host_id = match host_ns {
-            Some(ns) => h.nsid_of(ns)?,
-            None => None,
-        };
-        Ok(if host_id.is_some() && l.link_netnsid == host_id {
-            Lower::Host(i)
-        } else {
-            Lower::Elsewhere
-        })
-    }
-
-    fn item(self) -> String {
-        match self {
-            Lower::None => "none".into(),
-            Lower::Host(i) => format!("host:{i}"),
-            Lower::Container => "container".into(),
-            Lower::Elsewhere => "elsewhere".into(),
-        }
-    }
-
-    fn parse(s: &str) -> Option<Lower> {
-        Some(match s {
-            "none" => Lower::None,
-            "container" => Lower::Container,
-            "elsewhere" => Lower::Elsewhere,
-            _ => Lower::Host(s.strip_prefix("host:")?.parse().ok()?),
-        })
-    }
-}
-
-/// What ADD moved into the container, recorded on the host for DEL: the container can rename
-/// CNI_IFNAME, rewrite its alias or make another link of that name; it cannot change these.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Moved {
-    /// Its name on the host (what DEL gives it back).
-    name: String,
-    /// Its index on the host, and in the container (where DEL looks for it).
-    host_index: u32,
-    index: u32,
-    /// IFLA_INFO_KIND, empty for a driver's device (a NIC, a VF).
-    kind: String,
-    /// Permanent MAC address and parent bus device, when the kernel reports them.
-    id: Identity,
-    lower: Lower,
-}
-
-impl Moved {
-    fn items(&self) -> Vec<String> {
-        vec![
-            format!("name {}", self.name),
-            format!("host_index {}", self.host_index),
-            format!("index {}", self.index),
-            format!("kind {}", self.kind),
-            format!("perm_addr {}", self.id.perm_addr),
-            format!("parent {}", self.id.parent),
-            format!("lower {}", self.lower.item()),
-        ]
-    }
-
-    /// None for a record that is not one of ours as written by [`Moved::items`].
-    fn parse(items: &[String]) -> Option<Moved> {
-        let get = |k: &str| {
-            items
-                .iter()
-                .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
-                .map(str::to_string)
-        };
-        let name = get("name")?;
-        validate_config_ifname("name", &name).ok()?;
-        Some(Moved {
-            name,
-            host_index: get("host_index")?.parse().ok()?,
-            index: get("index")?.parse().ok()?,
-            kind: get("kind")?,
-            id: Identity {
-                perm_addr: get("perm_addr")?,
-                parent: get("parent")?,
-            },
-            lower: Lower::parse(&get("lower")?)?,
-        })
-    }
-
-    fn recorded(req: &Request) -> Option<Moved> {
-        let env = &req.env;
-        let items = attachment::get(RECORD, &req.conf.name, &env.container_id, &env.ifname);
-        if items.is_empty() {
-            return None;
-        }
-        let m = Moved::parse(&items);
-        if m.is_none() {
-            crate::warn!("host-device: ignoring an unreadable record of what ADD moved in");
-        }
-        m
-    }
-}
-
-/// The record of the link `ifname` this ADD has just moved into `ns` as it is there now, for
-/// an undo before the record was written.
-fn just_moved(ns: &NetNs, ifname: &str, host_name: &str, host_ns: &NetNs) -> Result<Option<Moved>> {
-    let mut cont = Handle::in_netns(ns)?;
-    let Some(l) = cont.link_by_name(ifname)? else {
-        return Ok(None);
-    };
-    Ok(Some(Moved {
-        name: host_name.to_string(),
-        host_index: l.index,
-        index: l.index,
-        kind: l.kind.clone().unwrap_or_default(),
-        id: cont.link_identity(l.index)?.unwrap_or_default(),
-        lower: Lower::of(&mut cont, &l, Some(host_ns))?,
-    }))
-}
-
-/// Why the container's link `l` must stay where it is, None when it may go to the host. With
-/// a record it must be what ADD moved in (kind, permanent address, parent device, where its
-/// peer or lower link lives); without one (the Go plugin's ADD) it must be something a
-/// container cannot make: a driver's device with a parent device or a permanent address, or
-/// a link whose peer or lower link is on the host. Never one whose peer is in the container.
-fn distrust(
-    cont: &mut Handle,
-    l: &Link,
-    rec: Option<&Moved>,
-    host_ns: &NetNs,
-) -> Result<Option<String>> {
-    let id = cont.link_identity(l.index)?.unwrap_or_default();
-    let kind = l.kind.clone().unwrap_or_default();
-    let lower = Lower::of(cont, l, Some(host_ns))?;
-    if lower == Lower::Container {
-        return Ok(Some(format!(
-            "it is a {kind} link whose peer or lower link is in the container"
-        )));
-    }
-    let why = match rec {
-        Some(r) if kind != r.kind => format!("it is a {kind:?} link, ADD moved in a {:?}", r.kind),
-        Some(r) if !r.id.perm_addr.is_empty() && id.perm_addr != r.id.perm_addr => format!(
-            "its permanent address is {:?}, not {:?}",
-            id.perm_addr, r.id.perm_addr
-        ),
-        Some(r) if !r.id.parent.is_empty() && id.parent != r.id.parent => {
-            format!(
-                "its parent device is {:?}, not {:?}",
-                id.parent, r.id.parent
-            )
-        }
-        Some(r) if lower != r.lower => format!(
-            "its peer or lower link is {}, ADD's was {}",
-            lower.item(),
-            r.lower.item()
-        ),
-        Some(_) => return Ok(None),
-        None if kind.is_empty() && (!id.parent.is_empty() || !id.perm_addr.is_empty()) => {
-            return Ok(None);
-        }
-        None if kind.is_empty() => {
-            "it has neither a parent device nor a permanent address, and no record".into()
-        }
-        None if matches!(lower, Lower::Host(_)) => return Ok(None),
-        None => format!(
-            "it is a {kind} link whose peer or lower link is not on the host, and no record"
-        ),
-    };
-    Ok(Some(why))
-}
-
-/// The host name for a link moved in without a record (the Go plugin's ADD): its alias, as
-/// upstream, unless that is no interface name or taken on the host; then `dev<index>`, the
-/// name the kernel gives a device coming back from a dying namespace to a taken name.
-fn name_for_host(l: &Link) -> Result<String> {
-    let alias = l.alias.as_deref().unwrap_or("");
-    if !alias.is_empty()
-        && validate_config_ifname("alias", alias).is_ok()
-        && Handle::new()?.link_by_name(alias)?.is_none()
-    {
-        return Ok(alias.to_string());
-    }
-    let name = format!("dev{}", l.index);
-    crate::warn!(
-        "host-device: {:?} has alias {alias:?}, which names no free host interface; it goes back as {name:?}",
-        l.name
-    );
-    Ok(name)
-}
-
-/// Move the device ADD moved in (`rec`; without a record: CNI_IFNAME, when [`distrust`] finds
-/// nothing against it) from the container `ns` to `host_ns` under its host name, alias
-/// cleared. `Ok(None)`: there is no such link, or it stays (with a note on stderr). On
-/// failure the link is back in the container as it was.
-///
-/// It is renamed in the container, then moved out: one move, and the host sees only its own
-/// name come back. Only when the container has another link of that name does it go through
-/// a temporary namespace.
-fn back_to_host(
-    ns: &NetNs,
-    ifname: &str,
-    host_ns: &NetNs,
-    rec: Option<&Moved>,
-) -> Result<Option<String>> {
-    let mut cont = Handle::in_netns(ns)?;
-    let found = match rec {
-        Some(r) => cont.link_by_index(r.index)?,
-        None => cont.link_by_name(ifname)?,
-    };
-    let Some(l) = found else {
-        return Ok(None);
-    };
-    if let Some(why) = distrust(&mut cont, &l, rec, host_ns)? {
-        crate::warn!("host-device: {:?} stays in the container: {why}", l.name);
-        return Ok(None);
-    }
-    let orig = match rec {
-        Some(r) => r.name.clone(),
-        None => name_for_host(&l)?,
-    };
-    let from = (l.name.as_str(), l.alias.as_deref().unwrap_or(""));
-    let to = (orig.as_str(), "");
-    let moved = if orig != l.name && cont.link_by_name(&orig)?.is_some() {
-        via_temporary(&mut cont, l.index, from, to, ns, host_ns)
-    } else {
-        let r = (|| {
-            // Only a link that is down can be renamed.
-            if l.up {
-                cont.set_up(l.index, false)?;
-            }
-            rename_and_move(&mut cont, l.index, to, host_ns)
-        })();
-        r.map_err(|e| {
-            let e = e.ctx(format_args!("failed to move {:?} back as {orig:?}", l.name));
-            and_undo(e, rename(&mut cont, l.index, from))
-        })
-    };
-    if let Err(e) = moved {
-        let u = (|| {
-            if l.up {
-                let i = cont.link(&l.name)?.index;
-                cont.set_up(i, true)?;
-            }
-            Ok(())
-        })();
-        return Err(and_undo(e, u));
-    }
-    Ok(Some(orig))
-}
-
 fn add(req: &Request) -> Result<CniResult> {
     let mut c = load(req)?;
     c.resolve()?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let ifname = &req.env.ifname;
     let mut result = CniResult {
         interfaces: vec![Interface {
@@ -666,7 +275,7 @@ fn add(req: &Request) -> Result<CniResult> {
         let mut moved = None;
         if !c.dpdk {
             let mut host = Handle::new()?;
-            let dev = find(&c, &mut host).map_err(|e| e.ctx("failed to find host device"))?;
+            let dev = find(&c, &mut host).ctx("failed to find host device")?;
             let mut cont = Handle::in_netns(&ns)?;
             if cont.link_by_name(ifname)?.is_some() {
                 return Err(Error::internal(format!(
@@ -739,7 +348,7 @@ fn del(req: &Request) -> Result<()> {
     }
     let env = &req.env;
     let forget = || attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
-    match NetNs::open_existing(&env.netns) {
+    match req.netns_if_exists() {
         Ok(Some(ns)) => {
             let rec = Moved::recorded(req);
             let back =
@@ -760,7 +369,7 @@ fn del(req: &Request) -> Result<()> {
 fn check(req: &Request) -> Result<()> {
     let mut c = load(req)?;
     c.resolve()?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     if let Some(ipam) = c.ipam {
         delegate::delegate(Command::Check, ipam, req)?;
     }
@@ -799,6 +408,7 @@ fn gc(req: &Request) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::netlink::Identity;
 
     #[test]
     fn records_read_back_and_refuse_what_they_did_not_write() {

@@ -18,7 +18,6 @@
 use crate::cni::result::{Interface, IpConfig};
 use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
 use crate::netlink::{Addr, Family, Handle};
-use crate::netns::NetNs;
 
 pub static APPLET: Applet = Applet {
     name: "loopback",
@@ -51,7 +50,7 @@ fn first_loopback(addrs: &[Addr]) -> Result<Option<ipnet::IpNet>> {
 fn add(req: &Request) -> Result<CniResult> {
     // Parse prevResult before touching anything, so a bad one changes nothing.
     let prev = req.prev_result()?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut h = Handle::in_netns(&ns)?;
     let link = lo(&mut h)?;
     h.set_up(link.index, true).ctx("failed to set lo up")?;
@@ -83,7 +82,7 @@ fn add(req: &Request) -> Result<CniResult> {
 }
 
 fn del(req: &Request) -> Result<()> {
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+    let Some(ns) = req.netns_if_exists()? else {
         return Ok(());
     };
     let mut h = Handle::in_netns(&ns)?;
@@ -93,7 +92,7 @@ fn del(req: &Request) -> Result<()> {
 }
 
 fn check(req: &Request) -> Result<()> {
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut h = Handle::in_netns(&ns)?;
     if !lo(&mut h)?.up {
         return Err(Error::internal("loopback interface is down"));

@@ -73,7 +73,7 @@ fn load(req: &Request) -> Result<Ptp<'_>> {
 
 fn add(req: &Request) -> Result<CniResult> {
     let p = load(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let host_ns = NetNs::current()?;
     let mut undo = Undo::new("ptp");
     let r = add_steps(req, &p, &ns, &host_ns, &mut undo);
@@ -133,11 +133,8 @@ fn add_steps<'a>(
     }
     let host_name = create_veth(&mut cont, ifname, p.mtu, None, host_ns)?;
     undo.push(format!("veth {ifname}"), move || {
-        let mut h = Handle::in_netns(ns)?;
-        match h.link_by_name(ifname)? {
-            Some(l) => Ok(h.del_link(l.index)?),
-            None => Ok(()),
-        }
+        Handle::in_netns(ns)?.del_link_by_name(ifname)?;
+        Ok(())
     });
     let cv = cont.link(ifname)?;
     for ip in &mut result.ips {
@@ -252,14 +249,10 @@ fn del(req: &Request) -> Result<()> {
             &req.prev_addresses(),
         ));
     }
-    if let Some(ns) = NetNs::open_existing(&req.env.netns)? {
-        let mut h = Handle::in_netns(&ns)?;
-        if let Some(l) = h.link_by_name(&req.env.ifname)?
-            && let Err(e) = h.del_link(l.index)
-            && !e.is_not_found()
-        {
-            errors.push(Error::from(e).ctx(format_args!("failed to delete {:?}", req.env.ifname)));
-        }
+    if let Some(ns) = req.netns_if_exists()?
+        && let Err(e) = Handle::in_netns(&ns)?.del_link_by_name(&req.env.ifname)
+    {
+        errors.push(Error::from(e).ctx(format_args!("failed to delete {:?}", req.env.ifname)));
     }
     errors.into_result()
 }

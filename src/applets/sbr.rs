@@ -135,7 +135,7 @@ fn next_free(rules: &[Rule], routes: &[Route], from: u32) -> u32 {
 fn add(req: &Request) -> Result<CniResult> {
     let conf = load(req)?;
     let (prev, ips) = addresses(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let _lock = ns.lock()?;
     let mut h = Handle::in_netns(&ns)?;
     let mut undo = Undo::new("sbr");
@@ -318,7 +318,7 @@ fn del(req: &Request) -> Result<()> {
     let table = load(req)?.table;
     let env = &req.env;
     let forget = || attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
-    let Some(ns) = NetNs::open_existing(&env.netns)? else {
+    let Some(ns) = req.netns_if_exists()? else {
         // Gone with its namespace (kept while CNI_NETNS is unset: a later DEL may have it).
         if !env.netns.is_empty() {
             forget();
@@ -378,7 +378,7 @@ fn del(req: &Request) -> Result<()> {
 fn check(req: &Request) -> Result<()> {
     let table = load(req)?.table;
     let (_, ips) = addresses(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let rules = Handle::in_netns(&ns)?.rules(Family::All)?;
     for ip in &ips {
         let a = ip.address.addr();

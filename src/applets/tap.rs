@@ -22,15 +22,15 @@
 //! with a note on stderr (upstream fails); DEL deletes CNI_IFNAME only when it is a tun/tap;
 //! CHECK also checks the link is a tap with the recorded MAC on `bridge`.
 
+use crate::applets::shared::container::{check_own_iface, delete_with_ipam, requested_mac};
 use crate::applets::shared::iface;
+use crate::applets::shared::link;
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
-use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
 use crate::netlink::{Handle, Link, fmt_mac, parse_mac};
 use crate::netns::NetNs;
-use crate::sysctl;
 use crate::tuntap::{self, IFF_MULTI_QUEUE, IFF_NO_PI, IFF_TAP, IFF_VNET_HDR, Tap};
 use crate::undo::Undo;
 use serde::Deserialize;
@@ -102,7 +102,7 @@ fn load(req: &Request) -> Result<Config<'_>> {
             "selinuxContext must be printable text of at most 4096 bytes",
         ));
     }
-    let mac = super::shared::container::requested_mac(req, c.mac)?;
+    let mac = requested_mac(req, c.mac)?;
     let mac = match mac.as_str() {
         "" => None,
         m => Some(parse_mac(m).map_err(|e| e.ctx("mac"))?),
@@ -129,8 +129,9 @@ fn load(req: &Request) -> Result<Config<'_>> {
     })
 }
 
-/// Create the device in the container (under the kernel's `tap<N>` name) and return its index.
-fn create(c: &Config, ns: &NetNs, cont: &mut Handle) -> Result<u32> {
+/// Create the device in the container (under the kernel's `tap<N>` name) and return it.
+fn create(c: &Config, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Link> {
+    link::ensure_free(cont, &req.env.ifname)?;
     let name = ns.enter(|| match c.label.as_deref() {
         Some(label) if tuntap::selinux_enabled() => tuntap::create_labelled(&c.tap, label),
         Some(label) => {
@@ -141,10 +142,8 @@ fn create(c: &Config, ns: &NetNs, cont: &mut Handle) -> Result<u32> {
         }
         None => tuntap::create_here(&c.tap),
     })??;
-    let link = cont
-        .link_by_name(&name)?
-        .ok_or_else(|| Error::internal(format!("tap {name} vanished after creation")))?;
-    Ok(link.index)
+    cont.link_by_name(&name)?
+        .ok_or_else(|| Error::internal(format!("tap {name} vanished after creation")))
 }
 
 fn add(req: &Request) -> Result<CniResult> {
@@ -153,22 +152,14 @@ fn add(req: &Request) -> Result<CniResult> {
         // Checked up front: a 0.1/0.2 result cannot express an L2-only attachment.
         return Err(Error::internal("cannot convert: no valid IP addresses"));
     }
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
-    let mut cont = Handle::in_netns(&ns)?;
-    let ifname = &req.env.ifname;
-    if cont.link_by_name(ifname)?.is_some() {
-        return Err(Error::internal(format!(
-            "container interface name provided ({ifname}) already exists"
-        )));
-    }
-    let index = create(&c, &ns, &mut cont)?;
-    let mut undo = Undo::new("tap");
-    let ns_ref = &ns;
-    undo.push(format!("tap {ifname}"), move || {
-        Ok(Handle::in_netns(ns_ref)?.del_link(index)?)
-    });
-    let r = configure(req, &c, &ns, &mut cont, index, &mut undo);
-    undo.finish(r)
+    let ns = req.netns()?;
+    link::add(
+        req,
+        &ns,
+        "tap",
+        |cont| create(&c, req, &ns, cont),
+        |cont, link, undo| configure(req, &c, &ns, cont, link.index, undo),
+    )
 }
 
 fn configure<'a>(
@@ -202,47 +193,29 @@ fn configure<'a>(
     }
     cont.set_up(index, true)
         .ctx(format_args!("failed to set tap interface {ifname:?} up"))?;
-    let link = link_at(cont, index, ifname)?;
-    let mut result = CniResult {
-        interfaces: vec![Interface {
-            name: ifname.clone(),
-            mac: link.mac.map(|m| fmt_mac(&m)).unwrap_or_default(),
-            sandbox: req.env.netns.clone(),
-            ..Default::default()
-        }],
-        ..Default::default()
-    };
-    if let Some(ipam) = c.ipam {
-        let r = iface::ipam_add(ipam, req, undo)?;
-        result.ips = r.ips;
-        result.routes = r.routes;
-        for ip in &mut result.ips {
-            ip.interface = Some(0);
+    let link = cont
+        .link_by_index(index)?
+        .ok_or_else(|| Error::internal(format!("failed to refetch tap {ifname:?}")))?;
+    let result = match c.ipam {
+        Some(ipam) => {
+            let r = iface::ipam_add(ipam, req, undo)?;
+            link::announce(ns, ifname, false)?;
+            r
         }
-        ns.enter(|| {
-            let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
-        })?;
-        // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
-        iface::configure(ns, cont, ifname, index, &result, 0, Dad::Deferred)?;
-    }
-    result.dns = req.conf.dns.clone().unwrap_or_default();
-    Ok(result)
-}
-
-fn link_at(cont: &mut Handle, index: u32, ifname: &str) -> Result<Link> {
-    cont.link_by_index(index)?
-        .ok_or_else(|| Error::internal(format!("failed to refetch tap {ifname:?}")))
+        None => CniResult::default(),
+    };
+    // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
+    iface::apply(req, ns, cont, &link, result, Dad::Deferred)
 }
 
 fn del(req: &Request) -> Result<()> {
     let c = load(req)?;
-    super::shared::container::delete_with_ipam(req, c.ipam, "tap", "tun")
+    delete_with_ipam(req, c.ipam, "tap", "tun")
 }
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let (mut cont, prev, pos, link) =
-        super::shared::container::check_own_iface(req, c.ipam, "tun")?;
+    let (mut cont, prev, pos, link) = check_own_iface(req, c.ipam, "tun")?;
     if let Some(bridge) = &c.bridge {
         let master = match link.master {
             Some(m) => cont.link_by_index(m)?.map(|l| l.name),

@@ -19,14 +19,14 @@
 //!   a VLAN with the configured id, MTU (when set), MAC, parent (the master), addresses, routes.
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
+use crate::applets::shared::container::{check_own_iface, delete_with_ipam};
 use crate::applets::shared::iface;
+use crate::applets::shared::link::{self, Master};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
-use crate::cni::env::validate_config_ifname;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
 use crate::netlink::{Handle, Link};
 use crate::netns::NetNs;
-use crate::random;
 use crate::undo::Undo;
 use serde::Deserialize;
 
@@ -55,11 +55,8 @@ struct Conf {
 
 /// A validated configuration.
 struct Vlan {
-    master: String,
+    master: Master,
     vid: u16,
-    /// 0: inherit the master's MTU.
-    mtu: u32,
-    in_container: bool,
     ipam: String,
 }
 
@@ -71,7 +68,6 @@ fn load(req: &Request) -> Result<Vlan> {
             "\"master\" field is required. It specifies the host interface name to create the VLAN for",
         ));
     }
-    validate_config_ifname("master", &c.master)?;
     let vid = u16::try_from(c.vlan_id)
         .ok()
         .filter(|&v| v <= 4094)
@@ -81,145 +77,71 @@ fn load(req: &Request) -> Result<Vlan> {
                 c.vlan_id
             ))
         })?;
-    let mtu = u32::try_from(c.mtu)
-        .map_err(|_| Error::config(format!("invalid MTU {}, must be [0, master MTU]", c.mtu)))?;
+    let master = Master::load(c.master, c.mtu, c.link_in_container)?;
     let ipam = req
         .ipam_type()
         .ok_or_else(|| Error::config("vlan: an \"ipam\" section with a \"type\" is required"))?
         .to_string();
-    Ok(Vlan {
-        master: c.master,
-        vid,
-        mtu,
-        in_container: c.link_in_container,
-        ipam,
-    })
-}
-
-/// Look up the master in the handle's namespace and check the MTU against it.
-fn master(v: &Vlan, h: &mut Handle) -> Result<Link> {
-    let m = h
-        .link_by_name(&v.master)
-        .ctx(format_args!("failed to lookup master {:?}", v.master))?
-        .ok_or_else(|| {
-            let where_ = if v.in_container {
-                "in the container namespace"
-            } else {
-                "on the host"
-            };
-            Error::internal(format!(
-                "failed to lookup master {:?}: no such interface {where_}",
-                v.master
-            ))
-        })?;
-    if v.mtu > m.mtu {
-        return Err(Error::config(format!(
-            "invalid MTU {}, must be [0, master MTU({})]",
-            v.mtu, m.mtu
-        )));
-    }
-    Ok(m)
-}
-
-fn open_ns(req: &Request) -> Result<NetNs> {
-    NetNs::open(&req.env.netns).map_err(Error::from)
+    Ok(Vlan { master, vid, ipam })
 }
 
 /// Create the VLAN in the container under a temporary name, rename it to CNI_IFNAME and return
 /// it (re-read after the rename). On failure nothing is left behind.
 fn create(v: &Vlan, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Link> {
-    let ifname = &req.env.ifname;
-    if cont.link_by_name(ifname)?.is_some() {
-        return Err(Error::internal(format!(
-            "container veth name provided ({ifname}) already exists"
-        )));
-    }
-    let tmp = format!("veth{}", random::hex(8));
-    let mtu = (v.mtu > 0).then_some(v.mtu);
-    let created = if v.in_container {
-        let m = master(v, cont)?;
-        cont.add_vlan(&tmp, m.index, v.vid, mtu, None)
-    } else {
-        let mut host = Handle::new()?;
-        let m = master(v, &mut host)?;
-        host.add_vlan(&tmp, m.index, v.vid, mtu, Some(ns))
-    };
-    created.map_err(|e| {
-        let hint = if e.is_exists() {
-            format!(" (is VLAN {} already in use on {}?)", v.vid, v.master)
-        } else {
-            String::new()
-        };
-        Error::internal(format!("failed to create vlan: {e}{hint}"))
-    })?;
-    super::shared::container::rename_into_place(cont, "vlan", &tmp, ifname)
+    let mtu = (v.master.mtu > 0).then_some(v.master.mtu);
+    v.master
+        .create_renamed(req, ns, cont, "vlan", |h, name, parent, ns| {
+            h.add_vlan(name, parent, v.vid, mtu, ns).map_err(|e| {
+                let hint = if e.is_exists() {
+                    format!(" (is VLAN {} already in use on {}?)", v.vid, v.master.name)
+                } else {
+                    String::new()
+                };
+                Error::internal(format!("failed to create vlan: {e}{hint}"))
+            })
+        })
 }
 
 fn add(req: &Request) -> Result<CniResult> {
     let v = load(req)?;
-    let ns = open_ns(req)?;
-    let mut cont = Handle::in_netns(&ns)?;
-    let link = create(&v, req, &ns, &mut cont)?;
-    let mut undo = Undo::new("vlan");
-    let index = link.index;
-    let ns_ref = &ns;
-    undo.push(format!("vlan {}", req.env.ifname), move || {
-        Ok(Handle::in_netns(ns_ref)?.del_link(index)?)
-    });
-    let r = delegate::add(&v.ipam, req)
-        .ctx("failed to execute IPAM delegate")
-        .and_then(|ipam| {
-            let ipam_type = v.ipam.clone();
-            undo.push(format!("IPAM {ipam_type}"), move || {
-                delegate::del(&ipam_type, req)
-            });
-            finish(req, &ns, &mut cont, &link, ipam, v.mtu > 0)
-        });
-    undo.finish(r)
+    let ns = req.netns()?;
+    link::add(
+        req,
+        &ns,
+        "vlan",
+        |cont| create(&v, req, &ns, cont),
+        |cont, link, undo| configure(req, &v, &ns, cont, link, undo),
+    )
 }
 
-/// Turn the IPAM result into ours and apply it to the link.
-fn finish(
-    req: &Request,
+/// The IPAM result applied to the link; a 1.1.0 result carries the MTU when one was
+/// configured.
+fn configure<'a>(
+    req: &'a Request,
+    v: &'a Vlan,
     ns: &NetNs,
     cont: &mut Handle,
     link: &Link,
-    mut result: CniResult,
-    mtu_configured: bool,
+    undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
-    if result.ips.is_empty() {
-        return Err(Error::internal("IPAM plugin returned missing IP config"));
+    let result = iface::ipam_add(&v.ipam, req, undo).ctx("failed to execute IPAM delegate")?;
+    let mut result = iface::apply(req, ns, cont, link, result, Dad::Detect)?;
+    for i in &mut result.interfaces {
+        i.mtu = (v.master.mtu > 0).then_some(link.mtu);
     }
-    // 1.1.0 results carry the MTU when one was configured.
-    iface::sole_interface(&mut result, req, link).mtu = mtu_configured.then_some(link.mtu);
-    iface::configure(
-        ns,
-        cont,
-        &req.env.ifname,
-        link.index,
-        &result,
-        0,
-        Dad::Detect,
-    )?;
-    result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)
 }
 
 fn del(req: &Request) -> Result<()> {
     let v = load(req)?;
-    super::shared::container::delete_with_ipam(req, Some(&v.ipam), "vlan", "vlan")
+    delete_with_ipam(req, Some(&v.ipam), "vlan", "vlan")
 }
 
 fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
-    let (mut cont, prev, pos, link) =
-        super::shared::container::check_own_iface(req, Some(&v.ipam), "vlan")?;
+    let (mut cont, prev, pos, link) = check_own_iface(req, Some(&v.ipam), "vlan")?;
     let ifname = &req.env.ifname;
-    let m = if v.in_container {
-        master(&v, &mut cont)?
-    } else {
-        master(&v, &mut Handle::new()?)?
-    };
+    let m = v.master.find(&mut cont)?;
     if link.vlan_id != Some(v.vid) {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has VLAN ID {}, configured {}",
@@ -231,13 +153,13 @@ fn check(req: &Request) -> Result<()> {
     if link.link.is_some_and(|p| p != m.index) {
         return Err(Error::internal(format!(
             "container interface {ifname:?} is not a VLAN of master {:?}",
-            v.master
+            v.master.name
         )));
     }
-    if v.mtu != 0 && link.mtu != v.mtu {
+    if v.master.mtu != 0 && link.mtu != v.master.mtu {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has MTU {}, configured {}",
-            link.mtu, v.mtu
+            link.mtu, v.master.mtu
         )));
     }
     iface::check(&mut cont, &link, &prev, pos)
@@ -299,7 +221,10 @@ mod tests {
     #[test]
     fn valid_config() {
         let v = load(&req(base())).expect("valid");
-        assert_eq!((v.vid, v.mtu, v.in_container), (100, 0, false));
+        assert_eq!(
+            (v.vid, v.master.mtu, v.master.in_container),
+            (100, 0, false)
+        );
         assert_eq!(v.ipam, "host-local");
     }
 

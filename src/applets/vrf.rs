@@ -22,7 +22,7 @@
 
 use crate::applets::shared::settle::{Dad, Settle};
 use crate::cni::env::validate_config_ifname;
-use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
 use crate::netlink::{Addr, Family, Handle, IFA_F_NODAD, IFA_F_NOPREFIXROUTE, Link, Route};
 use crate::netlink::{SCOPE_UNIVERSE, TABLE_MAIN};
 use crate::netns::NetNs;
@@ -77,11 +77,11 @@ fn find(h: &mut Handle, name: &str) -> Result<Option<Link>> {
 fn add(req: &Request) -> Result<CniResult> {
     let c = load(req)?;
     let prev = prev(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut h = Handle::in_netns(&ns)?;
     let mut undo = Undo::new("vrf");
     let r = attach(&c, &req.env.ifname, &ns, &mut h, &mut undo);
-    undo.finish(r.map_err(|e| e.ctx("cmdAdd failed")).map(|()| prev))
+    undo.finish(r.ctx("cmdAdd failed").map(|()| prev))
 }
 
 /// The VRF, created (up) with the configured or first free table when absent.
@@ -239,7 +239,7 @@ fn wait_local_route(h: &mut Handle, a: &Addr, table: u32, index: u32) -> Result<
 
 fn del(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+    let Some(ns) = req.netns_if_exists()? else {
         return Ok(());
     };
     let mut h = Handle::in_netns(&ns)?;
@@ -273,7 +273,7 @@ fn del(req: &Request) -> Result<()> {
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
     prev(req)?;
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut h = Handle::in_netns(&ns)?;
     let v = find(&mut h, &c.vrfname)?
         .ok_or_else(|| Error::internal(format!("Link not found: vrf {}", c.vrfname)))?;

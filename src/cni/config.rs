@@ -8,6 +8,7 @@ use super::gojson;
 use super::result::{CniResult, Dns};
 use super::version::Version;
 use crate::error::Context;
+use crate::netns::NetNs;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -112,6 +113,17 @@ impl Request {
             .iter()
             .any(|k| gojson::member(given, k).is_some());
         (listed || !dns.domain.is_empty()).then(|| dns.clone())
+    }
+
+    /// CNI_NETNS, opened: a missing path, or one that is not a network namespace, is an error
+    /// naming it.
+    pub fn netns(&self) -> Result<NetNs> {
+        NetNs::open(&self.env.netns).map_err(Error::from)
+    }
+
+    /// CNI_NETNS when it exists: `None` when it is unset or gone (DEL's tolerance).
+    pub fn netns_if_exists(&self) -> Result<Option<NetNs>> {
+        NetNs::open_existing(&self.env.netns)
     }
 
     /// The IPAM plugin's type, if the config names one.

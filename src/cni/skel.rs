@@ -8,6 +8,7 @@
 //! huge input is never echoed back, and a panic hook turns a bug into a CNI error on stdout and
 //! exit status 1 instead of an abort signal.
 
+use super::calllog;
 use super::config::{NetConf, Request};
 use super::env::{Command, Env, validate_network_name};
 use super::error::{Error, Result, code};
@@ -39,14 +40,18 @@ pub struct Applet {
 /// for in-process delegation to applets of this same binary.
 pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
     install_panic_hook();
+    let mut log = calllog::start(applet.name);
     let env = match Env::from_process() {
         Ok(Some(env)) => env,
         Ok(None) => {
             crate::warn!("{}", version::about(applet.name, applet.versions));
             return 0;
         }
-        Err(e) => return print_error(&e, Version::LATEST),
+        Err(e) => return finish(log, Version::LATEST, Err(e)),
     };
+    if let Some(log) = &mut log {
+        log.env(&env);
+    }
     // VERSION reads stdin only when something was piped in: a person typing the command at a
     // terminal must not be left waiting.
     let stdin = if env.command == Command::Version
@@ -56,10 +61,8 @@ pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
     } else {
         let mut buf = Vec::new();
         if let Err(e) = std::io::stdin().read_to_end(&mut buf) {
-            return print_error(
-                &Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}")),
-                Version::LATEST,
-            );
+            let e = Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}"));
+            return finish(log, Version::LATEST, Err(e));
         }
         buf
     };
@@ -68,6 +71,14 @@ pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
         Ok(()) => execute(applets, applet, env, stdin),
         Err(e) => (Version::LATEST, Err(e)),
     };
+    finish(log, ver, out)
+}
+
+/// Logs the call (when `CNIBOX_LOG` is set) and prints its outcome: the exit status.
+fn finish(log: Option<calllog::Call>, ver: Version, out: Result<Option<String>>) -> i32 {
+    if let Some(log) = log {
+        log.finish(&out);
+    }
     match out {
         Ok(Some(text)) => match write_stdout(&text) {
             Ok(()) => 0,
@@ -243,7 +254,7 @@ pub fn version_text(asked: Version, versions: &[Version]) -> String {
 /// of it end up in messages (a bad name, a serde error quoting a value).
 const MAX_ERROR_TEXT: usize = 1024;
 
-fn bounded(s: &str) -> String {
+pub(crate) fn bounded(s: &str) -> String {
     if s.len() <= MAX_ERROR_TEXT {
         return s.to_string();
     }

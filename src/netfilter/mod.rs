@@ -11,21 +11,23 @@
 //!
 //! [`Backend`] picks between them the way upstream does.
 
-pub mod conntrack;
+pub(crate) mod conntrack;
 pub mod iptables;
-pub mod masq;
+pub(crate) mod masq;
 mod msg;
-pub mod nft;
-pub mod rule;
+pub(crate) mod nft;
+pub(crate) mod rule;
 #[cfg(test)]
 mod tests;
-pub mod validate;
+pub(crate) mod validate;
 
-pub use nft::{
-    BaseChain, Batch, ChainInfo, ChainType, Family, Hook, Nftables, Policy, RuleInfo, RuleRef,
-    Snapshot, Table, delete_commented, delete_owned,
+// What main.rs and benches/ use is `pub`; the rest is the crate's own (so dead code shows).
+pub(crate) use nft::{
+    BaseChain, ChainType, Hook, Nftables, RuleRef, Snapshot, delete_commented, delete_owned,
 };
-pub use rule::{Rule, SCTP, TCP, UDP, Verdict, ct};
+pub use nft::{Batch, Family, Table, linger_at_exit};
+pub use rule::{Rule, TCP, UDP};
+pub(crate) use rule::{SCTP, ct};
 
 use crate::error::{Error, Result};
 use crate::hash::sha512_hex;

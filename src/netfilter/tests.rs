@@ -2,6 +2,7 @@
 //! exactly like the same rules loaded with `nft -f` in a twin namespace.
 
 use super::msg;
+use super::nft::Policy;
 use super::rule::{SCTP, TCP, UDP, ct};
 use super::*;
 use std::net::IpAddr;

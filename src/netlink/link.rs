@@ -71,6 +71,7 @@ pub(super) const IFLA_BR_VLAN_FILTERING: u16 = 7;
 pub(super) const VETH_INFO_PEER: u16 = 1;
 pub(super) const IFLA_BRIDGE_FLAGS: u16 = 0;
 pub(super) const BRIDGE_FLAGS_SELF: u16 = 2;
+#[cfg(test)]
 pub(super) const RTEXT_FILTER_BRVLAN: u32 = 1 << 1;
 pub(super) const RTEXT_FILTER_SKIP_STATS: u32 = 1 << 3;
 pub(super) const AF_UNSPEC: u8 = 0;
@@ -495,5 +496,15 @@ impl Handle {
         self.request_ack(link_msg(RTM_DELLINK, index, |_| {}), 0)
             .map(drop)
             .map_err(|e| e.ctx(format_args!("delete link {index}")))
+    }
+
+    /// Delete the link called `name` (upstream's `DelLinkByName`), in one request; `false`
+    /// when there is none, which DEL and undo steps take as done.
+    pub fn del_link_by_name(&mut self, name: &str) -> Result<bool> {
+        match self.request_ack(link_msg(RTM_DELLINK, 0, |w| w.str(IFLA_IFNAME, name)), 0) {
+            Ok(_) => Ok(true),
+            Err(e) if e.errno == libc::ENODEV => Ok(false),
+            Err(e) => Err(e.ctx(format_args!("delete link {name}"))),
+        }
     }
 }

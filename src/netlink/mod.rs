@@ -17,40 +17,41 @@ mod bridge;
 #[doc(hidden)]
 pub mod fuzz;
 mod identity;
-pub mod ipvlan;
+pub(crate) mod ipvlan;
 mod link;
-pub mod macvlan;
-pub mod monitor;
+pub(crate) mod macvlan;
+pub(crate) mod monitor;
 mod route;
 mod rule;
-pub mod socket;
-pub mod tc;
+pub(crate) mod socket;
+pub(crate) mod tc;
 #[cfg(test)]
 mod tests;
 mod vrf;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::fmt;
 
 use netlink_sys::protocols::NETLINK_ROUTE;
 #[cfg(test)]
 use socket::{NLM_F_ACK_TLVS, NLM_F_CAPPED, ext_ack};
-pub use socket::{NlSocket, Reply};
+pub(crate) use socket::{NlSocket, Reply};
 use wire::Writer;
 
-pub use addr::{
+pub(crate) use addr::{
     Addr, IFA_F_DADFAILED, IFA_F_NODAD, IFA_F_NOPREFIXROUTE, IFA_F_OPTIMISTIC, IFA_F_TENTATIVE,
 };
-pub use bridge::BridgeVlan;
-pub use identity::Identity;
-pub use link::{Link, PortOpts};
-pub use monitor::Monitor;
-pub use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
-pub use rule::Rule;
+#[cfg(test)]
+pub(crate) use bridge::BridgeVlan;
+pub(crate) use identity::Identity;
+pub(crate) use link::{Link, PortOpts};
+pub(crate) use monitor::Monitor;
+pub(crate) use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
+pub(crate) use rule::Rule;
 
 /// Which address family to list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
+pub(crate) enum Family {
     All,
     V4,
     V6,
@@ -60,13 +61,13 @@ pub enum Family {
 /// kernel's (e.g. an undecodable reply); `msg` says what was being done; `ext` is the kernel's
 /// extended-ack message, if it sent one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Error {
+pub(crate) struct Error {
     pub errno: i32,
     pub msg: String,
     pub ext: String,
 }
 
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(errno: i32, msg: impl Into<String>) -> Self {
@@ -95,13 +96,9 @@ impl Error {
     pub fn is_exists(&self) -> bool {
         self.errno == libc::EEXIST
     }
-    /// The object is absent: no such device (ENODEV), entry (ENOENT), route (ESRCH) or
-    /// address (EADDRNOTAVAIL).
+    /// The object is absent ([`crate::error::errno_is_not_found`]).
     pub fn is_not_found(&self) -> bool {
-        matches!(
-            self.errno,
-            libc::ENODEV | libc::ENOENT | libc::ESRCH | libc::EADDRNOTAVAIL
-        )
+        crate::error::errno_is_not_found(self.errno)
     }
 }
 
@@ -133,7 +130,7 @@ impl<T> crate::error::Context<T> for Result<T> {
 }
 
 /// A NETLINK_ROUTE socket in one network namespace.
-pub struct Handle {
+pub(crate) struct Handle {
     sock: NlSocket,
 }
 
@@ -190,7 +187,7 @@ pub(crate) fn request(ty: u16, fixed: &[u8], attrs: impl FnOnce(&mut Writer)) ->
 
 /// A 6-byte MAC address as Go's `net.ParseMAC` reads one: `aa:bb:cc:dd:ee:ff`,
 /// `aa-bb-cc-dd-ee-ff` or `aabb.ccdd.eeff` (any letter case). Code 7 when it is not one.
-pub fn parse_mac(s: &str) -> crate::error::Result<[u8; 6]> {
+pub(crate) fn parse_mac(s: &str) -> crate::error::Result<[u8; 6]> {
     let bad = || crate::error::Error::config(format!("invalid MAC address {s:?}"));
     let hex = |p: &str, n: usize| {
         (p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())
@@ -219,7 +216,7 @@ pub fn parse_mac(s: &str) -> crate::error::Result<[u8; 6]> {
 }
 
 /// `aa:bb:cc:dd:ee:ff`, as CNI results spell MAC addresses.
-pub fn fmt_mac(mac: &[u8; 6]) -> String {
+pub(crate) fn fmt_mac(mac: &[u8; 6]) -> String {
     let [a, b, c, d, e, f] = mac;
     format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x}")
 }

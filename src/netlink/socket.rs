@@ -40,10 +40,9 @@ pub struct NlSocket {
     buf: Vec<u8>,
 }
 
-/// One reply message: its type, header flags and its payload after the netlink header.
+/// One reply message: its type and its payload after the netlink header.
 pub struct Reply {
     pub ty: u16,
-    pub flags: u16,
     pub body: Vec<u8>,
 }
 
@@ -191,7 +190,6 @@ impl NlSocket {
                     }
                     ty if ty >= 16 => out.push(Reply {
                         ty,
-                        flags: m.flags,
                         body: m.payload.to_vec(),
                     }),
                     _ => {}

@@ -518,9 +518,13 @@ fn ifb_rename_move_modify_delete() {
 
     h.set_netns(i, &ctr).unwrap();
     assert!(h.link_by_name("ifb.y").unwrap().is_none());
-    let moved = c.link("ifb.y").unwrap();
-    c.del_link(moved.index).unwrap();
+    c.link("ifb.y").unwrap();
+    assert!(c.del_link_by_name("ifb.y").unwrap());
     assert!(c.link_by_name("ifb.y").unwrap().is_none());
+    assert!(
+        !c.del_link_by_name("ifb.y").unwrap(),
+        "a missing link is no error"
+    );
 
     assert!(h.link_by_index(999_999).unwrap().is_none());
     let e = h.link("nope0").unwrap_err();

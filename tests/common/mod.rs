@@ -21,6 +21,7 @@ pub mod conflist;
 pub mod dual;
 pub mod family;
 pub mod lab;
+pub mod plugdir;
 pub mod rng;
 pub mod traffic;
 

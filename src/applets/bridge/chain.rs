@@ -12,7 +12,12 @@
 //! which is how CHECK and DEL tell this mode from ours (there the bridge comes first). DEL
 //! detaches the interface and never deletes it: its creator does.
 
-use super::*;
+use super::port::setup_port_vlans;
+use super::{Bridge, ensure_bridge, iface_of};
+use crate::cni::result::CniResult;
+use crate::cni::{Context, Error, Request, Result};
+use crate::netlink::{Handle, PortOpts};
+use crate::undo::Undo;
 
 /// ADD: whether the prevResult lists CNI_IFNAME, and then whether it is in the container.
 pub(super) fn attach_target(req: &Request, prev: &CniResult) -> Result<Option<bool>> {
@@ -39,7 +44,7 @@ pub(super) fn attached_in(prev: &CniResult, b: &Bridge, ifname: &str) -> Option<
 /// Run `f` with a handle in the namespace of the attached interface (sysctls included).
 fn in_place<T>(req: &Request, in_container: bool, f: impl FnOnce() -> Result<T>) -> Result<T> {
     if in_container {
-        NetNs::open(&req.env.netns).map_err(Error::from)?.enter(f)?
+        req.netns()?.enter(f)?
     } else {
         f()
     }
@@ -105,7 +110,7 @@ pub(super) fn add(req: &Request, b: &Bridge, prev: CniResult, in_cont: bool) -> 
 
 /// DEL of this mode: take the interface off the bridge if it is still on it.
 pub(super) fn detach(req: &Request, b: &Bridge, in_container: bool) -> Result<()> {
-    if in_container && NetNs::open_existing(&req.env.netns)?.is_none() {
+    if in_container && req.netns_if_exists()?.is_none() {
         return Ok(());
     }
     in_place(req, in_container, || {

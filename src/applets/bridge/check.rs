@@ -1,7 +1,10 @@
 //! CHECK: the container's interface, addresses and routes against the prevResult, the host
 //! veth on the bridge, as upstream checks them.
 
-use super::*;
+use super::load;
+use crate::applets::shared::iface;
+use crate::cni::{Command, Error, Request, Result, delegate};
+use crate::netlink::{Handle, fmt_mac};
 
 pub(super) fn check(req: &Request) -> Result<()> {
     let b = load(req)?;
@@ -41,7 +44,7 @@ pub(super) fn check(req: &Request) -> Result<()> {
             want.sandbox, req.env.netns
         )));
     }
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut cont = Handle::in_netns(&ns)?;
     let cv = cont
         .link_by_name(ifname)?

@@ -1,7 +1,14 @@
 //! The gateway side of the bridge: gateway addresses from IPAM, the default route
 //! (`isDefaultGateway`), addresses on the bridge or on `<bridge>.<vlan>`, forwarding sysctls.
 
-use super::*;
+use super::port::setup_port_vlans;
+use super::{Bridge, Conf};
+use crate::cni::result::{CniResult, Route};
+use crate::cni::{Context, Error, Result};
+use crate::netlink::{Family, Handle, Link};
+use crate::{random, sysctl};
+use ipnet::IpNet;
+use std::net::IpAddr;
 
 impl Bridge {
     /// VLAN 1 stays on a trunk-only port (it is the native VLAN there).

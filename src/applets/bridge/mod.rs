@@ -13,26 +13,24 @@ mod gateway;
 mod port;
 mod spoofcheck;
 
-use check::*;
-use gateway::*;
-use port::*;
+use check::check;
+use gateway::{prepare_gateways, setup_gateway};
+use port::{setup_port_vlans, wait_oper_up};
 
 use super::shared::veth::create_veth;
 use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
-use crate::cni::result::{CniResult, Interface, Route};
+use crate::cni::result::{CniResult, Interface};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::netfilter::masq;
-use crate::netlink::{self, Family, Handle, Link, PortOpts, fmt_mac, parse_mac};
+use crate::netlink::{self, Handle, Link, PortOpts, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
-use crate::{overlap, random, sysctl};
+use crate::{overlap, sysctl};
 use ipnet::IpNet;
 use serde::Deserialize;
-use std::net::IpAddr;
-use std::time::Duration;
 
 pub static APPLET: Applet = Applet {
     name: "bridge",
@@ -224,7 +222,7 @@ fn add(req: &Request) -> Result<CniResult> {
     }
     let mac = requested_mac(req)?;
     // Before the bridge: a CNI_NETNS that is no namespace must not leave a new bridge behind.
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut host = Handle::new()?;
     let br = ensure_bridge(&mut host, &b)?;
     let mut cont = Handle::in_netns(&ns)?;
@@ -259,11 +257,8 @@ fn add_steps<'a>(
     let (network, cid) = (&req.conf.name, &req.env.container_id);
     let host_name = create_veth(cont, ifname, b.c.mtu, mac, host_ns)?;
     undo.push(format_args!("veth {ifname}").to_string(), move || {
-        let mut h = Handle::in_netns(ns)?;
-        match h.link_by_name(ifname)? {
-            Some(l) => Ok(h.del_link(l.index)?),
-            None => Ok(()),
-        }
+        Handle::in_netns(ns)?.del_link_by_name(ifname)?;
+        Ok(())
     });
     let hv = host.link(&host_name)?;
     let _ = sysctl::set(
@@ -456,7 +451,7 @@ fn del_veth(req: &Request, b: &Bridge) -> Result<Option<overlap::Pending<netlink
         chain::detach(req, b, in_container)?;
         return Ok(None);
     }
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+    let Some(ns) = req.netns_if_exists()? else {
         return Ok(None);
     };
     let mut h = Handle::in_netns(&ns)?;

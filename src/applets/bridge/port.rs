@@ -1,7 +1,10 @@
 //! The container's port on the bridge: the veth pair, VLANs on the host end, and waiting
 //! for the port to come up.
 
-use super::*;
+use super::Bridge;
+use crate::cni::{Error, Result};
+use crate::netlink::{self, Handle};
+use std::time::Duration;
 
 pub(super) fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlink::Result<()> {
     if b.c.vlan == 0 && b.trunk.is_empty() {

@@ -1,8 +1,9 @@
 //! `dhcp daemon` (upstream `daemon.go`): holds the leases of the `dhcp` plugin's attachments.
 //!
 //! Listens on `-socketpath` (default `/run/cni/dhcp.sock`, under `-hostprefix`), or on the one
-//! socket systemd passes (LISTEN_FDS, `contrib/systemd/cnibox-dhcp.socket`). Each connection
-//! carries one [`Call`]; each lease has a thread that entered the container namespace and keeps
+//! socket systemd passes (LISTEN_FDS, `contrib/systemd/cnibox-dhcp.socket`). A connection
+//! carries one cnibox [`Call`] (JSON), or upstream's plugin's net/rpc calls ([`gorpc`], after
+//! `CONNECT`). Leases are recorded ([`Store`]) and taken up again at start. Each lease has a thread that entered the container namespace and keeps
 //! it there (the namespace stays open while the lease lives, so DEL can release the lease even
 //! after the runtime removed the namespace's mount). SIGTERM and SIGINT end the daemon: the
 //! socket (unless systemd owns it) and the pidfile are removed, leases are not released, as
@@ -13,11 +14,13 @@
 //! plugin is gone when the answer is written (its deadline passed) is released at once.
 
 use super::flags::{Flags, Stop, USAGE};
-use super::lease::{Client, Cmd, Mailbox, Timing, lock, log};
-use super::packet::Msg;
+use super::gorpc::{self, Reply, Undo};
+use super::lease::{Bound, Client, Cmd, Mailbox, Timing, lock, log};
+use super::packet::{Msg, OPT_PARAM_LIST, OPT_SERVER_ID};
 use super::proto::{Call, MAX_MESSAGE};
+use super::store::Store;
 use crate::cni::Version;
-use crate::cni::env::validate_ifname;
+use crate::cni::env::{Env, validate_ifname};
 use crate::cni::result::{CniResult, IpConfig, Route};
 use crate::error::{Error, Result};
 use crate::netns::NetNs;
@@ -27,7 +30,7 @@ use serde_json::{Value, json};
 use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::io::{Read, Write};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::FromRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -60,6 +63,7 @@ struct Daemon {
     hostprefix: String,
     timing: Timing,
     generation: AtomicU64,
+    store: Store,
 }
 
 /// Run `job` on a thread of its own (1 MiB of stack), detached or to be joined.
@@ -152,7 +156,9 @@ fn run(f: Flags) -> std::result::Result<(), String> {
             broadcast: f.broadcast,
         },
         generation: AtomicU64::new(0),
+        store: Store::new(&path),
     }));
+    d.restore();
     for conn in listener.incoming() {
         match conn {
             Ok(c) => {
@@ -209,10 +215,32 @@ fn listen(path: &str) -> std::result::Result<(UnixListener, bool), String> {
         .map_err(|e| format!("Error getting listener: {path}: {e}"))
 }
 
+/// One connection: Go's net/rpc when it starts with `CONNECT`, else one cnibox JSON call.
 fn serve(d: &'static Daemon, mut c: UnixStream) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
-    let mut buf = Vec::new();
-    let call = match (&mut c).take(MAX_MESSAGE).read_to_end(&mut buf) {
+    let mut first = [0u8];
+    if c.read_exact(&mut first).is_err() {
+        return;
+    }
+    if first[0] == b'C' {
+        let handle = |method: &str, env: Env, stdin: Vec<u8>| -> (Reply, Undo<'_>) {
+            let op = if method == "DHCP.Allocate" {
+                "add"
+            } else {
+                "del"
+            };
+            let call = super::go_call(op, env, stdin);
+            let k = call.as_ref().ok().map(key);
+            match call.and_then(|call| d.handle(call)) {
+                Ok((r, true)) => (Ok(r), k.map(|k| Box::new(move || d.lost(&k, "")) as _)),
+                Ok((r, false)) => (Ok(r), None),
+                Err(e) => (Err(e), None),
+            }
+        };
+        return gorpc::serve(&c, first[0], &handle);
+    }
+    let mut buf = first.to_vec();
+    let call = match (&mut c).take(MAX_MESSAGE - 1).read_to_end(&mut buf) {
         Ok(_) => serde_json::from_slice(&buf)
             .ok()
             .as_ref()
@@ -221,8 +249,14 @@ fn serve(d: &'static Daemon, mut c: UnixStream) {
         Err(e) => Err(Error::io("read call", e)),
     };
     let added = call.as_ref().ok().map(key);
-    let (v, new) = match call.and_then(|call| d.handle(call)) {
-        Ok((v, new)) => (v, new),
+    let answer = |(r, new): (Option<CniResult>, bool)| -> Result<(Value, bool)> {
+        Ok(match r {
+            Some(r) => (json!({ "result": r.to_value(Version::V110)? }), new),
+            None => (json!({}), new),
+        })
+    };
+    let (v, new) = match call.and_then(|call| d.handle(call)).and_then(answer) {
+        Ok(a) => a,
         Err(e) => (json!({"code": e.code, "msg": e.msg}), false),
     };
     // A plugin that gave up waiting (its deadline passed) has closed the connection: nobody
@@ -231,11 +265,7 @@ fn serve(d: &'static Daemon, mut c: UnixStream) {
         && new
         && let Some(k) = added
     {
-        log(
-            &name(&k),
-            &format!("the plugin is gone ({e}), releasing the lease"),
-        );
-        d.stop(&k);
+        d.lost(&k, &format!(" ({e})"));
     }
 }
 
@@ -261,8 +291,17 @@ fn client_id(k: &Key) -> Vec<u8> {
     id
 }
 
+/// The options a lease's client sends: the call's, and its parameter request list.
+fn options(c: &Call) -> Vec<(u8, Vec<u8>)> {
+    let list = (OPT_PARAM_LIST, c.request.clone());
+    let provided = c.options.iter().map(|(k, v)| (*k, v.clone().into_bytes()));
+    provided
+        .chain(std::iter::once(list).filter(|(_, v)| !v.is_empty()))
+        .collect()
+}
+
 /// The result upstream builds from an ACK.
-fn result(ack: &Msg, priority: u32) -> Result<Value> {
+fn result(ack: &Msg, priority: u32) -> Result<CniResult> {
     let (ip, prefix) = ack
         .address()
         .ok_or_else(|| Error::internal("DHCP option Subnet Mask not found in DHCPACK"))?;
@@ -288,40 +327,49 @@ fn result(ack: &Msg, priority: u32) -> Result<Value> {
         }
         r.routes.push(route);
     }
-    Ok(json!({ "result": r.to_value(Version::V110)? }))
+    Ok(r)
 }
 
 impl Daemon {
     /// The answer to `c`, and whether a new lease was acquired for it (to release if the
     /// answer cannot be delivered).
-    fn handle(&'static self, c: Call) -> Result<(Value, bool)> {
+    fn handle(&'static self, c: Call) -> Result<(Option<CniResult>, bool)> {
         let k = key(&c);
         if c.op == "add" {
             let (ack, new) = self.add(&c, &k)?;
             return result(&ack, c.priority)
                 .inspect_err(|_| self.stop(&k))
-                .map(|v| (v, new));
+                .map(|r| (Some(r), new));
         }
-        self.other(c, k).map(|v| (v, false))
+        self.other(c, k).map(|()| (None, false))
     }
 
-    fn other(&'static self, c: Call, k: Key) -> Result<Value> {
+    /// The plugin that asked for the new lease of `k` is gone: release it.
+    fn lost(&self, k: &Key, why: &str) {
+        log(
+            &name(k),
+            &format!("the plugin is gone{why}, releasing the lease"),
+        );
+        self.stop(k);
+    }
+
+    fn other(&'static self, c: Call, k: Key) -> Result<()> {
         match c.op.as_str() {
             "del" => {
                 self.stop(&k);
-                Ok(json!({}))
+                Ok(())
             }
             "check" => match lock(&self.leases).get(&k) {
                 Some(s) => {
                     s.mailbox.post(Cmd::Check);
-                    Ok(json!({}))
+                    Ok(())
                 }
                 None => Err(Error::internal(format!(
                     "no DHCP lease held for {}",
                     name(&k)
                 ))),
             },
-            "status" => Ok(json!({})),
+            "status" => Ok(()),
             "gc" => {
                 let keep: HashSet<(&str, &str)> = c
                     .keep
@@ -338,7 +386,7 @@ impl Daemon {
                 for k in gone {
                     self.stop(&k);
                 }
-                Ok(json!({}))
+                Ok(())
             }
             op => Err(Error::decode(format!("unknown call {op:?}"))),
         }
@@ -361,19 +409,10 @@ impl Daemon {
         let ns = NetNs::open(&format!("{}{}", self.hostprefix, c.netns))?;
         let name = name(k);
         log(&name, "acquiring lease");
-        let options: Vec<(u8, Vec<u8>)> = c
-            .options
-            .iter()
-            .map(|(k, v)| (*k, v.clone().into_bytes()))
-            .chain(
-                std::iter::once((super::packet::OPT_PARAM_LIST, c.request.clone()))
-                    .filter(|(_, v)| !v.is_empty()),
-            )
-            .collect();
         // The sockets are made inside the namespace and keep working (and keep it alive) after
         // this thread is back in its own.
         let (client, b) = ns.enter(|| -> Result<_> {
-            let mut client = Client::open(&c.ifname, name, client_id(k), options, self.timing)?;
+            let mut client = Client::open(&c.ifname, name, client_id(k), options(c), self.timing)?;
             let b = client.acquire()?;
             Ok((client, b))
         })??;
@@ -382,19 +421,32 @@ impl Daemon {
             &format!("lease acquired, expires in {}s", b.expires_in()),
         );
         let acked = b.ack.clone();
+        self.store.save(&client.id, c, &b.ack);
+        self.keep(c, k, client, b)?;
+        Ok((acked, true))
+    }
+
+    /// Keep lease `b` of `client`, which `c` made for `k`: its thread renews it (recording
+    /// each new ACK) until a DEL or its end.
+    fn keep(&'static self, c: &Call, k: &Key, client: Client, b: Bound) -> Result<()> {
         let ack = Arc::new(Mutex::new(b.ack.clone()));
         let generation = self.generation.fetch_add(1, Ordering::Relaxed);
         let (shared, key, mailbox) = (ack.clone(), k.clone(), client.mailbox.clone());
+        let (call, id) = (c.clone(), client.id.clone());
         // Inserted under the lock the thread's `forget` takes, so a thread that ends at once
         // cannot leave its slot behind.
         let mut leases = lock(&self.leases);
         let thread = spawn(
             Box::new(move || {
-                client.maintain(b, |m| *lock(&shared) = m.clone());
+                client.maintain(b, |b| {
+                    *lock(&shared) = b.ack.clone();
+                    self.store.save(&id, &call, &b.ack);
+                });
                 self.forget(&key, generation);
             }),
             false,
-        )?;
+        )
+        .inspect_err(|_| self.store.remove(&name(k)))?;
         leases.insert(
             k.clone(),
             Slot {
@@ -404,7 +456,39 @@ impl Daemon {
                 thread,
             },
         );
-        Ok((acked, true))
+        Ok(())
+    }
+
+    /// The leases recorded before a restart: kept again where their namespace and interface
+    /// (the same MAC address) still are, dropped elsewhere. Renewal goes on from the last ACK.
+    fn restore(&'static self) {
+        for s in self.store.load() {
+            let k = key(&s.call);
+            let name = name(&k);
+            let back = || -> Result<Client> {
+                let ns = NetNs::open(&format!("{}{}", self.hostprefix, s.call.netns))?;
+                let id = client_id(&k);
+                let o = options(&s.call);
+                let client =
+                    ns.enter(|| Client::open(&s.call.ifname, name.clone(), id, o, self.timing))??;
+                if client.mac() != s.ack.chaddr {
+                    return Err(Error::internal("the interface was replaced"));
+                }
+                Ok(client)
+            };
+            let kept = back().and_then(|client| {
+                let server = s.ack.ip(OPT_SERVER_ID).unwrap_or(Ipv4Addr::UNSPECIFIED);
+                let b = Bound::new(s.ack.clone(), server, s.age);
+                let left = b.expires_in();
+                self.keep(&s.call, &k, client, b)?;
+                log(&name, &format!("lease restored, expires in {left}s"));
+                Ok(())
+            });
+            if let Err(e) = kept {
+                log(&name, &format!("lease dropped: {}", e.msg));
+                self.store.remove(&name);
+            }
+        }
     }
 
     /// DEL: release the lease and wait until it is sent.
@@ -416,6 +500,7 @@ impl Daemon {
                 t.join();
             }
         }
+        self.store.remove(&name(k));
     }
 
     /// A lease thread ended on its own: drop its slot, unless a newer lease took the key.
@@ -423,14 +508,17 @@ impl Daemon {
         let mut leases = lock(&self.leases);
         if leases.get(k).is_some_and(|s| s.generation == generation) {
             leases.remove(k);
+            self.store.remove(&name(k));
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::packet::*;
-    use super::*;
+    use super::super::packet::{ACK, OPT_CLASSLESS_ROUTES, OPT_ROUTER, OPT_SUBNET_MASK};
+    use super::{Key, Msg, client_id, result};
+    use crate::cni::Version;
+    use serde_json::json;
 
     fn k(cid: &str, network: &str, ifname: &str) -> Key {
         (cid.into(), network.into(), ifname.into())
@@ -477,7 +565,9 @@ mod tests {
         ack.yiaddr = "10.9.0.7".parse().unwrap();
         ack.set(OPT_SUBNET_MASK, vec![255, 255, 0, 0]);
         ack.set(OPT_ROUTER, vec![10, 9, 0, 1]);
-        let v = result(&ack, 0).unwrap();
+        let res =
+            |a: &Msg, p| json!({"result": result(a, p).unwrap().to_value(Version::V110).unwrap()});
+        let v = res(&ack, 0);
         assert_eq!(
             v["result"],
             json!({"cniVersion": "1.1.0",
@@ -485,7 +575,7 @@ mod tests {
                    "routes": [{"dst": "0.0.0.0/0", "gw": "10.9.0.1"}], "dns": {}})
         );
         ack.set(OPT_CLASSLESS_ROUTES, vec![24, 10, 8, 1, 0, 0, 0, 0]);
-        let v = result(&ack, 5).unwrap();
+        let v = res(&ack, 5);
         assert_eq!(
             v["result"]["routes"],
             json!([{"dst": "10.8.1.0/24", "gw": "0.0.0.0", "priority": 5, "scope": 253}])

@@ -199,13 +199,15 @@ pub struct Bound {
 }
 
 impl Bound {
-    fn new(ack: Msg, server: Ipv4Addr) -> Bound {
+    /// The lease `ack` gave, acknowledged `age` ago (zero: just now; more: a lease the daemon
+    /// kept before it restarted).
+    pub fn new(ack: Msg, server: Ipv4Addr, age: Duration) -> Bound {
         let lease = u64::from(ack.secs(packet::OPT_LEASE_TIME).unwrap_or(3600));
         let opt = |c, default| ack.secs(c).map_or(default, u64::from);
         let t2 = opt(packet::OPT_T2, lease * 85 / 100);
         let t1 = opt(packet::OPT_T1, lease / 2);
         let now = Instant::now();
-        let at = |s: u64| now + Duration::from_secs(s);
+        let at = |s: u64| now + Duration::from_secs(s).saturating_sub(age);
         Bound {
             renew_at: at(t1),
             rebind_at: at(t2),
@@ -282,6 +284,10 @@ impl Client {
             mailbox: Default::default(),
             stopped: false,
         })
+    }
+
+    pub fn mac(&self) -> [u8; 6] {
+        self.port.mac
     }
 
     fn msg(&self, kind: u8, xid: u32) -> Msg {
@@ -390,7 +396,7 @@ impl Client {
         let server = ack
             .ip(packet::OPT_SERVER_ID)
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
-        Ok(Bound::new(ack, server))
+        Ok(Bound::new(ack, server, Duration::ZERO))
     }
 
     /// A REQUEST for the address held, to any server (renewing and rebinding alike, as
@@ -408,7 +414,7 @@ impl Client {
                     && m.ip(packet::OPT_SERVER_ID) == Some(server)
             })
         })?;
-        Ok(Bound::new(ack, server))
+        Ok(Bound::new(ack, server, Duration::ZERO))
     }
 
     fn release(&self, b: &Bound) -> io::Result<()> {
@@ -421,7 +427,7 @@ impl Client {
 
     /// Keep the lease until a Stop (then release it), the interface goes, or it expires (then
     /// set the interface down). `publish` gets every new ACK.
-    pub fn maintain(mut self, mut b: Bound, publish: impl Fn(&Msg)) {
+    pub fn maintain(mut self, mut b: Bound, publish: impl Fn(&Bound)) {
         #[derive(PartialEq)]
         enum State {
             Bound,
@@ -461,7 +467,7 @@ impl Client {
                     match r {
                         Ok(n) => {
                             b = n;
-                            publish(&b.ack);
+                            publish(&b);
                             log(
                                 &self.id,
                                 &format!("lease renewed, expires in {}s", b.expires_in()),

@@ -13,8 +13,11 @@
 //! and the routes (option 121, else 33 plus a default route via the router). DEL releases the
 //! lease (DHCPRELEASE) and stops its maintenance; CHECK asks whether the daemon holds the lease.
 //!
-//! Deviations: plugin and daemon speak cnibox's own JSON protocol ([`proto`]), not Go's net/rpc,
-//! so each works only with its own kind. Beyond upstream: option names and values are checked
+//! Protocols: the daemon serves Go's net/rpc ([`gorpc`], upstream's plugin) and cnibox's JSON
+//! ([`proto`]) on one socket; the plugin speaks JSON and, when the answer is HTTP (upstream's
+//! daemon), Go's: then CHECK acquires a lease when none is held (upstream's CHECK is an
+//! Allocate), STATUS succeeds as that daemon answered and GC does nothing (it has none).
+//! Beyond upstream: option names and values are checked
 //! at load (code 7 naming the key), `daemonSocketPath` must be absolute; CHECK fails when the
 //! daemon holds no lease (upstream's CHECK acquires one); DEL succeeds when no daemon listens
 //! (a daemon that is not running holds no lease) or when it does not answer in time; STATUS
@@ -24,17 +27,24 @@
 
 pub mod daemon;
 mod flags;
+pub(crate) mod gob;
+#[cfg(test)]
+mod gob_tests;
+pub(crate) mod gorpc;
 mod lease;
 pub(super) mod packet;
 mod proto;
+mod store;
 
+use crate::cni::config::NetConf;
+use crate::cni::env::Env;
 use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
-use crate::netns::NetNs;
 use proto::{Call, CallError};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::time::Instant;
 
 pub static APPLET: Applet = Applet {
     name: "dhcp",
@@ -208,10 +218,14 @@ fn add_call(req: &Request, ipam: &Ipam) -> Result<Call> {
         .map_err(|_| Error::config(format!("ipam.priority: {} is out of range", ipam.priority)))?;
     // The daemon runs elsewhere: make the namespace path absolute, as upstream does.
     if !call.netns.starts_with('/') && !call.netns.is_empty() {
-        let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;
-        call.netns = cwd.join(&call.netns).display().to_string();
+        call.netns = absolute(&call.netns)?;
     }
     Ok(call)
+}
+
+fn absolute(path: &str) -> Result<String> {
+    let cwd = std::env::current_dir().map_err(|e| Error::io("current directory", e))?;
+    Ok(cwd.join(path).display().to_string())
 }
 
 fn base(req: &Request, op: &str) -> Call {
@@ -225,10 +239,70 @@ fn base(req: &Request, op: &str) -> Call {
     }
 }
 
-fn ask(socket: &str, call: &Call) -> Result<serde_json::Value> {
-    proto::call(socket, call).map_err(|e| match e {
+/// The daemon's answer to `call`: cnibox's daemon speaks JSON; Go's daemon answers that with
+/// an HTTP error, and then gets the call again in its own protocol.
+fn exchange(socket: &str, req: &Request, call: &Call) -> std::result::Result<Value, CallError> {
+    match proto::call(socket, call) {
+        Err(CallError::GoDaemon) => go(socket, req, call),
+        r => r,
+    }
+}
+
+/// `call` to Go's daemon: ADD and CHECK are `DHCP.Allocate` (which acquires a lease when none
+/// is held, as upstream's CHECK does), DEL is `DHCP.Release`. It has no STATUS (it answered:
+/// it is up) and no GC.
+fn go(socket: &str, req: &Request, call: &Call) -> std::result::Result<Value, CallError> {
+    let method = match call.op.as_str() {
+        "add" | "check" => "DHCP.Allocate",
+        "del" => "DHCP.Release",
+        _ => return Ok(json!({})),
+    };
+    let limit = proto::deadline(&call.op);
+    let end = Instant::now() + limit;
+    let s = proto::dial(socket, end, limit)?;
+    let mut env = req.env.clone();
+    env.netns.clone_from(&call.netns);
+    let failed = |m: String| CallError::Failed(Error::internal(m));
+    match gorpc::call(&s, end, method, &env, &req.stdin) {
+        Ok(v) if method == "DHCP.Allocate" => {
+            let r = gorpc::result(&v).map_err(CallError::Failed)?;
+            let v = r.to_value(Version::V110).map_err(CallError::Failed)?;
+            Ok(json!({ "result": v }))
+        }
+        Ok(_) => Ok(json!({})),
+        Err((true, e)) => Err(failed(format!("error calling {method}: {e}"))),
+        Err(_) if Instant::now() >= end => Err(proto::silent(socket, limit)),
+        Err((false, e)) => Err(failed(format!("DHCP daemon at {socket}: {e}"))),
+    }
+}
+
+fn ask(socket: &str, req: &Request, call: &Call) -> Result<Value> {
+    exchange(socket, req, call).map_err(|e| match e {
         CallError::Unreachable(e) | CallError::Silent(e) | CallError::Failed(e) => e,
+        CallError::GoDaemon => Error::internal("unexpected HTTP answer"),
     })
+}
+
+/// The call a Go plugin's `skel.CmdArgs` stands for (`op`: add or del), read from its network
+/// config as cnibox's plugin reads it.
+pub(super) fn go_call(op: &str, env: Env, stdin: Vec<u8>) -> Result<Call> {
+    let raw: Value = serde_json::from_slice(&stdin)
+        .map_err(|e| Error::decode(format!("error parsing netconf: {e}")))?;
+    let conf: NetConf = gojson::from_value(&raw)
+        .map_err(|e| Error::decode(format!("error parsing netconf: {e}")))?;
+    let req = Request {
+        env,
+        stdin,
+        raw,
+        conf,
+        version: Version::V110,
+        applets: &[],
+    };
+    let ipam = ipam(&req)?;
+    if op == "add" {
+        return add_call(&req, &ipam);
+    }
+    Ok(base(&req, op))
 }
 
 fn add(req: &Request) -> Result<CniResult> {
@@ -239,16 +313,20 @@ fn add(req: &Request) -> Result<CniResult> {
     }
     // The daemon opens it again (under its -hostprefix); checked here too, so that a path
     // that is no namespace is code 8 even when the daemon is not there to say so.
-    NetNs::open(&req.env.netns)?;
+    req.netns()?;
     let call = add_call(req, &ipam)?;
-    let v = ask(&sock, &call)?;
+    let v = ask(&sock, req, &call)?;
     CniResult::from_json(&v["result"], Version::V110)
         .map_err(|e| e.ctx("bad result from DHCP daemon"))
 }
 
 fn del(req: &Request) -> Result<()> {
     let sock = socket(&ipam(req)?)?;
-    match proto::call(&sock, &base(req, "del")) {
+    let mut call = base(req, "del");
+    if !call.netns.is_empty() && !call.netns.starts_with('/') {
+        call.netns = absolute(&call.netns).unwrap_or(call.netns);
+    }
+    match exchange(&sock, req, &call) {
         Ok(_) => Ok(()),
         Err(CallError::Unreachable(e)) => {
             crate::warn!("dhcp: {e}: no lease to release");
@@ -261,18 +339,21 @@ fn del(req: &Request) -> Result<()> {
             Ok(())
         }
         Err(CallError::Failed(e)) => Err(e),
+        Err(CallError::GoDaemon) => Ok(()),
     }
 }
 
 fn check(req: &Request) -> Result<()> {
     let ipam = ipam(req)?;
-    add_call(req, &ipam)?;
-    ask(&socket(&ipam)?, &base(req, "check")).map(|_| ())
+    let call = add_call(req, &ipam)?;
+    let mut check = base(req, "check");
+    check.netns = call.netns;
+    ask(&socket(&ipam)?, req, &check).map(|_| ())
 }
 
 fn status(req: &Request) -> Result<()> {
     let ipam = ipam(req)?;
-    ask(&socket(&ipam)?, &base(req, "status"))
+    ask(&socket(&ipam)?, req, &base(req, "status"))
         .map(|_| ())
         .map_err(|e| Error::new(code::PLUGIN_NOT_AVAILABLE, e.msg).with_details(e.details))
 }
@@ -287,8 +368,8 @@ fn gc(req: &Request) -> Result<()> {
         .iter()
         .map(|a| (a.container_id.clone(), a.ifname.clone()))
         .collect();
-    match proto::call(&sock, &call) {
-        Ok(_) | Err(CallError::Unreachable(_)) => Ok(()),
+    match exchange(&sock, req, &call) {
+        Ok(_) | Err(CallError::Unreachable(_) | CallError::GoDaemon) => Ok(()),
         Err(CallError::Silent(e)) => {
             crate::warn!("dhcp: {e}: leaving the GC to the daemon");
             Ok(())
@@ -299,7 +380,7 @@ fn gc(req: &Request) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::option_code;
 
     #[test]
     fn option_names_and_numbers() {

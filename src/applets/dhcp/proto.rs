@@ -3,8 +3,10 @@
 //! daemon answers `{"result": <CNI 1.1.0 result>}` (ADD), `{}` (other verbs) or
 //! `{"code": N, "msg": "…"}` and closes.
 //!
-//! Upstream's plugin and daemon speak Go net/rpc (gob over HTTP) instead: cnibox's plugin
-//! cannot use the Go daemon, nor the Go plugin cnibox's daemon. See README ("dhcp").
+//! Upstream's plugin and daemon speak Go net/rpc (gob over HTTP, [`super::gorpc`]) instead.
+//! cnibox's daemon tells the two apart by a connection's first byte (`{` or `C` of `CONNECT`)
+//! and serves both; cnibox's plugin speaks this one first and, when the answer is HTTP (Go's
+//! daemon refusing it with `400 Bad Request`), makes the call again in Go's.
 //!
 //! ```text
 //! {"op":"add","containerID":"c1","network":"net1","ifName":"eth0","netns":"/run/netns/c1",
@@ -23,7 +25,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Call {
     pub op: String,
     pub container_id: String,
@@ -111,6 +113,8 @@ pub enum CallError {
     Silent(Error),
     /// The daemon answered with an error, or the exchange broke.
     Failed(Error),
+    /// An HTTP server answered: Go's daemon, which speaks net/rpc ([`super::gorpc`]).
+    GoDaemon,
 }
 
 /// Send `call` to the daemon at `socket` and return its answer, within [`deadline`].
@@ -127,22 +131,8 @@ pub fn call_within(
     limit: Duration,
 ) -> std::result::Result<Value, CallError> {
     let end = Instant::now() + limit;
-    let silent = || {
-        CallError::Silent(
-            Error::try_again(format!(
-                "DHCP daemon at {socket} did not answer within {}s",
-                limit.as_secs()
-            ))
-            .with_details("is `dhcp daemon` stuck? (it took the call and never answered)"),
-        )
-    };
-    let mut s = connect(socket, end).map_err(|e| match e {
-        None => silent(),
-        Some(e) => CallError::Unreachable(
-            Error::io(format!("error dialing DHCP daemon at {socket}"), e)
-                .with_details("is `dhcp daemon` running? (cnibox's plugin needs cnibox's daemon)"),
-        ),
-    })?;
+    let silent = || silent(socket, limit);
+    let mut s = dial(socket, end, limit)?;
     let timed_out =
         |e: &std::io::Error| matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut);
     // Each blocking step gets what is left of the deadline (a zero timeout would mean none).
@@ -185,7 +175,36 @@ pub fn call_within(
             Err(e) => return Err(CallError::Failed(Error::io("read from DHCP daemon", e))),
         }
     }
+    if buf.starts_with(b"HTTP/") {
+        return Err(CallError::GoDaemon);
+    }
     answer(&buf).map_err(CallError::Failed)
+}
+
+/// The daemon at `socket` did not answer within `limit`.
+pub(super) fn silent(socket: &str, limit: Duration) -> CallError {
+    CallError::Silent(
+        Error::try_again(format!(
+            "DHCP daemon at {socket} did not answer within {}s",
+            limit.as_secs()
+        ))
+        .with_details("is `dhcp daemon` stuck? (it took the call and never answered)"),
+    )
+}
+
+/// Connect to the daemon at `socket` before `end` (`limit` from the start).
+pub(super) fn dial(
+    socket: &str,
+    end: Instant,
+    limit: Duration,
+) -> std::result::Result<UnixStream, CallError> {
+    connect(socket, end).map_err(|e| match e {
+        None => silent(socket, limit),
+        Some(e) => CallError::Unreachable(
+            Error::io(format!("error dialing DHCP daemon at {socket}"), e)
+                .with_details("is `dhcp daemon` running?"),
+        ),
+    })
 }
 
 /// Connect to `socket` before `end`: `None` when the daemon's backlog stayed full until then

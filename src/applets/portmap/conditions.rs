@@ -1,7 +1,10 @@
 //! `conditionsV4/V6` for the nftables backend: the `nft` expressions users write, parsed into
 //! rule matches (or refused naming the token).
 
-use super::*;
+use crate::cni::{Error, Result};
+use crate::netfilter::{Rule, SCTP, TCP, UDP};
+use ipnet::IpNet;
+use std::net::IpAddr;
 
 /// One parsed nftables condition: a match on one field, with the values of an anonymous set
 /// (`{ a, b }`) or a single value.

@@ -1,7 +1,13 @@
 //! portmap on iptables: the CNI-HOSTPORT-* chains and one CNI-DN-<hash> chain per container,
 //! written with one `iptables-restore` per family, as upstream lays them out.
 
-use super::*;
+use super::{MARK_MASQ, Portmap, SETMARK, TOP_DNAT};
+use crate::cni::{Error, Result};
+use crate::hash::sha512_hex;
+use crate::netfilter;
+use crate::netfilter::iptables::{Iptables, Proto, Script};
+use ipnet::IpNet;
+use std::net::IpAddr;
 
 pub(super) fn dnat_chain(network: &str, cid: &str) -> String {
     format!(

@@ -27,21 +27,17 @@ mod nftables;
 #[cfg(test)]
 mod tests;
 
-use conditions::*;
-use iptables::*;
-use nftables::*;
+use conditions::nft_conditions;
+use iptables::{dnat_chain, ipt_add, ipt_check, ipt_remove, old_snat_chain};
+use nftables::{nft_add, nft_check, nft_remove, nft_remove_owned, nft_replaced};
 
 use crate::attachment;
 use crate::cni::gojson;
 use crate::cni::result::CniResult;
 use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
-use crate::hash::sha512_hex;
 use crate::netfilter;
 use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
-use crate::netfilter::{
-    Backend, BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nftables, Rule, RuleRef,
-    SCTP, Snapshot, TCP, Table, UDP, delete_commented, delete_owned, validate,
-};
+use crate::netfilter::{Backend, SCTP, TCP, UDP, validate};
 use crate::netlink::Handle;
 use crate::undo::{ErrorList, Undo};
 use ipnet::IpNet;

@@ -1,7 +1,17 @@
 //! portmap on nf_tables: tables `ip`/`ip6 cni_hostport`, every per-container rule commented with
 //! the container ID, one netlink batch per family.
 
-use super::*;
+use super::conditions::nft_conditions;
+use super::{NFT_TABLE, OWNED_CHAINS, Portmap};
+use crate::cni::{Context, Error, Result};
+use crate::hash::sha512_hex;
+use crate::netfilter::{
+    BaseChain, Batch, ChainType, Family, Hook, NFT_COMMENT_MAX, Nftables, Rule, RuleRef, Snapshot,
+    Table, delete_commented, delete_owned,
+};
+use ipnet::IpNet;
+use std::collections::HashSet;
+use std::net::IpAddr;
 
 /// The comment of a container's nftables rules: its ID, as upstream writes it; an ID longer
 /// than nft's comment limit (where upstream fails) is cut and ends in `/` and 16 hex of its

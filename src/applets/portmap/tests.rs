@@ -1,4 +1,6 @@
+use super::iptables::{dn_rules, entry_rules, mark_def};
 use super::*;
+use crate::netfilter::Rule;
 
 fn pm(maps: Vec<Mapping>) -> Portmap {
     Portmap {

@@ -1,33 +1,11 @@
 //! What the applets that put a link into the container (vlan, macvlan, ipvlan, ptp,
-//! host-device, dummy) do alike: move a link created under a temporary name to CNI_IFNAME, find
-//! CNI_IFNAME in CHECK's prevResult and compare it with the kernel's, and read the MAC a runtime
-//! asks for.
+//! host-device, dummy, tap) do alike after ADD: find CNI_IFNAME in CHECK's prevResult and
+//! compare it with the kernel's, delete it in DEL, and read the MAC a runtime asks for. How the
+//! link is made is in `link.rs`.
 
 use crate::cni::result::CniResult;
-use crate::cni::{Context, Error, Request, Result};
+use crate::cni::{Error, Request, Result};
 use crate::netlink::{Handle, Link, fmt_mac};
-use crate::netns::NetNs;
-
-/// Rename the link created as `tmp` (`kind` for messages) to CNI_IFNAME and return it, re-read
-/// after the rename. On failure the link is deleted again, and a failed delete is reported too.
-pub fn rename_into_place(cont: &mut Handle, kind: &str, tmp: &str, ifname: &str) -> Result<Link> {
-    let tmp_link = cont
-        .link_by_name(tmp)?
-        .ok_or_else(|| Error::internal(format!("{kind} {tmp} vanished after creation")))?;
-    let renamed = cont
-        .rename(tmp_link.index, ifname)
-        .ctx(format_args!("failed to rename {kind} to {ifname:?}"))
-        .and_then(|()| {
-            cont.link_by_index(tmp_link.index)?
-                .ok_or_else(|| Error::internal(format!("failed to refetch {kind} {ifname:?}")))
-        });
-    renamed.map_err(|mut e| {
-        if let Err(d) = cont.del_link(tmp_link.index) {
-            e.msg = format!("{} (and undo {kind} {tmp}: {d})", e.msg);
-        }
-        e
-    })
-}
 
 /// CHECK's start for an applet that makes one container interface of `kind`: CNI_NETNS opened
 /// (a missing one is an error), the IPAM plugin's CHECK, then [`checked_iface`], in that order.
@@ -37,7 +15,7 @@ pub fn check_own_iface(
     ipam: Option<&str>,
     kind: &str,
 ) -> Result<(Handle, CniResult, usize, Link)> {
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     if let Some(ipam) = ipam {
         crate::cni::delegate::delegate(crate::cni::Command::Check, ipam, req)?;
     }
@@ -126,7 +104,7 @@ pub fn delete_with_ipam(req: &Request, ipam: Option<&str>, applet: &str, kind: &
 /// DEL's link part: delete CNI_IFNAME in the container when it is a `kind` link. A link of
 /// another kind is not ours and is left alone with a note; a missing netns or link is fine.
 pub fn delete_own_link(req: &Request, applet: &str, kind: &str) -> Result<()> {
-    let Some(ns) = NetNs::open_existing(&req.env.netns)? else {
+    let Some(ns) = req.netns_if_exists()? else {
         return Ok(());
     };
     let mut cont = Handle::in_netns(&ns)?;

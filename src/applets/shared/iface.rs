@@ -50,6 +50,23 @@ pub fn ipam_add<'a>(ipam: &'a str, req: &'a Request, undo: &mut Undo<'a>) -> Res
     Ok(r)
 }
 
+/// The end of ADD for one container link: `result` (IPAM's, the chain's, or empty for an L2
+/// link) made about `link` alone ([`sole_interface`]) and applied to it ([`configure`]: with no
+/// address, just set up), with the config's DNS.
+pub fn apply(
+    req: &Request,
+    ns: &NetNs,
+    cont: &mut Handle,
+    link: &Link,
+    mut result: CniResult,
+    dad: Dad,
+) -> Result<CniResult> {
+    sole_interface(&mut result, req, link);
+    configure(ns, cont, &req.env.ifname, link.index, &result, 0, dad)?;
+    result.dns = req.conf.dns.clone().unwrap_or_default();
+    Ok(result)
+}
+
 /// Configure `ifname` (index `index` in `ns`) with the result's IPs whose `interface` points at
 /// `if_pos` (or that have no index), set it up, settle its IPv6 addresses as `dad` says (the
 /// shared step of [`crate::applets::shared::settle`]: usable when this returns, a duplicate is an

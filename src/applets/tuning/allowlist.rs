@@ -67,7 +67,7 @@ fn read_regular(path: &str) -> Result<Option<String>> {
                 "{path}: the sysctl allowlist is larger than {max} bytes"
             )));
         }
-        Err(ReadError::Io(e)) => return Err(Error::io(format_args!("read {path}"), e)),
+        Err(ReadError::Io(e)) => return Err(Error::host_io(format_args!("read {path}"), e)),
     };
     String::from_utf8(bytes)
         .map(Some)

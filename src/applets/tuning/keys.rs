@@ -1,7 +1,10 @@
 //! The `sysctl` keys: upstream's mapping to a file under /proc/sys/net, and its refusal of a
 //! key given twice.
 
-use super::*;
+use crate::cni::gojson;
+use crate::cni::{Error, Result};
+use crate::netns::NetNs;
+use std::path::PathBuf;
 
 /// The longest key accepted: no path under /proc/sys is longer than PATH_MAX (real net sysctls
 /// are under 100 bytes). A key can come from `args.cni` (pod annotations): one of 60k

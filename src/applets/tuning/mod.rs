@@ -32,7 +32,7 @@ mod tests;
 use keys::{check_sysctl_files, refuse_duplicate_sysctls, sysctl_path};
 
 use crate::cni::gojson;
-use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version, error::code};
+use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
 use crate::netlink::{Handle, Link, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
@@ -164,15 +164,8 @@ fn check_data_dir(dir: &Path) -> Result<()> {
         Ok(_) => Err(not_dir()),
         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(not_dir()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(host_io(format_args!("dataDir {}", dir.display()), e)),
+        Err(e) => Err(Error::host_io(format_args!("dataDir {}", dir.display()), e)),
     }
-}
-
-/// A failure of the host's filesystem (SPEC.md code 5), naming what was being done.
-fn host_io(what: impl std::fmt::Display, e: std::io::Error) -> Error {
-    let mut err = Error::io(what, e);
-    err.code = code::IO_FAILURE;
-    err
 }
 
 fn load(req: &Request, verify_sysctls: bool) -> Result<Tuning> {
@@ -258,7 +251,7 @@ fn prev(req: &Request) -> Result<CniResult> {
 }
 
 fn container(req: &Request) -> Result<(NetNs, Handle, Link)> {
-    let ns = NetNs::open(&req.env.netns).map_err(Error::from)?;
+    let ns = req.netns()?;
     let mut h = Handle::in_netns(&ns)?;
     let link = h.link_by_name(&req.env.ifname)?.ok_or_else(|| {
         Error::internal(format!("failed to get {:?}: no such link", req.env.ifname))
@@ -360,7 +353,7 @@ fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
             Some(libc::ENOTDIR | libc::EEXIST) => {
                 Error::config(format!("dataDir {}: not a directory ({e})", dir.display()))
             }
-            _ => host_io(
+            _ => Error::host_io(
                 format_args!("failed to create backup directory {}", dir.display()),
                 e,
             ),
@@ -373,7 +366,7 @@ fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
         .mode(0o600)
         .open(path)
         .and_then(|mut f| std::io::Write::write_all(&mut f, text.as_bytes()))
-        .map_err(|e| host_io(format_args!("failed to save {}", path.display()), e))
+        .map_err(|e| Error::host_io(format_args!("failed to save {}", path.display()), e))
 }
 
 /// Put back what `backup` recorded, then remove it. Every attribute is tried; a missing link
@@ -382,7 +375,7 @@ fn restore(h: &mut Handle, ifname: &str, backup: &Path) -> Result<()> {
     let text = match std::fs::read(backup) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(Error::io(format_args!("read {}", backup.display()), e)),
+        Err(e) => return Err(Error::host_io(format_args!("read {}", backup.display()), e)),
     };
     let remove =
         || std::fs::remove_file(backup).ctx(format_args!("failed to remove {}", backup.display()));
@@ -436,7 +429,7 @@ fn del(req: &Request) -> Result<()> {
         return Ok(());
     };
     let backup = t.backup(req);
-    let Ok(Some(ns)) = NetNs::open_existing(&req.env.netns) else {
+    let Ok(Some(ns)) = req.netns_if_exists() else {
         // The namespace is gone, and the interface with it.
         let _ = std::fs::remove_file(&backup);
         return Ok(());

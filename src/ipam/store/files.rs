@@ -1,7 +1,10 @@
 //! Writing files so that no crash leaves a half-written one: fixed temporary names under the
 //! lock, write-then-rename.
 
-use super::*;
+use std::fs::{self, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
 /// The temporary file for writing `name` in `dir`: `.tmp-<name>`. Every write happens under
 /// the network's lock and each target has its own name (network names and entry names never

@@ -2,7 +2,16 @@
 //! verification against the reservations, scans and rebuilds, and the stamp that says the
 //! index is complete.
 
-use super::*;
+use super::files::{not_found_ok, write_atomic, write_in_place};
+use super::{MAX_ENTRY_NAME, Owner, Store, holder};
+use crate::error::{Context, Result};
+use std::collections::BTreeMap;
+use std::fs::{self, File, FileTimes, OpenOptions};
+use std::io::ErrorKind;
+use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
 
 impl Store {
     /// The index is complete when the stamp written by the last operation still matches the

@@ -49,19 +49,17 @@ mod index;
 #[cfg(test)]
 mod tests;
 
-use files::*;
-
 use super::canonical;
 use crate::error::{Context, Error, Result};
 use crate::undo::ErrorList;
-use std::collections::BTreeMap;
+use files::{LITTER, discard, not_found_ok, tmp_path, write_in_place, write_tmp};
 use std::fs::TryLockError;
-use std::fs::{self, File, FileTimes, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::fs::{self, File, OpenOptions};
+use std::io::ErrorKind;
 use std::net::IpAddr;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
 const LOCK_WAIT: Duration = Duration::from_secs(60);
@@ -245,7 +243,7 @@ impl Store {
         if let Err(e) = self.record_last(&last, ip) {
             let _ = fs::remove_file(&path);
             self.write_entry(owner, &listed);
-            return Err(Error::io(format_args!("write {}", last.display()), e));
+            return Err(Error::host_io(format_args!("write {}", last.display()), e));
         }
         Ok(true)
     }
@@ -272,7 +270,10 @@ impl Store {
                 if dir == &self.index {
                     continue;
                 }
-                return Err(Error::io(format_args!("reserve {}", path.display()), e));
+                return Err(Error::host_io(
+                    format_args!("reserve {}", path.display()),
+                    e,
+                ));
             }
             let linked = fs::hard_link(&tmp, path);
             discard(&tmp);
@@ -280,7 +281,12 @@ impl Store {
                 Ok(()) => return Ok(true),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => return Ok(false),
                 Err(e) if e.raw_os_error() == Some(libc::EXDEV) && dir == &self.index => continue,
-                Err(e) => return Err(Error::io(format_args!("reserve {}", path.display()), e)),
+                Err(e) => {
+                    return Err(Error::host_io(
+                        format_args!("reserve {}", path.display()),
+                        e,
+                    ));
+                }
             }
         }
         Err(Error::internal(format!(
@@ -394,7 +400,10 @@ impl Store {
                 Ok(()) => released += 1,
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => {
-                    errors.push(Error::io(format_args!("release {}", path.display()), e));
+                    errors.push(Error::host_io(
+                        format_args!("release {}", path.display()),
+                        e,
+                    ));
                     kept.push(*ip);
                 }
             }
@@ -480,7 +489,7 @@ fn lock_exclusive(f: &File, path: &Path) -> Result<()> {
             Err(TryLockError::WouldBlock) => {}
             Err(TryLockError::Error(e)) if e.kind() == ErrorKind::Interrupted => {}
             Err(TryLockError::Error(e)) => {
-                return Err(Error::io(format_args!("lock {}", path.display()), e));
+                return Err(Error::host_io(format_args!("lock {}", path.display()), e));
             }
         }
         if Instant::now() >= deadline {

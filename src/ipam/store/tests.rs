@@ -1,5 +1,8 @@
 use super::index::entry_text;
 use super::*;
+use std::fs::FileTimes;
+use std::os::unix::fs::MetadataExt;
+use std::time::SystemTime;
 
 fn tmp(name: &str) -> PathBuf {
     let p = std::env::temp_dir().join(format!("cnibox-store-{}-{name}", std::process::id()));

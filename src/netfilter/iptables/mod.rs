@@ -23,7 +23,6 @@ pub use script::{MAX_LINE, Script};
 use crate::error::code;
 use crate::error::{Error, Result};
 use std::io::Write;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -255,7 +254,7 @@ impl Iptables {
             .args(["-t", table])
             .stdin(Stdio::null())
             .output()
-            .map_err(|e| Error::io(format_args!("run {}", self.save.display()), e))?;
+            .map_err(|e| Error::host_io(format_args!("run {}", self.save.display()), e))?;
         if !out.status.success() {
             return Err(Error::new(
                 code::IO_FAILURE,
@@ -282,13 +281,13 @@ impl Iptables {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| Error::io(format_args!("run {}", self.restore.display()), e))?;
+            .map_err(|e| Error::host_io(format_args!("run {}", self.restore.display()), e))?;
         if let Some(mut stdin) = child.stdin.take() {
             let _ = stdin.write_all(input.as_bytes());
         }
         let out = child
             .wait_with_output()
-            .map_err(|e| Error::io(format_args!("wait for {}", self.restore.display()), e))?;
+            .map_err(|e| Error::host_io(format_args!("wait for {}", self.restore.display()), e))?;
         if out.status.success() {
             return Ok(());
         }

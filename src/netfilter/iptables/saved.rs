@@ -1,6 +1,6 @@
 //! [`Saved`]: the text of `iptables-save -t TABLE`, indexed by chain without copying it.
 
-use super::*;
+use std::ops::Range;
 
 /// One table as `iptables-save` printed it: the text, with the chain names and the
 /// `-A CHAIN spec` lines indexed by byte range (no allocation per rule: a kube-proxy node's nat

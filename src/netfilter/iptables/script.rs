@@ -1,7 +1,8 @@
 //! [`Script`]: the input written to `iptables-restore --noflush`, refusing any line that could
 //! carry more than the rule it was built for.
 
-use super::*;
+use super::Saved;
+use crate::error::{Error, Result};
 
 /// The longest line written into an `iptables-restore` script. iptables-restore reads its
 /// input with a fixed buffer and would treat the rest of a longer line as a new line.

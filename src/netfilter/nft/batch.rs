@@ -1,6 +1,14 @@
 //! [`Batch`]: table, chain and rule operations collected for one atomic commit.
 
-use super::*;
+use super::{
+    BaseChain, DELCHAIN, DELRULE, DELTABLE, F_APPEND, F_CREATE, Family, NEWCHAIN, NEWRULE,
+    NEWTABLE, NFTA_CHAIN_HOOK, NFTA_CHAIN_NAME, NFTA_CHAIN_POLICY, NFTA_CHAIN_TABLE,
+    NFTA_CHAIN_TYPE, NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NFTA_RULE_CHAIN, NFTA_RULE_HANDLE,
+    NFTA_RULE_TABLE, NFTA_TABLE_FLAGS, NFTA_TABLE_NAME, NFTA_TABLE_USERDATA, Snapshot, Table,
+};
+use crate::error::{Error, Result};
+use crate::netfilter::msg::{self, Writer};
+use crate::netfilter::{Rule, validate};
 
 pub(super) struct Op {
     pub(super) what: String,

@@ -1,7 +1,16 @@
 //! Reading nf_tables back: chain and rule dumps, existence checks, a table [`Snapshot`], and
 //! deleting rules picked by their comment.
 
-use super::*;
+#[cfg(test)]
+use super::NFTA_RULE_EXPRESSIONS;
+use super::{
+    BaseChain, ChainType, F_DUMP, GETCHAIN, GETRULE, GETTABLE, Hook, NFTA_CHAIN_HANDLE,
+    NFTA_CHAIN_HOOK, NFTA_CHAIN_NAME, NFTA_CHAIN_POLICY, NFTA_CHAIN_TABLE, NFTA_CHAIN_TYPE,
+    NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NFTA_RULE_CHAIN, NFTA_RULE_HANDLE, NFTA_RULE_TABLE,
+    NFTA_RULE_USERDATA, NFTA_TABLE_NAME, Nftables, Policy, Table,
+};
+use crate::error::Result;
+use crate::netfilter::msg::{self, Writer};
 
 /// A chain as dumped by the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,22 +7,11 @@ mod owned;
 mod socket;
 
 pub use batch::Batch;
-pub use dump::{ChainInfo, RuleInfo, Snapshot, delete_commented};
+pub use dump::{RuleInfo, Snapshot, delete_commented};
 pub use owned::{RuleRef, delete_owned};
 pub use socket::{Nftables, linger_at_exit};
 
-use super::msg::{self, Writer};
-use super::rule::Rule;
-use super::validate;
-use crate::error::{Error, Result};
-use crate::netlink::Error as NlError;
-use crate::netlink::socket::{Echoed, NlSocket, message};
-use netlink_sys::protocols::NETLINK_NETFILTER;
-use nix::errno::Errno;
 use std::fmt;
-use std::os::fd::{AsFd, BorrowedFd};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 const SUBSYS: u16 = 10; // NFNL_SUBSYS_NFTABLES
 const BATCH_BEGIN: u16 = 0x10;

@@ -5,7 +5,8 @@
 //! ADD (replacing the rules of a repeated ADD) and DEL then cost the same with 1 or 1,000
 //! containers.
 
-use super::*;
+use super::{Batch, Family, Nftables, Table};
+use crate::error::Result;
 
 /// One rule as an attachment record names it: `<family> <table> <chain> <handle>`.
 #[derive(Debug, Clone, PartialEq, Eq)]

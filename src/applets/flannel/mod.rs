@@ -27,17 +27,21 @@
 //! flannel cannot store, are stored as `~<32 hex of sha512>`; a `dataDir` that is not a
 //! directory is code 7 naming it, other write failures code 5.
 
+mod stored;
+pub(super) mod subnet;
+#[cfg(test)]
+mod tests;
+
 use crate::attachment;
 use crate::cni::env::Env;
 use crate::cni::result::{Route, compact};
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::error::code;
-use crate::netns::NetNs;
-use crate::smallfile::{self, ReadError};
 use crate::undo::ErrorList;
-use ipnet::IpNet;
 use serde_json::{Map, Value, json};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use stored::{RECORD, read_stored, remove, store, stored_path, unstore};
+use subnet::SubnetEnv;
 
 pub static APPLET: Applet = Applet {
     name: "flannel",
@@ -140,109 +144,6 @@ fn load(req: &Request) -> Result<Flannel> {
     })
 }
 
-/// What flanneld wrote for this node (`subnet.env`).
-#[derive(Debug, Default, PartialEq)]
-pub(super) struct SubnetEnv {
-    networks: Vec<IpNet>,
-    subnet: Option<IpNet>,
-    ip6_networks: Vec<IpNet>,
-    ip6_subnet: Option<IpNet>,
-    mtu: Option<u32>,
-    ipmasq: Option<bool>,
-}
-
-/// Go's `net.ParseCIDR` network: the address masked to its prefix.
-fn cidr(file: &str, key: &str, s: &str) -> Result<IpNet> {
-    s.parse::<IpNet>().map(|n| n.trunc()).map_err(|_| {
-        Error::internal(format!(
-            "failed to load flannel 'subnet.env' file: {file}: {key}: invalid CIDR address: {s:.64}"
-        ))
-    })
-}
-
-fn cidr_list(file: &str, key: &str, s: &str) -> Result<Vec<IpNet>> {
-    let mut out: Vec<IpNet> = Vec::new();
-    for part in s.split(',') {
-        let n = cidr(file, key, part)?;
-        if !out.contains(&n) {
-            out.push(n);
-        }
-    }
-    Ok(out)
-}
-
-impl SubnetEnv {
-    fn parse(file: &str, text: &str) -> Result<SubnetEnv> {
-        let mut se = SubnetEnv::default();
-        for line in text.lines() {
-            let line = line.strip_suffix('\r').unwrap_or(line);
-            let (key, value) = line.split_once('=').unwrap_or((line, ""));
-            match key {
-                "FLANNEL_NETWORK" => se.networks = cidr_list(file, key, value)?,
-                "FLANNEL_SUBNET" => se.subnet = Some(cidr(file, key, value)?),
-                "FLANNEL_IPV6_NETWORK" => se.ip6_networks = cidr_list(file, key, value)?,
-                "FLANNEL_IPV6_SUBNET" => se.ip6_subnet = Some(cidr(file, key, value)?),
-                "FLANNEL_MTU" => {
-                    se.mtu = Some(value.parse().map_err(|_| {
-                        Error::internal(format!(
-                            "failed to load flannel 'subnet.env' file: {file}: FLANNEL_MTU: invalid number {value:.32}"
-                        ))
-                    })?)
-                }
-                "FLANNEL_IPMASQ" => se.ipmasq = Some(value == "true"),
-                _ => {}
-            }
-        }
-        let mut missing = Vec::new();
-        if se.networks.is_empty() && se.ip6_networks.is_empty() {
-            missing.extend(["FLANNEL_NETWORK", "FLANNEL_IPV6_NETWORK"]);
-        }
-        if se.subnet.is_none() && se.ip6_subnet.is_none() {
-            missing.extend(["FLANNEL_SUBNET", "FLANNEL_IPV6_SUBNET"]);
-        }
-        if se.mtu.is_none() {
-            missing.push("FLANNEL_MTU");
-        }
-        if se.ipmasq.is_none() {
-            missing.push("FLANNEL_IPMASQ");
-        }
-        if !missing.is_empty() {
-            return Err(Error::internal(format!(
-                "failed to load flannel 'subnet.env' file: {file} is missing {}. Check the flannel pod log for this node.",
-                missing.join(", ")
-            )));
-        }
-        Ok(se)
-    }
-
-    /// Code 11 while the file does not exist (flanneld has not started on this node yet); code
-    /// 7 naming `subnetFile` when it is not a regular file (a FIFO would block the read, a
-    /// device such as /dev/zero never end it) or is larger than flanneld ever writes. Bytes
-    /// that are not UTF-8 are read as flanneld's Go reader reads them: they fail only a line
-    /// flannel parses.
-    pub(super) fn load(file: &str) -> Result<SubnetEnv> {
-        match smallfile::read(file, MAX_SUBNET_FILE) {
-            Ok(bytes) => SubnetEnv::parse(file, &String::from_utf8_lossy(&bytes)),
-            Err(ReadError::NotFound) => Err(Error::try_again(format!(
-                "failed to load flannel 'subnet.env' file: open {file}: no such file or directory. Check the flannel pod log for this node."
-            ))),
-            Err(ReadError::NotRegular(_)) => Err(Error::config(format!(
-                "subnetFile {file:?}: not a regular file"
-            ))),
-            Err(ReadError::TooLarge(max)) => Err(Error::config(format!(
-                "subnetFile {file:?}: larger than {max} bytes"
-            ))),
-            Err(ReadError::Io(e)) => Err(Error::new(
-                code::IO_FAILURE,
-                format!("failed to load flannel 'subnet.env' file {file}: {e}"),
-            )),
-        }
-    }
-}
-
-/// The most of `subnetFile` read: flanneld writes a few hundred bytes.
-const MAX_SUBNET_FILE: u64 = 64 * 1024;
-
 /// The delegate's config, key for key as flannel builds it.
 fn delegate_conf(req: &Request, f: &Flannel, se: &SubnetEnv) -> Map<String, Value> {
     let mut d = f.delegate.clone();
@@ -298,139 +199,6 @@ fn delegate_type(conf: &Map<String, Value>) -> &str {
     conf.get("type").and_then(Value::as_str).unwrap_or("bridge")
 }
 
-/// Longest container ID stored under its own name, as flannel stores it (a file name's limit);
-/// a longer one, which flannel cannot store, gets `~<32 hex of sha512>`, as
-/// [`crate::attachment`] names long owners (`~` never starts a container ID).
-const NAME_MAX: usize = 255;
-
-fn stored_path(f: &Flannel, cid: &str) -> PathBuf {
-    if cid.len() <= NAME_MAX {
-        f.data_dir.join(cid)
-    } else {
-        f.data_dir
-            .join(format!("~{}", crate::hash::sha512_hex(cid.as_bytes(), 32)))
-    }
-}
-
-/// Kind of flannel's records of the attachments whose config it stored
-/// (`<state dir>/flannel/<network>/<cid>:<ifname>`): GC drops only what they name.
-const RECORD: &str = "flannel";
-
-/// A failure to write under `dataDir`: code 5 (I/O on the host).
-fn io_failure(what: impl std::fmt::Display, e: std::io::Error) -> Error {
-    Error::new(code::IO_FAILURE, format!("{what}: {e}"))
-}
-
-/// Make `dir` and its missing parents (0700, as flannel's MkdirAll): the directories made,
-/// outermost first, so a failed ADD removes only those. Code 7 naming `dataDir` when it, or a
-/// parent, is not a directory.
-fn make_dirs(dir: &Path) -> Result<Vec<PathBuf>> {
-    use std::os::unix::fs::DirBuilderExt;
-    let not_dir = |d: &Path| {
-        Error::config(format!(
-            "dataDir {:?}: {} is not a directory",
-            dir.display().to_string(),
-            d.display()
-        ))
-    };
-    let mut missing = Vec::new();
-    for d in dir.ancestors() {
-        match std::fs::metadata(d) {
-            Ok(m) if m.is_dir() => break,
-            Ok(_) => return Err(not_dir(d)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(d.to_path_buf()),
-            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => return Err(not_dir(dir)),
-            Err(e) => {
-                return Err(io_failure(
-                    format_args!("failed to create {}", dir.display()),
-                    e,
-                ));
-            }
-        }
-    }
-    let mut made = Vec::new();
-    for d in missing.into_iter().rev() {
-        match std::fs::DirBuilder::new().mode(0o700).create(&d) {
-            Ok(()) => made.push(d),
-            // Made by a concurrent ADD: not ours to remove.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(not_dir(&d)),
-            Err(e) => {
-                return Err(io_failure(
-                    format_args!("failed to create {}", d.display()),
-                    e,
-                ));
-            }
-        }
-    }
-    Ok(made)
-}
-
-/// Upstream's write: directory 0700, file 0600, synced before the delegate runs, so a crash
-/// after it leaves what DEL needs. Returns the directories it made. The directory is made
-/// again if a concurrent failed ADD removed it in between (see [`unstore`]).
-fn store(f: &Flannel, cid: &str, text: &str) -> Result<Vec<PathBuf>> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let path = stored_path(f, cid);
-    let mut made = Vec::new();
-    let mut tries = 0;
-    loop {
-        made.extend(make_dirs(&f.data_dir)?);
-        let opened = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path);
-        match opened {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && tries < 3 => tries += 1,
-            opened => {
-                return opened
-                    .and_then(|mut file| {
-                        file.write_all(text.as_bytes())?;
-                        file.sync_all()
-                    })
-                    .map(|()| made)
-                    .map_err(|e| io_failure(format_args!("failed to save {}", path.display()), e));
-            }
-        }
-    }
-}
-
-/// A failed ADD's stored config, and the directories its `store` made when nothing else is in
-/// them, so the host is as it was (a `dataDir` that was there stays).
-fn unstore(f: &Flannel, cid: &str, made: &[PathBuf]) {
-    if let Err(e) = remove(&stored_path(f, cid)) {
-        crate::warn!("flannel: {e}");
-    }
-    for d in made.iter().rev() {
-        let _ = std::fs::remove_dir(d);
-    }
-}
-
-fn remove(path: &Path) -> Result<()> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(io_failure(format_args!("remove {}", path.display()), e))
-        }
-        _ => Ok(()),
-    }
-}
-
-/// The stored config of a container, `None` when there is none (DEL already ran).
-fn read_stored(path: &Path) -> Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Err(Error::config(format!(
-            "dataDir: {} is not a directory",
-            path.parent().unwrap_or(path).display()
-        ))),
-        Err(e) => Err(io_failure(format_args!("read {}", path.display()), e)),
-    }
-}
-
 fn add(req: &Request) -> Result<CniResult> {
     let f = load(req)?;
     let se = SubnetEnv::load(&f.subnet_file)?;
@@ -442,7 +210,7 @@ fn add(req: &Request) -> Result<CniResult> {
     // and a CNI_NETNS that is no network namespace is code 8 (every delegate would refuse it,
     // and its DEL too, which would keep the stored config until GC).
     delegate::find_in_path(kind, req)?;
-    NetNs::open(&req.env.netns)?;
+    req.netns()?;
     let made = store(&f, cid, &text)?;
     let (net, ifname) = (req.conf.name.as_str(), req.env.ifname.as_str());
     // For GC (an attachment without one, e.g. the Go plugin's, is never collected).
@@ -615,7 +383,7 @@ fn gc(req: &Request) -> Result<()> {
             path: req.env.path.clone(),
         };
         let del = delegate::plugin_for(Command::Del, &kind, &text, req, &env)
-            .map_err(|e| e.ctx(format_args!("GC: DEL of container {cid:?}")));
+            .ctx(format_args!("GC: DEL of container {cid:?}"));
         if errors.check(del).is_some() && errors.check(remove(&path)).is_some() {
             attachment::forget(RECORD, net, &cid, &ifname);
         }
@@ -639,86 +407,4 @@ fn gc(req: &Request) -> Result<()> {
         Err(e) => errors.push(e),
     }
     errors.into_result()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const DUAL: &str = "FLANNEL_NETWORK=10.42.0.0/16\nFLANNEL_SUBNET=10.42.1.1/24\n\
-        FLANNEL_IPV6_NETWORK=2001:cafe:42::/56\nFLANNEL_IPV6_SUBNET=2001:cafe:42:1::1/64\n\
-        FLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n";
-
-    #[test]
-    fn only_a_stored_delegate_config_has_its_shape() {
-        let stored =
-            br#"{"cniVersion":"1.0.0","ipam":{"type":"host-local"},"name":"cbr0","type":"bridge"}"#;
-        assert_eq!(stored_shape(stored, "cbr0").as_deref(), Some("bridge"));
-        assert_eq!(stored_shape(stored, "other"), None);
-        for text in [
-            &br#"{"name":"cbr0"}"#[..],
-            br#"{"name":"cbr0","plugins":[{"type":"flannel"}],"type":"bridge","ipam":{}}"#,
-            br#"{"name":"cbr0","type":"../bridge","ipam":{}}"#,
-            br#"{"name":"cbr0","type":"bridge","ipam":"host-local"}"#,
-            br#"["cbr0"]"#,
-            b"\xff",
-        ] {
-            assert_eq!(
-                stored_shape(text, "cbr0"),
-                None,
-                "{}",
-                String::from_utf8_lossy(text)
-            );
-        }
-    }
-
-    #[test]
-    fn long_ids_get_hashed_names() {
-        let f = Flannel {
-            subnet_file: String::new(),
-            data_dir: PathBuf::from("/d"),
-            delegate: Map::new(),
-            ipam: Map::new(),
-            routes: Vec::new(),
-        };
-        let id = "a".repeat(NAME_MAX);
-        assert_eq!(stored_path(&f, &id), Path::new("/d").join(&id));
-        let long = "a".repeat(NAME_MAX + 1);
-        let p = stored_path(&f, &long);
-        let name = p.file_name().unwrap().to_str().unwrap();
-        assert!(name.starts_with('~') && name.len() == 33, "{name}");
-        assert_ne!(stored_path(&f, &"b".repeat(NAME_MAX + 1)), p);
-    }
-
-    #[test]
-    fn subnet_env_dual_stack() {
-        let se = SubnetEnv::parse("f", DUAL).unwrap();
-        assert_eq!(se.networks, vec!["10.42.0.0/16".parse::<IpNet>().unwrap()]);
-        assert_eq!(se.subnet, Some("10.42.1.0/24".parse().unwrap()));
-        assert_eq!(se.ip6_subnet, Some("2001:cafe:42:1::/64".parse().unwrap()));
-        assert_eq!(se.mtu, Some(1450));
-        assert_eq!(se.ipmasq, Some(true));
-    }
-
-    #[test]
-    fn subnet_env_lists_dedup_and_missing_keys() {
-        let se = SubnetEnv::parse(
-            "f",
-            "FLANNEL_NETWORK=10.1.0.0/16,10.2.0.0/16,10.1.0.0/16\r\nFLANNEL_SUBNET=10.1.3.0/24\r\nFLANNEL_MTU=1400\r\nFLANNEL_IPMASQ=false\r\n",
-        )
-        .unwrap();
-        assert_eq!(se.networks.len(), 2);
-        assert_eq!(se.ipmasq, Some(false));
-        let e = SubnetEnv::parse("/x", "FLANNEL_SUBNET=10.1.3.0/24\n").unwrap_err();
-        assert!(
-            e.msg.contains(
-                "/x is missing FLANNEL_NETWORK, FLANNEL_IPV6_NETWORK, FLANNEL_MTU, FLANNEL_IPMASQ"
-            ),
-            "{}",
-            e.msg
-        );
-        let e = SubnetEnv::parse("/x", "FLANNEL_SUBNET=10.1.3.0\n").unwrap_err();
-        assert!(e.msg.contains("FLANNEL_SUBNET: invalid CIDR"), "{}", e.msg);
-        assert!(SubnetEnv::parse("/x", "FLANNEL_MTU=-1\n").is_err());
-    }
 }
