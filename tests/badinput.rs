@@ -1958,6 +1958,9 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
     ] {
         cases.push(parity("sbr", with(sb.clone(), path, v), code, names));
     }
+    // macvlan's source mode: refused as upstream refuses it, before any link is made.
+    let mv = with(base("macvlan", data, cont), "mode", json!("source"));
+    cases.push(parity("macvlan", mv, 7, "source"));
     // Where the spec leaves the code open: a path of the host's that is no directory or regular
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).
