@@ -1961,6 +1961,23 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
     // macvlan's source mode: refused as upstream refuses it, before any link is made.
     let mv = with(base("macvlan", data, cont), "mode", json!("source"));
     cases.push(parity("macvlan", mv, 7, "source"));
+    // bridge vlanTrunk: a half range, a range upside down or out of 1-4094, with or beside `id`.
+    for t in [
+        json!([{"maxID": 5}]),
+        json!([{"minID": 9, "maxID": 3}]),
+        json!([{"id": 10, "minID": 0, "maxID": 3}]),
+        json!([{"id": 0, "minID": 1, "maxID": 3}]),
+        json!([{}, {"minID": 1, "maxID": 4095}]),
+    ] {
+        let c = with(base("bridge", data, cont), "vlanTrunk", t);
+        cases.push(parity("bridge", c, 7, "vlanTrunk"));
+    }
+    cases.push(parity(
+        "bridge",
+        with(base("bridge", data, cont), "vlanTrunk", json!([null])),
+        6,
+        "vlanTrunk",
+    ));
     // Where the spec leaves the code open: a path of the host's that is no directory or regular
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).
