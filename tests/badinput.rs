@@ -1978,6 +1978,47 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
         6,
         "vlanTrunk",
     ));
+    // portmap's nftables conditions users write, made hostile: parsed, never pasted, so a
+    // statement, a second rule or a bad name is code 7 naming the key and the token.
+    let pm = with(base("portmap", data, cont), "backend", json!("nftables"));
+    for (cond, token) in [
+        (json!(["fib daddr type local; flush ruleset"]), "local;"),
+        (json!(["fib daddr . iif type local"]), "fib"),
+        (
+            json!(["ct state new\nadd rule ip x y drop"]),
+            "control character",
+        ),
+        (json!(["ct state new,"]), "missing state"),
+        (json!(["ct state { new"]), "unterminated"),
+        (json!(["ct state established accept"]), "accept"),
+        (json!(["ct mark 1"]), "mark"),
+        (json!(["meta iif \"eth0\\\" drop\""]), "iif"),
+        (
+            json!(["iif \"aaaaaaaaaaaaaaaaaaaaaaaaa\""]),
+            "bad interface",
+        ),
+        (json!(["oif eth*"]), "wildcard"),
+        (json!(["iif nosuchif9"]), "no interface"),
+        (json!(["ip daddr != @allowed"]), "bad address"),
+        (json!(["ip protocol tcp"]), "protocol"),
+    ] {
+        cases.push(parity(
+            "portmap",
+            with(pm.clone(), "conditionsV4", cond),
+            7,
+            token,
+        ));
+    }
+    cases.push(parity(
+        "portmap",
+        with(
+            pm.clone(),
+            "conditionsV6",
+            json!(["ip6 daddr fd00::1 ; ip6 daddr ::1"]),
+        ),
+        7,
+        "\";\"",
+    ));
     // Where the spec leaves the code open: a path of the host's that is no directory or regular
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).
