@@ -1174,7 +1174,11 @@ fn hostile_conditions_nftables() {
         (json!(["ip saddr 10.0.0.1\n"]), "control character"),
         (json!(["ip saddr 10.0.0.1;", "drop"]), "\"10.0.0.1;\""),
         (json!(["iifname", "\"eth0\u{0}x\""]), "control character"),
-        (json!(["ct state new"]), "\"ct\""),
+        (json!(["ct state new drop"]), "\"drop\""),
+        (
+            json!(["fib daddr type local;", "flush ruleset"]),
+            "\"local;\"",
+        ),
         (json!(["ip saddr { 10.0.0.1"]), "unterminated set"),
         (json!(["th dport 1-2"]), "ranges"),
     ] {
