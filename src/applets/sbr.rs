@@ -80,16 +80,15 @@ fn load(req: &Request) -> Result<Conf> {
         .transpose()?;
     let mut gateways: Vec<IpAddr> = Vec::new();
     for g in c.gateways.unwrap_or_default() {
-        let ip: IpAddr = g
-            .parse()
-            .map_err(|_| Error::config(format!("gateways: invalid IP address {g:?}")))?;
-        if gateways.iter().any(|o| o.is_ipv4() == ip.is_ipv4()) {
-            return Err(Error::config(format!(
-                "gateways: more than one {} address ({g})",
-                if ip.is_ipv4() { "IPv4" } else { "IPv6" }
-            )));
+        match g.parse::<IpAddr>() {
+            Ok(ip) if !gateways.iter().any(|o| o.is_ipv4() == ip.is_ipv4()) => gateways.push(ip),
+            _ => {
+                return Err(Error::config(format!(
+                    "gateways: {g:?} is not an IP address, or a second one of its family \
+                     (at most one IPv4 and one IPv6)"
+                )));
+            }
         }
-        gateways.push(ip);
     }
     Ok(Conf {
         table,

@@ -299,10 +299,9 @@ pub(super) fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec
                 )
             }
             ("fib", _) => {
-                return Err(bad(format!(
-                    "unsupported `fib` match {:?} (expected `fib saddr|daddr type T`)",
-                    toks[i..toks.len().min(i + 3)].join(" ")
-                )));
+                return Err(bad(
+                    "unsupported `fib` match (expected `fib saddr|daddr type T`)".into(),
+                ));
             }
             ("meta", Some("mark")) | ("mark", _) => (
                 if t == "meta" { 2 } else { 1 },
