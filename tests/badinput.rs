@@ -2174,6 +2174,96 @@ fn newest(data: &str, cont: &str, special: &str) -> Vec<Case> {
         7,
         "firewalldZone",
     ));
+    // ---- lane parity (issue 26 item 4): sbr's gateways and addSourceHints
+    let parity = |applet: &'static str, stdin: Value, code: u64, names: &str| Case {
+        applet,
+        cmd: "ADD",
+        env: Vec::new(),
+        stdin: stdin.to_string(),
+        code,
+        names: names.to_string(),
+        alt: None,
+        setup: None,
+    };
+    let sb = base("sbr", data, cont);
+    for (path, v, code, names) in [
+        ("gateways", json!("10.0.0.1"), 6, "gateways"),
+        ("gateways", json!([5]), 6, "gateways"),
+        ("gateways", json!(["nope"]), 7, "gateways"),
+        ("gateways", json!(["10.0.0.1/24"]), 7, "gateways"),
+        ("gateways", json!(["10.0.0.1", "10.0.0.2"]), 7, "gateways"),
+        ("gateways", json!(["fd00::1", "fd00::2"]), 7, "gateways"),
+        (
+            "gateways",
+            json!(["10.0.0.1", "fd00::1", "x"]),
+            7,
+            "gateways",
+        ),
+        ("addSourceHints", json!("yes"), 6, "addSourceHints"),
+    ] {
+        cases.push(parity("sbr", with(sb.clone(), path, v), code, names));
+    }
+    // macvlan's source mode: refused as upstream refuses it, before any link is made.
+    let mv = with(base("macvlan", data, cont), "mode", json!("source"));
+    cases.push(parity("macvlan", mv, 7, "source"));
+    // bridge vlanTrunk: a half range, a range upside down or out of 1-4094, with or beside `id`.
+    for t in [
+        json!([{"maxID": 5}]),
+        json!([{"minID": 9, "maxID": 3}]),
+        json!([{"id": 10, "minID": 0, "maxID": 3}]),
+        json!([{"id": 0, "minID": 1, "maxID": 3}]),
+        json!([{}, {"minID": 1, "maxID": 4095}]),
+    ] {
+        let c = with(base("bridge", data, cont), "vlanTrunk", t);
+        cases.push(parity("bridge", c, 7, "vlanTrunk"));
+    }
+    cases.push(parity(
+        "bridge",
+        with(base("bridge", data, cont), "vlanTrunk", json!([null])),
+        6,
+        "vlanTrunk",
+    ));
+    // portmap's nftables conditions users write, made hostile: parsed, never pasted, so a
+    // statement, a second rule or a bad name is code 7 naming the key and the token.
+    let pm = with(base("portmap", data, cont), "backend", json!("nftables"));
+    for (cond, token) in [
+        (json!(["fib daddr type local; flush ruleset"]), "local;"),
+        (json!(["fib daddr . iif type local"]), "fib"),
+        (
+            json!(["ct state new\nadd rule ip x y drop"]),
+            "control character",
+        ),
+        (json!(["ct state new,"]), "missing state"),
+        (json!(["ct state { new"]), "unterminated"),
+        (json!(["ct state established accept"]), "accept"),
+        (json!(["ct mark 1"]), "mark"),
+        (json!(["meta iif \"eth0\\\" drop\""]), "iif"),
+        (
+            json!(["iif \"aaaaaaaaaaaaaaaaaaaaaaaaa\""]),
+            "bad interface",
+        ),
+        (json!(["oif eth*"]), "wildcard"),
+        (json!(["iif nosuchif9"]), "no interface"),
+        (json!(["ip daddr != @allowed"]), "bad address"),
+        (json!(["ip protocol tcp"]), "protocol"),
+    ] {
+        cases.push(parity(
+            "portmap",
+            with(pm.clone(), "conditionsV4", cond),
+            7,
+            token,
+        ));
+    }
+    cases.push(parity(
+        "portmap",
+        with(
+            pm.clone(),
+            "conditionsV6",
+            json!(["ip6 daddr fd00::1 ; ip6 daddr ::1"]),
+        ),
+        7,
+        "\";\"",
+    ));
     // Where the spec leaves the code open: a path of the host's that is no directory or regular
     // file is a bad config (7) or an I/O failure of the host (5); a value of the wrong type is
     // a decode error (6) or a bad config (7).

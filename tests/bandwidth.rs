@@ -92,6 +92,8 @@ fn add_check_del_gc() {
             .sh(&["ip", "-d", "link", "show", &ifb])
             .contains("alias cnibox-bandwidth bwnet bw1")
     );
+    // Upstream makes its ifb with txqueuelen 0 (not the driver's 32).
+    assert_eq!(txqlen(&p.node, &ifb), 0);
 
     let chk = with_prev(&c, &r);
     pl.check("bandwidth", &env(&p, "bw1"), &chk).ok();
@@ -140,6 +142,12 @@ fn add_check_del_gc() {
         !p.node.exec(&["ip", "link", "show", &ifb2]).status_ok,
         "stale ifb collected"
     );
+}
+
+/// The txqueuelen of `link` in `node` (sysfs: `ip -j` omits a 0).
+fn txqlen(node: &NetNs, link: &str) -> u64 {
+    let out = node.sh(&["cat", &format!("/sys/class/net/{link}/tx_queue_len")]);
+    out.trim().parse().unwrap()
 }
 
 fn pl_ifb(net: &str, cid: &str) -> String {
@@ -241,6 +249,7 @@ fn del_removes_reference_ifb() {
         .clone();
     let ifb = r["interfaces"][2]["name"].as_str().unwrap().to_string();
     assert_eq!(ifb, pl_ifb("bwnet", "rf"));
+    assert_eq!(txqlen(&p.node, &ifb), 0, "the reference's ifb queue length");
     sb.plugin_in(Impl::Ours, &p.node)
         .check("bandwidth", &env(&p, "rf"), &with_prev(&c, &r))
         .ok();

@@ -742,3 +742,156 @@ fn failed_ipam_add_is_followed_by_ipam_del() {
         .collect();
     assert_eq!(after, before, "no veth left");
 }
+
+/// CHECK compares the bridge's promiscuous mode with `promiscMode` both ways, as upstream's
+/// CHECK does: promisc turned off under `promiscMode: true`, or on under `false`, is an error.
+#[test]
+fn check_compares_promisc_both_ways() {
+    if !require_root("check_compares_promisc_both_ways") {
+        return;
+    }
+    let sb = Sandbox::new("br-promisc");
+    let node = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    for (i, promisc) in [true, false].into_iter().enumerate() {
+        let c = NetNs::create();
+        let br = format!("br-pm{i}");
+        let cf = json!({"cniVersion": "1.0.0", "name": format!("pm{i}"), "type": "bridge",
+            "bridge": br, "promiscMode": promisc});
+        let env = env_for(&c, &format!("pm{i}"));
+        let r = p.add("bridge", &env, &cf).ok().clone();
+        let chk = with_prev(&cf, &r);
+        p.check("bridge", &env, &chk).ok();
+        let flip = if promisc { "off" } else { "on" };
+        node.sh(&["ip", "link", "set", &br, "promisc", flip]);
+        let msg = p.check("bridge", &env, &chk).err(999);
+        assert!(
+            msg.contains(&br) && msg.contains(&format!("promiscMode is {promisc}")),
+            "{promisc}: {msg}"
+        );
+        node.sh(&[
+            "ip",
+            "link",
+            "set",
+            &br,
+            "promisc",
+            if promisc { "on" } else { "off" },
+        ]);
+        p.check("bridge", &env, &chk).ok();
+        assert!(p.del("bridge", &env, &cf).status_ok);
+    }
+}
+
+/// `dns` replaces IPAM's DNS when a list is given, even empty, or a domain; `{}` and `null`
+/// lists keep IPAM's (upstream's `dnsConfSet`, bridge and ptp alike), in every family.
+#[test]
+fn dns_with_empty_lists_overrides_ipam() {
+    if !require_root("dns_with_empty_lists_overrides_ipam") {
+        return;
+    }
+    let sb = Sandbox::new("br-dns");
+    let node = NetNs::create();
+    let p = sb.plugin_in(Impl::Ours, &node);
+    let resolv = sb.path("resolv.conf");
+    std::fs::write(&resolv, "nameserver 10.0.0.53\nsearch ipam.example\n").unwrap();
+    let ipam_dns = json!({"nameservers": ["10.0.0.53"], "search": ["ipam.example"]});
+    let cases = [
+        (Value::Null, ipam_dns.clone()),
+        (json!({}), ipam_dns.clone()),
+        (
+            json!({"nameservers": null, "search": null}),
+            ipam_dns.clone(),
+        ),
+        (json!({"nameservers": []}), json!({})),
+        (json!({"Search": []}), json!({})),
+        (json!({"options": []}), json!({})),
+        (
+            json!({"domain": "d.example"}),
+            json!({"domain": "d.example"}),
+        ),
+        (
+            json!({"nameservers": ["10.9.9.9"]}),
+            json!({"nameservers": ["10.9.9.9"]}),
+        ),
+    ];
+    for applet in ["bridge", "ptp"] {
+        for fam in family::FAMILIES {
+            let n = lab::unique_n();
+            let mut ipam = fam.host_local(n, &sb.path(&format!("ipam{n}")));
+            ipam["resolvConf"] = json!(resolv);
+            for (i, (dns, want)) in cases.iter().enumerate() {
+                let c = NetNs::create();
+                let mut cf = json!({"cniVersion": "1.0.0", "name": format!("dns{n}"),
+                    "type": applet, "bridge": format!("br-dns{n}"), "ipam": ipam});
+                if !dns.is_null() {
+                    cf["dns"] = dns.clone();
+                }
+                let env = env_for(&c, &format!("dns{i}"));
+                let r = p.add(applet, &env, &cf).ok().clone();
+                assert_eq!(&r["dns"], want, "{applet} {} dns {dns}: {r}", fam.tag());
+                assert!(p.del(applet, &env, &cf).status_ok);
+            }
+        }
+    }
+}
+
+/// IPAM's default route without `gw` plus `isDefaultGateway`: upstream's calcGateways appends a
+/// second default route via the gateway, and its ConfigureIface, which also gives the gw-less
+/// route that gateway, then fails the ADD on the duplicate ("file exists", v1.1.1 to v1.9.1
+/// alike). cnibox gives IPAM's route the gateway and adds it once: one default route per family
+/// in the result and in the container, and CHECK passes. In every family.
+#[test]
+fn default_gateway_fills_ipam_default_route_without_gw() {
+    if !require_root("default_gateway_fills_ipam_default_route_without_gw") {
+        return;
+    }
+    let sb = Sandbox::new("br-defnogw");
+    for fam in family::FAMILIES {
+        let n = lab::unique_n();
+        let node = NetNs::create();
+        let cf = json!({"cniVersion": "1.0.0", "name": format!("dng{n}"), "type": "bridge",
+            "bridge": "br-dng", "isDefaultGateway": true,
+            "ipam": fam.host_local(n, &sb.path(&format!("ipam{n}")))});
+        let c = NetNs::create();
+        let p = sb.plugin_in(Impl::Ours, &node);
+        let env = env_for(&c, "dng");
+        let r = p.add("bridge", &env, &cf).ok().clone();
+        let routes = r["routes"].as_array().unwrap();
+        assert_eq!(routes.len(), fam.addr_count(), "{}: {r}", fam.tag());
+        for ip in &r["ips"].as_array().unwrap()[..] {
+            let gw = ip["gateway"].as_str().unwrap();
+            let v4 = !gw.contains(':');
+            let dst = if v4 { "0.0.0.0/0" } else { "::/0" };
+            assert!(
+                routes.iter().any(|x| x["dst"] == dst && x["gw"] == gw),
+                "{}: {r}",
+                fam.tag()
+            );
+            let shown = c.sh(&[
+                "ip",
+                if v4 { "-4" } else { "-6" },
+                "route",
+                "show",
+                "default",
+            ]);
+            assert_eq!(shown.lines().count(), 1, "{}: {shown}", fam.tag());
+            assert!(shown.contains(&format!("via {gw} dev eth0")), "{shown}");
+        }
+        p.check("bridge", &env, &with_prev(&cf, &r)).ok();
+        assert!(p.del("bridge", &env, &cf).status_ok);
+        if reference_available("bridge") && reference_available("host-local") {
+            let c = NetNs::create();
+            let env = env_for(&c, "dngref");
+            let out = sb
+                .plugin_in(Impl::Reference, &node)
+                .add("bridge", &env, &cf);
+            assert!(
+                out.err(999).contains("file exists"),
+                "{}: {out:?}",
+                fam.tag()
+            );
+            sb.plugin_in(Impl::Reference, &node)
+                .del("bridge", &env, &cf);
+        }
+    }
+}

@@ -45,6 +45,12 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
             "ipam": ipam.clone()}),
         ),
         (
+            "bridge",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "bridge", "bridge": "brfzt",
+            "vlanTrunk": [{"id": 10, "minID": 20, "maxID": 22}, {}], "promiscMode": true,
+            "dns": {"nameservers": []}}),
+        ),
+        (
             "host-local",
             json!({"cniVersion": "1.1.0", "name": "fznet", "type": "host-local", "ipam": ipam.clone(),
             "args": {"cni": {"ips": ["10.73.0.40"]}}, "runtimeConfig": {"ips": ["10.73.0.41"]}}),
@@ -78,6 +84,16 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
                                                {"HostPort": 18091, "ContainerPort": 53, "Protocol": "udp", "HostIP": ""}]},
             "prevResult": prev.clone()}),
         ),
+        // nftables conditions as users write them (lane parity, issue 26): parsed, never pasted.
+        (
+            "portmap",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "portmap", "backend": "nftables",
+            "conditionsV4": ["fib daddr type local", "ct state new,untracked", "meta iif \"lo\"",
+                             "ip daddr != { 10.9.9.9, 10.8.0.0/16 }", "tcp dport != 22"],
+            "conditionsV6": ["fib saddr type != broadcast ct state != invalid oif lo ip6 daddr fd00::/8"],
+            "runtimeConfig": {"portMappings": [{"hostPort": 18092, "containerPort": 80, "protocol": "tcp"}]},
+            "prevResult": prev.clone()}),
+        ),
         (
             "firewall",
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "firewall",
@@ -94,6 +110,12 @@ fn seeds(data: &str, cont: &str) -> Vec<(&'static str, Value)> {
         (
             "sbr",
             json!({"cniVersion": "1.0.0", "name": "fznet", "type": "sbr", "table": 200,
+            "prevResult": prev.clone()}),
+        ),
+        (
+            "sbr",
+            json!({"cniVersion": "1.0.0", "name": "fznet", "type": "sbr",
+            "gateways": ["10.73.0.254", "fd73::fe"], "addSourceHints": true,
             "prevResult": prev.clone()}),
         ),
         (

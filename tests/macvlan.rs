@@ -173,6 +173,13 @@ fn failed_add_and_bad_input() {
             7,
             "unknown macvlan mode: \"weird\"",
         ),
+        // Upstream knows no source mode (such a link would receive nothing: no key sets the
+        // MACs it accepts).
+        (
+            json!({"mode": "source"}),
+            7,
+            "unknown macvlan mode: \"source\" (as upstream",
+        ),
         (json!({"mtu": 9000}), 7, "invalid MTU 9000"),
         (json!({"mac": "nope"}), 7, "invalid MAC address \"nope\""),
         (
@@ -189,6 +196,18 @@ fn failed_add_and_bad_input() {
             "{extra}: {out:?}"
         );
         assert_eq!(macvlans(&c1), 0);
+    }
+    // The reference refuses source mode too (with 999, after its IPAM ran).
+    if reference_available("macvlan") {
+        let out = nd.sb.plugin_in(Impl::Reference, &nd.node).add(
+            "macvlan",
+            &env_for(&c1, "f3"),
+            &nd.conf(json!({"mode": "source"})),
+        );
+        assert!(
+            out.err(999).contains("unknown macvlan mode: \"source\""),
+            "{out:?}"
+        );
     }
 }
 

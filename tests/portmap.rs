@@ -1174,7 +1174,11 @@ fn hostile_conditions_nftables() {
         (json!(["ip saddr 10.0.0.1\n"]), "control character"),
         (json!(["ip saddr 10.0.0.1;", "drop"]), "\"10.0.0.1;\""),
         (json!(["iifname", "\"eth0\u{0}x\""]), "control character"),
-        (json!(["ct state new"]), "\"ct\""),
+        (json!(["ct state new drop"]), "\"drop\""),
+        (
+            json!(["fib daddr type local;", "flush ruleset"]),
+            "\"local;\"",
+        ),
         (json!(["ip saddr { 10.0.0.1"]), "unterminated set"),
         (json!(["th dport 1-2"]), "ranges"),
     ] {
@@ -1427,4 +1431,71 @@ fn quick_paths_ours_iptables() {
         "rules of {id2}: {:?}",
         lab.rules_of(id2)
     );
+}
+
+/// The nft expressions users write beyond addresses and ports (issue 26): `fib daddr type`,
+/// `ct state` lists and `!=`, `iif`/`oif` (by index, as `nft`), `ip daddr !=`, `ip6 daddr`,
+/// parsed into rules (never pasted), listed as `nft` lists them, against real IPv4 and IPv6
+/// traffic to a dual-stack container.
+#[test]
+fn nft_conditions_users_write_ours_nftables() {
+    if skip("nft_conditions_users_write", OURS_NFTABLES, NEEDS) {
+        return;
+    }
+    let lab = Lab::new("pm-cond", OURS_NFTABLES, true);
+    let (c1, c2) = (NetNs::create(), NetNs::create());
+    let (id1, id2) = ("pm-cond-1", "pm-cond-2");
+    let r1 = lab.attach(&c1, id1, "1.0.0");
+    let r2 = lab.attach(&c2, id2, "1.0.0");
+    let mut servers = Vec::new();
+    for (c, text) in [(&c1, "one"), (&c2, "two")] {
+        servers.push(serve(c, "tcp", false, 80, text));
+        servers.push(serve(c, "tcp", true, 80, text));
+    }
+    let map = |port: u16| json!([{"hostPort": port, "containerPort": 80, "protocol": "tcp"}]);
+    // Container 1 admits new connections to a local address arriving on the client's link.
+    let mut cf1 = lab.pm_conf("1.0.0", map(8080), Some(&r1));
+    cf1["conditionsV4"] = json!([
+        "fib daddr type local",
+        "ct state new,untracked",
+        "meta iif \"tocl\"",
+        "ip daddr != 192.0.2.1"
+    ]);
+    cf1["conditionsV6"] =
+        json!(["fib daddr type local ct state != invalid iif tocl ip6 daddr != fd00::1"]);
+    // Container 2 refuses them: not new (v4), not local (v6).
+    let mut cf2 = lab.pm_conf("1.0.0", map(8081), Some(&r2));
+    cf2["conditionsV4"] = json!(["ct state != new"]);
+    cf2["conditionsV6"] = json!(["fib", "daddr", "type", "!=", "local"]);
+    lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
+    lab.plugin().check("portmap", &env_for(&c1, id1), &cf1).ok();
+    let node6 = format!("fd{:02x}:1::1", lab.n);
+    for node in [lab.node_addr(), node6] {
+        assert_answers(&lab.client, "tcp", &node, 8080, "one", "conditions admit");
+        assert_silent(&lab.client, "tcp", &node, 8081, "conditions refuse");
+    }
+    let rules = lab.rules_of(id1).join("\n");
+    // As `nft -j` lists them (what `nft` itself decodes from our expressions).
+    for want in [
+        r#"{"fib":{"flags":["daddr"],"result":"type"}},"op":"==","right":"local"}"#,
+        r#"{"ct":{"key":"state"}},"op":"in","right":["new","untracked"]}"#,
+        r#"{"ct":{"key":"state"}},"op":"!=","right":"invalid"}"#,
+        r#"{"meta":{"key":"iif"}},"op":"==","right":"tocl"}"#,
+        r#""protocol":"ip"}},"op":"!=","right":"192.0.2.1"}"#,
+        r#""protocol":"ip6"}},"op":"!=","right":"fd00::1"}"#,
+    ] {
+        assert!(rules.contains(want), "{want:?} not in:\n{rules}");
+    }
+    // An interface that does not exist is the config's error, before any change.
+    let mut bad = cf1.clone();
+    bad["conditionsV4"] = json!(["iif nosuchif0"]);
+    let msg = lab.plugin().add("portmap", &env_for(&c1, id1), &bad).err(7);
+    assert!(
+        msg.contains("conditionsV4") && msg.contains("nosuchif0"),
+        "{msg}"
+    );
+    lab.plugin().del("portmap", &env_for(&c1, id1), &cf1).ok();
+    lab.plugin().del("portmap", &env_for(&c2, id2), &cf2).ok();
+    assert!(lab.rules_of(id1).is_empty() && lab.rules_of(id2).is_empty());
 }

@@ -577,6 +577,35 @@ fn own_netns_is_refused() {
     }
 }
 
+/// `CNI_NETNS_OVERRIDE` `1` or `true` in any case lets CNI_NETNS be the plugin's own namespace,
+/// as the Go skel does; any other value keeps the refusal. (static: it never enters the netns.)
+#[test]
+fn netns_override_lets_own_netns_through() {
+    let sb = Sandbox::new("ns-override");
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "static",
+        "ipam": {"type": "static", "addresses": [{"address": "10.9.9.9/24"}]}});
+    for (value, allowed) in [
+        ("1", true),
+        ("true", true),
+        ("TRUE", true),
+        ("True", true),
+        ("0", false),
+        ("yes", false),
+        ("", false),
+    ] {
+        let mut env = sb.env().with_netns("/proc/self/ns/net");
+        env.extra.push(("CNI_NETNS_OVERRIDE".into(), value.into()));
+        for cmd in ["ADD", "DEL"] {
+            let out = sb.ours().cmd("static", cmd, &env, &conf);
+            if allowed {
+                assert!(out.status_ok, "{value:?} {cmd}: {out:?}");
+            } else {
+                assert_eq!(out.err_code(), Some(8), "{value:?} {cmd}: {out:?}");
+            }
+        }
+    }
+}
+
 /// A 10 MB config is not echoed back: message and details stay small.
 #[test]
 fn huge_input_is_not_echoed() {

@@ -368,3 +368,89 @@ fn del_keeps_the_users_own_table() {
         }
     }
 }
+
+/// From upstream main: `gateways` replaces the prevResult's gateway of its family for each
+/// address's default route; with `addSourceHints` the main table keeps each address's subnet
+/// route with the address as preferred source (traffic that picks no source still flows) and
+/// loses the interface's other routes. A failed ADD, with or without hints, puts the main
+/// table back (IPv6's default route after the subnet route that makes its gateway reachable).
+/// In every family.
+#[test]
+fn static_gateways_and_source_hints() {
+    if !require_root("sbr static_gateways_and_source_hints") {
+        return;
+    }
+    for fam in family::FAMILIES {
+        let n = common::lab::unique_n();
+        let s = setup(&format!("sbr-hints-{}", fam.tag()), n);
+        let bconf = json!({"cniVersion": "1.0.0", "name": "sbrh", "type": "bridge",
+            "bridge": "sbrh0", "isGateway": true,
+            "ipam": fam.host_local(n, &s.sb.path("ipam"))});
+        let p = s.sb.plugin_in(Impl::Ours, &s.node);
+        let r = p.add("bridge", &s.env("eth0"), &bconf).ok().clone();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !s
+            .cont
+            .sh(&["ip", "-6", "route", "show", "dev", "eth0"])
+            .contains("fe80::/64")
+        {
+            assert!(Instant::now() < deadline, "no fe80::/64 route");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (gw4, gw6) = (format!("10.{n}.0.254"), format!("fd00:{n}::fe"));
+        let c = sbr_conf(
+            "1.0.0",
+            &r,
+            json!({"gateways": [gw4, gw6], "addSourceHints": true}),
+        );
+        // Undo: the state record cannot be written (its directory is a file), after the
+        // routes moved and the hints went in.
+        let before = s.state();
+        let file = s.sb.path("not-a-dir");
+        std::fs::write(&file, "x").unwrap();
+        let mut env = s.env("eth0");
+        env.extra
+            .push(("CNIBOX_STATE_DIR".into(), file.display().to_string()));
+        for hints in [false, true] {
+            let mut c = c.clone();
+            c["addSourceHints"] = json!(hints);
+            let out = p.cmd("sbr", "ADD", &env, &c);
+            assert!(!out.status_ok, "{} {hints}: {out:?}", fam.tag());
+            assert_eq!(
+                s.state(),
+                before,
+                "{} {hints}: failed ADD left something",
+                fam.tag()
+            );
+        }
+
+        assert_eq!(s.sbr(Impl::Ours, "ADD", "eth0", &c).ok(), &r);
+        let all = s.state();
+        for a in family::result_ips(&r) {
+            let (v, gw, subnet, gateway) = if a.is_ipv4() {
+                ("-4", &gw4, format!("10.{n}.0.0/24"), format!("10.{n}.0.1"))
+            } else {
+                ("-6", &gw6, format!("fd00:{n}::/64"), format!("fd00:{n}::1"))
+            };
+            assert!(
+                all.contains(&format!("default via {gw} dev eth0 table 10")),
+                "{}: no default route via the static gateway {gw}:\n{all}",
+                fam.tag()
+            );
+            let main = s.cont.sh(&["ip", v, "route", "show", "table", "main"]);
+            let hint = main
+                .lines()
+                .find(|l| l.starts_with(&format!("{subnet} dev eth0")))
+                .unwrap_or_else(|| panic!("{}: no subnet route in main:\n{main}", fam.tag()));
+            assert!(hint.contains(&format!("src {a}")), "{hint}");
+            assert!(!main.contains("default"), "{}: {main}", fam.tag());
+            // No source chosen: the main table's subnet route, with the address as source.
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !s.ping(None, &gateway) {
+                assert!(Instant::now() < deadline, "{}: ping {gateway}", fam.tag());
+            }
+        }
+        s.sbr(Impl::Ours, "DEL", "eth0", &c).ok();
+        assert!(p.del("bridge", &s.env("eth0"), &bconf).status_ok);
+    }
+}

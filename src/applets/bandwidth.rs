@@ -206,10 +206,11 @@ fn add(req: &Request) -> Result<CniResult> {
             });
         }
         if l.egress_rate > 0 {
+            // Queue length 0, as upstream makes it (the ifb driver's default is 32).
             let index = host.add_ifb(
                 &ifb,
                 Some(hv.mtu),
-                None,
+                Some(0),
                 Some(&alias(&req.conf.name, &req.env.container_id)),
             )?;
             // Removing the ifb also removes the filter's target.

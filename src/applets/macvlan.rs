@@ -3,7 +3,7 @@
 //!
 //! Keys: `master` (default: the interface of the default route, looked up on the host or, with
 //! `linkInContainer`, in the container), `mode` (`bridge` default, `private`, `vepa`,
-//! `passthru`, `source`), `mtu` (0 = inherit, at most the master's), `mac` (also CNI_ARGS `MAC`
+//! `passthru`; `source` is refused, as upstream does), `mtu` (0 = inherit, at most the master's), `mac` (also CNI_ARGS `MAC`
 //! and `runtimeConfig.mac`, which wins), `bcqueuelen`, `linkInContainer`, `ipam` (optional:
 //! without it the link is L2 only and just set up), `dns`.
 //!
@@ -15,7 +15,8 @@
 //! addresses and routes with the prevResult. STATUS and GC go to the IPAM plugin.
 //!
 //! Beyond upstream: every key (mode, MAC, MTU range, names) is checked before anything is
-//! created; DEL only deletes CNI_IFNAME when it is a macvlan; `source` mode is accepted.
+//! created (`mode` with code 7 where upstream fails with 999); DEL only deletes CNI_IFNAME when
+//! it is a macvlan.
 
 use crate::applets::shared::container::{check_own_iface, delete_with_ipam, requested_mac};
 use crate::applets::shared::iface;
@@ -24,8 +25,7 @@ use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version};
 use crate::netlink::macvlan::{
-    MACVLAN_MODE_BRIDGE, MACVLAN_MODE_PASSTHRU, MACVLAN_MODE_PRIVATE, MACVLAN_MODE_SOURCE,
-    MACVLAN_MODE_VEPA, Macvlan,
+    MACVLAN_MODE_BRIDGE, MACVLAN_MODE_PASSTHRU, MACVLAN_MODE_PRIVATE, MACVLAN_MODE_VEPA, Macvlan,
 };
 use crate::netlink::{Handle, Link, parse_mac};
 use crate::netns::NetNs;
@@ -72,12 +72,19 @@ const MODES: &[(&str, u32)] = &[
     ("private", MACVLAN_MODE_PRIVATE),
     ("vepa", MACVLAN_MODE_VEPA),
     ("passthru", MACVLAN_MODE_PASSTHRU),
-    ("source", MACVLAN_MODE_SOURCE),
 ];
 
 fn load(req: &Request) -> Result<Config<'_>> {
     let c: Conf = req.decode()?;
     let master = Master::load(c.master, c.mtu, c.link_in_container)?;
+    // Upstream (v1.9.1 and main) knows no `source` mode: such a link receives only from the
+    // MACs allowed on it (IFLA_MACVLAN_MACADDR), and no key sets them.
+    if c.mode == "source" {
+        return Err(Error::config(
+            "unknown macvlan mode: \"source\" (as upstream: a source-mode macvlan receives \
+             only from the MACs allowed on it, and no key sets them)",
+        ));
+    }
     let mode = link::mode(MODES, &c.mode, "macvlan")?;
     let bc_queue_len = u32::try_from(c.bcqueuelen)
         .map_err(|_| Error::config(format!("bcqueuelen {} is out of range", c.bcqueuelen)))?;

@@ -19,7 +19,7 @@
 use super::shared::veth::create_veth;
 use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
-use crate::cni::result::{Dns, Interface};
+use crate::cni::result::Interface;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netfilter::masq;
 use crate::netlink::{Handle, IFA_F_NODAD, Route, SCOPE_HOST, SCOPE_LINK, fmt_mac};
@@ -228,8 +228,8 @@ fn add_steps<'a>(
             ..Default::default()
         },
     ];
-    if let Some(dns) = req.conf.dns.as_ref().filter(|d| !d.is_empty()) {
-        result.dns = Dns::clone(dns);
+    if let Some(dns) = req.dns_override() {
+        result.dns = dns;
     }
     Ok(result)
 }

@@ -7,7 +7,12 @@
 //! address's subnet, or neither set), and finally removes the interface's routes from the main
 //! table. With `table` (newer releases) only the rules are added, all pointing at that table,
 //! whose routes the user manages. The prevResult is passed through. Runs hold the lock Go's
-//! `sbr` takes on the namespace file.
+//! `sbr` takes on the namespace file. From upstream main: `gateways` (one IPv4 and/or one IPv6
+//! address) replaces the prevResult's gateway of that family for the default routes, and with
+//! `addSourceHints` the main table keeps each address's subnet route, with the address as its
+//! preferred source (so traffic that picks no source still finds its way), and loses only the
+//! interface's other routes. Neither applies with `table`. Unlike upstream, the interface's
+//! default route in the main table is not copied over a static gateway's default route.
 //!
 //! DEL removes every rule whose source is an address of the interface (only rules of `table`
 //! when set), and tolerates a missing namespace or interface.
@@ -22,10 +27,11 @@
 use crate::attachment;
 use crate::cni::result::IpConfig;
 use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
-use crate::netlink::{Family, Handle, Route, Rule, TABLE_MAIN};
+use crate::netlink::{Family, Handle, Route, Rule, SCOPE_LINK, TABLE_MAIN};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
 use serde::Deserialize;
+use std::net::IpAddr;
 
 pub static APPLET: Applet = Applet {
     name: "sbr",
@@ -44,22 +50,51 @@ const FIRST_TABLE: u32 = 100;
 const RECORD: &str = "sbr";
 
 #[derive(Deserialize, Default)]
-struct Conf {
+struct RawConf {
     #[serde(default)]
     table: Option<i64>,
+    #[serde(default)]
+    gateways: Option<Vec<String>>,
+    #[serde(rename = "addSourceHints", default)]
+    add_source_hints: bool,
 }
 
-/// The configured table, if any (1 .. 2^32-1).
-fn load(req: &Request) -> Result<Option<u32>> {
-    let c: Conf = req.decode()?;
-    c.table
+struct Conf {
+    /// The configured table, if any (1 .. 2^32-1).
+    table: Option<u32>,
+    /// `gateways`: at most one per family, used instead of the prevResult's.
+    gateways: Vec<IpAddr>,
+    add_source_hints: bool,
+}
+
+fn load(req: &Request) -> Result<Conf> {
+    let c: RawConf = req.decode()?;
+    let table = c
+        .table
         .map(|t| {
             u32::try_from(t)
                 .ok()
                 .filter(|&t| t > 0)
                 .ok_or_else(|| Error::config(format!("table: invalid routing table {t}")))
         })
-        .transpose()
+        .transpose()?;
+    let mut gateways: Vec<IpAddr> = Vec::new();
+    for g in c.gateways.unwrap_or_default() {
+        match g.parse::<IpAddr>() {
+            Ok(ip) if !gateways.iter().any(|o| o.is_ipv4() == ip.is_ipv4()) => gateways.push(ip),
+            _ => {
+                return Err(Error::config(format!(
+                    "gateways: {g:?} is not an IP address, or a second one of its family \
+                     (at most one IPv4 and one IPv6)"
+                )));
+            }
+        }
+    }
+    Ok(Conf {
+        table,
+        gateways,
+        add_source_hints: c.add_source_hints,
+    })
 }
 
 /// The prevResult's addresses on `ifname` (those naming no interface, or an unknown one,
@@ -97,13 +132,13 @@ fn next_free(rules: &[Rule], routes: &[Route], from: u32) -> u32 {
 }
 
 fn add(req: &Request) -> Result<CniResult> {
-    let table = load(req)?;
+    let conf = load(req)?;
     let (prev, ips) = addresses(req)?;
     let ns = req.netns()?;
     let _lock = ns.lock()?;
     let mut h = Handle::in_netns(&ns)?;
     let mut undo = Undo::new("sbr");
-    let r = match table {
+    let r = match conf.table {
         Some(t) => ips.iter().try_for_each(|ip| {
             rule_add(
                 &mut h,
@@ -112,7 +147,7 @@ fn add(req: &Request) -> Result<CniResult> {
                 Rule::from_addr(ip.address.addr(), t),
             )
         }),
-        None => move_routes(req, &ips, &ns, &mut h, &mut undo).and_then(|tables| {
+        None => move_routes(req, &conf, &ips, &ns, &mut h, &mut undo).and_then(|tables| {
             // On the host, for DEL: the tables this ADD filled, the only ones DEL empties.
             let env = &req.env;
             let items: Vec<String> = tables.iter().map(u32::to_string).collect();
@@ -160,6 +195,7 @@ fn route_undo<'a>(undo: &mut Undo<'a>, ns: &'a NetNs, r: Route, re_add: bool) {
 
 fn move_routes<'a>(
     req: &Request,
+    conf: &Conf,
     ips: &[IpConfig],
     ns: &'a NetNs,
     h: &mut Handle,
@@ -181,7 +217,9 @@ fn move_routes<'a>(
         let addr = ip.address.addr();
         rule_add(h, ns, undo, Rule::from_addr(addr, table))?;
         filled.push(table);
-        if let Some(gw) = ip.gateway {
+        let v4 = addr.is_ipv4();
+        let gateway = conf.gateways.iter().copied().find(|g| g.is_ipv4() == v4);
+        if let Some(gw) = gateway.or(ip.gateway) {
             let default = Route {
                 dst: ipnet::IpNet::new(addr, 0)
                     .map_err(|e| Error::internal(e.to_string()))?
@@ -198,6 +236,13 @@ fn move_routes<'a>(
         }
         let mine = |a: Option<std::net::IpAddr>| a.is_some_and(|a| ip.address.contains(&a));
         for r in &routes {
+            // A static gateway's default route stays: upstream's copy replaces it with the
+            // main table's default route when that one's gateway is in the subnet.
+            let replaces_static =
+                gateway.is_some() && r.dst.prefix_len() == 0 && r.dst.addr().is_ipv4() == v4;
+            if replaces_static {
+                continue;
+            }
             if mine(r.src) || mine(r.gw) || (r.src.is_none() && r.gw.is_none()) {
                 let moved = Route { table, ..r.clone() };
                 h.route_replace(&moved)
@@ -207,17 +252,69 @@ fn move_routes<'a>(
         }
         table = next_free(&rules, &routes, table + 1);
     }
-    // Removed only now: several addresses of one subnet each need the routes copied.
-    for r in routes {
-        h.route_del(&r)
+    if conf.add_source_hints {
+        source_hints(ips, link.index, &routes, ns, h, undo);
+    }
+    // Removed only now: several addresses of one subnet each need the routes copied. With
+    // source hints the subnet routes (scope link) stay. Routes via a gateway go first, so a
+    // failed ADD's undo (newest first) puts them back after the subnet route that makes their
+    // gateway reachable (IPv6 dumps the default route last).
+    for r in routes
+        .iter()
+        .filter(|r| r.gw.is_some())
+        .chain(routes.iter().filter(|r| r.gw.is_none()))
+    {
+        if conf.add_source_hints && r.scope == SCOPE_LINK {
+            continue;
+        }
+        h.route_del(r)
             .map_err(|e| Error::from(e).ctx("failed to delete route"))?;
-        route_undo(undo, ns, r, true);
+        route_undo(undo, ns, r.clone(), true);
     }
     Ok(filled)
 }
 
+/// `addSourceHints`: each address's subnet route in the main table, with the address as its
+/// preferred source (a replace: IPv4's kernel-made subnet route is that route). A failure is
+/// a note on stderr, as upstream only logs it.
+fn source_hints<'a>(
+    ips: &[IpConfig],
+    oif: u32,
+    routes: &[Route],
+    ns: &'a NetNs,
+    h: &mut Handle,
+    undo: &mut Undo<'a>,
+) {
+    for ip in ips {
+        let addr = ip.address.addr();
+        let hint = Route {
+            dst: ip.address.trunc(),
+            src: Some(addr),
+            oif: Some(oif),
+            scope: SCOPE_LINK,
+            table: TABLE_MAIN,
+            // IPv6's default for a route added without one, named so undo deletes only it.
+            metric: (!addr.is_ipv4()).then_some(1024),
+            ..Route::default()
+        };
+        if let Err(e) = h.route_replace(&hint) {
+            crate::warn!("sbr: cannot add subnet route {} src {addr}: {e}", hint.dst);
+            continue;
+        }
+        // IPv4: the replace took the place of the kernel's route (same key), which undo puts
+        // back; IPv6: a route of its own beside the kernel's, which undo deletes.
+        match routes
+            .iter()
+            .find(|r| addr.is_ipv4() && r.dst == hint.dst && r.metric.is_none())
+        {
+            Some(orig) => route_undo(undo, ns, orig.clone(), true),
+            None => route_undo(undo, ns, hint, false),
+        }
+    }
+}
+
 fn del(req: &Request) -> Result<()> {
-    let table = load(req)?;
+    let table = load(req)?.table;
     let env = &req.env;
     let forget = || attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
     let Some(ns) = req.netns_if_exists()? else {
@@ -278,7 +375,7 @@ fn del(req: &Request) -> Result<()> {
 }
 
 fn check(req: &Request) -> Result<()> {
-    let table = load(req)?;
+    let table = load(req)?.table;
     let (_, ips) = addresses(req)?;
     let ns = req.netns()?;
     let rules = Handle::in_netns(&ns)?.rules(Family::All)?;

@@ -103,6 +103,18 @@ impl Request {
             .unwrap_or_default()
     }
 
+    /// The config's `dns` when it replaces IPAM's, as upstream's bridge and ptp decide
+    /// (`dnsConfSet`): a list given, even empty (`"nameservers": []` clears IPAM's), or a
+    /// domain; `{}` or lists that are `null` leave IPAM's DNS in place.
+    pub fn dns_override(&self) -> Option<Dns> {
+        let given = gojson::member(&self.raw, "dns")?;
+        let dns = self.conf.dns.as_ref()?;
+        let listed = ["nameservers", "search", "options"]
+            .iter()
+            .any(|k| gojson::member(given, k).is_some());
+        (listed || !dns.domain.is_empty()).then(|| dns.clone())
+    }
+
     /// CNI_NETNS, opened: a missing path, or one that is not a network namespace, is an error
     /// naming it.
     pub fn netns(&self) -> Result<NetNs> {

@@ -784,11 +784,26 @@ fn condition_statements_like_nft() {
             .mark(7, true)
             .accept(),
     );
+    // portmap's conditions users write: fib types, ct state lists both ways, iif/oif by index.
+    b.add_rule(
+        &t,
+        "c",
+        &Rule::new()
+            .fib_daddr_local()
+            .ct_state(ct::ESTABLISHED | ct::RELATED)
+            .ct_state_not(ct::INVALID | ct::UNTRACKED)
+            .ifindex(false, 1, false)
+            .ifindex(true, 1, true)
+            .fib_type(false, libc::RTN_BROADCAST as u32, true)
+            .accept(),
+    );
     same_as_nft(
         &b,
         &[t],
         "table ip t { chain c { meta mark 0x00000010 th dport != 22 meta l4proto != tcp \
-         meta mark != 0x00000007 accept; }; }",
+         meta mark != 0x00000007 accept; \
+         fib daddr type local ct state established,related ct state != invalid,untracked \
+         iif \"lo\" oif != \"lo\" fib saddr type != broadcast accept; }; }",
     );
 }
 

@@ -13,7 +13,6 @@ pub const MACVLAN_MODE_PRIVATE: u32 = 1;
 pub const MACVLAN_MODE_VEPA: u32 = 2;
 pub const MACVLAN_MODE_BRIDGE: u32 = 4;
 pub const MACVLAN_MODE_PASSTHRU: u32 = 8;
-pub const MACVLAN_MODE_SOURCE: u32 = 16;
 
 /// What a new macvlan gets.
 pub struct Macvlan<'a> {

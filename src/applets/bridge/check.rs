@@ -22,10 +22,13 @@ pub(super) fn check(req: &Request) -> Result<()> {
         .link_by_name(&b.c.bridge)?
         .filter(|l| l.kind.as_deref() == Some("bridge"))
         .ok_or_else(|| Error::internal(format!("bridge {:?} not found", b.c.bridge)))?;
-    if b.c.promisc_mode && !br.promisc {
+    // Both ways, as upstream: promiscMode false with a promiscuous bridge is a mismatch too.
+    if b.c.promisc_mode != br.promisc {
         return Err(Error::internal(format!(
-            "bridge {:?} is not in promiscuous mode",
-            b.c.bridge
+            "bridge {:?}: promiscMode is {} but promiscuous mode is {}",
+            b.c.bridge,
+            b.c.promisc_mode,
+            if br.promisc { "on" } else { "off" }
         )));
     }
     let ifname = &req.env.ifname;

@@ -10,13 +10,6 @@ use crate::{random, sysctl};
 use ipnet::IpNet;
 use std::net::IpAddr;
 
-impl Bridge {
-    /// VLAN 1 stays on a trunk-only port (it is the native VLAN there).
-    pub(super) fn preserve_default(&self) -> bool {
-        self.c.preserve_default_vlan || (self.c.vlan == 0 && !self.trunk.is_empty())
-    }
-}
-
 /// Fill in missing gateways (network + 1), point IPs at the container veth and add default
 /// routes for isDefaultGateway, as upstream's calcGateways.
 pub(super) fn prepare_gateways(b: &Bridge, result: &mut CniResult) -> Result<()> {

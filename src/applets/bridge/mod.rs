@@ -22,7 +22,7 @@ use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
 use crate::cni::config::Request;
 use crate::cni::env::validate_config_ifname;
-use crate::cni::result::{CniResult, Dns, Interface};
+use crate::cni::result::{CniResult, Interface};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::netfilter::masq;
 use crate::netlink::{self, Handle, Link, PortOpts, fmt_mac, parse_mac};
@@ -75,8 +75,9 @@ struct Conf {
     promisc_mode: bool,
     #[serde(default)]
     vlan: i32,
+    /// `[]` (or entries that name no VLAN) still turns VLAN filtering on, as upstream.
     #[serde(default)]
-    vlan_trunk: Vec<TrunkRange>,
+    vlan_trunk: Option<Vec<TrunkRange>>,
     #[serde(default)]
     preserve_default_vlan: bool,
     #[serde(default, rename = "enabledad")]
@@ -119,24 +120,31 @@ fn load(req: &Request) -> Result<Bridge> {
             c.vlan
         )));
     }
-    let mut trunk = Vec::new();
-    for t in &c.vlan_trunk {
-        let (lo, hi) = match (t.id, t.min_id, t.max_id) {
-            (Some(id), _, _) => (id, id),
-            (None, Some(lo), Some(hi)) => (lo, hi),
+    // As upstream: an entry's range and its `id` both count, `{}` counts nothing; the VLANs
+    // in order, each once.
+    let mut seen = [false; 4095];
+    for t in c.vlan_trunk.iter().flatten() {
+        let range = match (t.min_id, t.max_id) {
+            (Some(lo), Some(hi)) => Some((lo, hi)),
+            (None, None) => None,
             _ => {
                 return Err(Error::config(
-                    "vlanTrunk entries need \"id\" or both \"minID\" and \"maxID\"",
+                    "vlanTrunk: minID and maxID must be given together",
                 ));
             }
         };
-        if !(1..=4094).contains(&lo) || !(1..=4094).contains(&hi) || lo > hi {
-            return Err(Error::config(format!(
-                "invalid vlanTrunk range {lo}-{hi} (must be within 1-4094)"
-            )));
+        for (lo, hi) in range.into_iter().chain(t.id.map(|id| (id, id))) {
+            if !(1..=4094).contains(&lo) || !(1..=4094).contains(&hi) || lo > hi {
+                return Err(Error::config(format!(
+                    "vlanTrunk: invalid VLANs {lo}-{hi} (within 1-4094, minID at most maxID)"
+                )));
+            }
+            for v in lo..=hi {
+                seen[v as usize] = true;
+            }
         }
-        trunk.extend((lo..=hi).map(|v| v as u16));
     }
+    let trunk: Vec<u16> = (1..4095u16).filter(|&v| seen[v as usize]).collect();
     if c.disable_container_interface && req.ipam_type().is_some() {
         return Err(Error::config(
             "cannot use IPAM when disableContainerInterface flag is set",
@@ -177,7 +185,7 @@ fn iface_of(l: &Link, sandbox: &str) -> Interface {
 /// Create the bridge if it is missing (tolerating a concurrent creator), else check it is one.
 fn ensure_bridge(h: &mut Handle, b: &Bridge) -> Result<Link> {
     let name = &b.c.bridge;
-    let vlan_filtering = b.c.vlan != 0 || !b.trunk.is_empty();
+    let vlan_filtering = b.c.vlan != 0 || b.c.vlan_trunk.is_some();
     let br = match h.link_by_name(name)? {
         Some(l) => l,
         None => {
@@ -306,8 +314,8 @@ fn add_steps<'a>(
         result.dns = r.dns;
         prepare_gateways(b, &mut result)?;
     }
-    if let Some(dns) = req.conf.dns.as_ref().filter(|d| !d.is_empty()) {
-        result.dns = Dns::clone(dns);
+    if let Some(dns) = req.dns_override() {
+        result.dns = dns;
     }
 
     ns.enter(|| {

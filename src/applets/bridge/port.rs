@@ -10,7 +10,7 @@ pub(super) fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlin
     if b.c.vlan == 0 && b.trunk.is_empty() {
         return Ok(());
     }
-    if !b.preserve_default() {
+    if !b.c.preserve_default_vlan {
         h.bridge_vlan_del(index, 1, false)?;
     }
     if b.c.vlan != 0 {
@@ -18,6 +18,11 @@ pub(super) fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlin
     }
     for vid in &b.trunk {
         h.bridge_vlan_add(index, *vid, false, false, false)?;
+    }
+    // A trunk-only port: VLAN 1 is its native VLAN (PVID, untagged), as upstream, even when
+    // the trunk lists it or the bridge's default PVID is another.
+    if b.c.vlan == 0 {
+        h.bridge_vlan_add(index, 1, true, true, false)?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! rule matches (or refused naming the token).
 
 use crate::cni::{Error, Result};
-use crate::netfilter::{Rule, SCTP, TCP, UDP};
+use crate::netfilter::{Rule, SCTP, TCP, UDP, ct};
 use ipnet::IpNet;
 use std::net::IpAddr;
 
@@ -35,6 +35,23 @@ pub(super) enum Cond {
         port: u16,
         neq: bool,
     },
+    /// `ct state`: the bits of the states listed (`a,b` is one match, as in `nft`).
+    CtState {
+        bits: u32,
+        neq: bool,
+    },
+    /// `fib saddr|daddr type T`.
+    Fib {
+        daddr: bool,
+        rtype: u32,
+        neq: bool,
+    },
+    /// `iif|oif NAME` (also after `meta`): the interface's index when the rule is made.
+    Ifindex {
+        out: bool,
+        index: u32,
+        neq: bool,
+    },
 }
 
 impl Cond {
@@ -62,17 +79,55 @@ impl Cond {
                 };
                 r.port(*dst, *port, *neq)
             }
+            Cond::CtState { bits, neq: false } => r.ct_state(*bits),
+            Cond::CtState { bits, neq: true } => r.ct_state_not(*bits),
+            Cond::Fib { daddr, rtype, neq } => r.fib_type(*daddr, *rtype, *neq),
+            Cond::Ifindex { out, index, neq } => r.ifindex(*out, *index, *neq),
         }
     }
+}
+
+/// `ct state` names and their bits.
+const CT_STATES: &[(&str, u32)] = &[
+    ("invalid", ct::INVALID),
+    ("established", ct::ESTABLISHED),
+    ("related", ct::RELATED),
+    ("new", ct::NEW),
+    ("untracked", ct::UNTRACKED),
+];
+
+/// `fib … type` names, in `RTN_*` order (0 = unspec).
+const FIB_TYPES: &[&str] = &[
+    "unspec",
+    "unicast",
+    "local",
+    "broadcast",
+    "anycast",
+    "multicast",
+    "blackhole",
+    "unreachable",
+    "prohibit",
+];
+
+/// An interface name as `nft` takes it: 1-15 bytes, no control character, no wildcard.
+fn check_ifname(v: &str) -> std::result::Result<(), String> {
+    if v.is_empty() || v.len() > 15 || v.chars().any(|c| c.is_control()) {
+        return Err(format!("bad interface name {v:?} (1-15 bytes)"));
+    }
+    if v.ends_with('*') {
+        return Err(format!("wildcard interface name {v:?} is not supported"));
+    }
+    Ok(())
 }
 
 /// The most rules one mapping may expand to (positive anonymous sets become one rule per
 /// combination of their elements).
 pub(super) const MAX_CONDITION_RULES: usize = 64;
 
-pub(super) const NFT_SYNTAX: &str = "supported: `ip|ip6 saddr|daddr`, `iifname|oifname` (also after \
-    `meta`), `meta mark`, `meta l4proto`, `th|tcp|udp|sctp dport|sport`, each followed by an \
-    optional `==`/`!=` and a value or an anonymous set `{ a, b }`";
+pub(super) const NFT_SYNTAX: &str = "supported: `ip|ip6 saddr|daddr`, `iifname|oifname|iif|oif` \
+    (also after `meta`), `meta mark`, `meta l4proto`, `th|tcp|udp|sctp dport|sport`, \
+    `ct state`, `fib saddr|daddr type`, each followed by an optional `==`/`!=` and a value or \
+    an anonymous set `{ a, b }`";
 
 /// Split nftables condition text into tokens: words, `{`, `}`, `,` and quoted strings (quotes
 /// removed).
@@ -179,12 +234,7 @@ pub(super) fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec
                 (
                     width,
                     Box::new(move |v: &str| {
-                        if v.is_empty() || v.len() > 15 || v.chars().any(|c| c.is_control()) {
-                            return Err(format!("bad interface name {v:?} (1-15 bytes)"));
-                        }
-                        if v.ends_with('*') {
-                            return Err(format!("wildcard interface name {v:?} is not supported"));
-                        }
+                        check_ifname(v)?;
                         Ok(Cond::Ifname {
                             out,
                             name: v.to_string(),
@@ -192,6 +242,66 @@ pub(super) fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec
                         })
                     }),
                 )
+            }
+            ("iif" | "oif", _) | ("meta", Some("iif" | "oif")) => {
+                let (width, field) = if t == "meta" {
+                    (2, toks[i + 1].as_str())
+                } else {
+                    (1, t)
+                };
+                let out = field == "oif";
+                (
+                    width,
+                    Box::new(move |v: &str| {
+                        check_ifname(v)?;
+                        let index = nix::net::if_::if_nametoindex(v)
+                            .map_err(|_| format!("no interface {v:?} on the node"))?;
+                        Ok(Cond::Ifindex {
+                            out,
+                            index,
+                            neq: false,
+                        })
+                    }),
+                )
+            }
+            ("ct", Some("state")) => (
+                2,
+                Box::new(|v: &str| {
+                    let bits = CT_STATES
+                        .iter()
+                        .find(|(n, _)| *n == v)
+                        .map(|(_, b)| *b)
+                        .ok_or_else(|| format!("unknown state {v:?}"))?;
+                    Ok(Cond::CtState { bits, neq: false })
+                }),
+            ),
+            ("ct", other) => {
+                return Err(bad(format!(
+                    "unsupported token {:?} after `ct` (expected state)",
+                    other.unwrap_or("")
+                )));
+            }
+            ("fib", Some(f @ ("saddr" | "daddr"))) if tok(i + 2) == Some("type") => {
+                let daddr = f == "daddr";
+                (
+                    3,
+                    Box::new(move |v: &str| {
+                        let rtype = FIB_TYPES
+                            .iter()
+                            .position(|n| *n == v)
+                            .ok_or_else(|| format!("unknown route type {v:?}"))?;
+                        Ok(Cond::Fib {
+                            daddr,
+                            rtype: rtype as u32,
+                            neq: false,
+                        })
+                    }),
+                )
+            }
+            ("fib", _) => {
+                return Err(bad(
+                    "unsupported `fib` match (expected `fib saddr|daddr type T`)".into(),
+                ));
             }
             ("meta", Some("mark")) | ("mark", _) => (
                 if t == "meta" { 2 } else { 1 },
@@ -268,6 +378,7 @@ pub(super) fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec
         };
         // One value or an anonymous set.
         let mut values = Vec::new();
+        let set = tok(i) == Some("{");
         match tok(i) {
             None => return Err(bad(format!("missing value after `{what}`"))),
             Some("{") => {
@@ -294,6 +405,14 @@ pub(super) fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec
             Some(v) => {
                 values.push(v.to_string());
                 i += 1;
+                // `ct state a,b` is one match of either state, as in `nft`.
+                while what == "ct state" && tok(i) == Some(",") {
+                    match tok(i + 1) {
+                        Some(v) if !matches!(v, "{" | "}" | ",") => values.push(v.to_string()),
+                        _ => return Err(bad(format!("missing state after `,` in `{what}`"))),
+                    }
+                    i += 2;
+                }
             }
         }
         let mut parsed = Vec::new();
@@ -304,7 +423,18 @@ pub(super) fn nft_conditions(cond: &[String], v6: bool, key: &str) -> Result<Vec
                 | Cond::Ifname { neq: n, .. }
                 | Cond::Mark { neq: n, .. }
                 | Cond::L4proto { neq: n, .. }
-                | Cond::Port { neq: n, .. } => *n = neq,
+                | Cond::Port { neq: n, .. }
+                | Cond::CtState { neq: n, .. }
+                | Cond::Fib { neq: n, .. }
+                | Cond::Ifindex { neq: n, .. } => *n = neq,
+            }
+            // A `ct state` list is one match of all its bits.
+            if let (Cond::CtState { bits, .. }, Some(Cond::CtState { bits: prev, .. })) =
+                (&c, parsed.last_mut())
+                && !set
+            {
+                *prev |= *bits;
+                continue;
             }
             parsed.push(c);
         }

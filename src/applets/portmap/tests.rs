@@ -1,6 +1,6 @@
 use super::iptables::{dn_rules, entry_rules, mark_def};
 use super::*;
-use crate::netfilter::Rule;
+use crate::netfilter::{Rule, ct};
 
 fn pm(maps: Vec<Mapping>) -> Portmap {
     Portmap {
@@ -128,10 +128,60 @@ fn nft_conditions_parse() {
         1
     );
     assert_eq!(cond(&[], false).unwrap(), vec![Rule::new()]);
+    // What users write beyond addresses and ports (issue 26): fib, ct state lists (one match
+    // of all their bits), iif/oif by index (lo is 1 in every namespace).
+    assert_eq!(
+        cond(
+            &[
+                "fib daddr type local",
+                "ct state established,related",
+                "ct state != invalid , untracked",
+                "meta iif lo",
+                "oif != \"lo\"",
+                "fib saddr type != broadcast",
+                "ip daddr != 10.1.2.3"
+            ],
+            false
+        )
+        .unwrap(),
+        vec![
+            Rule::new()
+                .fib_daddr_local()
+                .ct_state(ct::ESTABLISHED | ct::RELATED)
+                .ct_state_not(ct::INVALID | ct::UNTRACKED)
+                .ifindex(false, 1, false)
+                .ifindex(true, 1, true)
+                .fib_type(false, 3, true)
+                .daddr_not("10.1.2.3/32".parse::<IpNet>().unwrap())
+        ]
+    );
+    assert_eq!(
+        cond(
+            &["ct state { new, untracked }", "ip6 daddr fd00::/64"],
+            true
+        )
+        .unwrap(),
+        vec![
+            Rule::new()
+                .ct_state(ct::NEW)
+                .daddr("fd00::/64".parse::<IpNet>().unwrap()),
+            Rule::new()
+                .ct_state(ct::UNTRACKED)
+                .daddr("fd00::/64".parse::<IpNet>().unwrap()),
+        ]
+    );
     // Every error is code 7, names the key and the offending token.
     for (parts, v6, token) in [
         (&["meta foo 1"][..], false, "\"foo\""),
-        (&["ct state established"][..], false, "\"ct\""),
+        (&["ct status dnat"][..], false, "\"status\""),
+        (&["ct state bogus"][..], false, "unknown state"),
+        (&["ct state established,"][..], false, "missing state"),
+        (&["fib daddr . iif type local"][..], false, "fib"),
+        (&["fib daddr type nowhere"][..], false, "unknown route type"),
+        (&["iif nosuchif0"][..], false, "no interface"),
+        (&["meta oif \"x\ny\""][..], false, "control character"),
+        (&["ip protocol tcp"][..], false, "\"protocol\""),
+        (&["ip daddr @allowed"][..], false, "bad address"),
         (&["ip saddr"][..], false, "missing value"),
         (&["ip saddr { 10.0.0.1"][..], false, "unterminated set"),
         (&["ip saddr {}"][..], false, "empty set"),

@@ -67,8 +67,31 @@ pub fn apply(
     Ok(result)
 }
 
+/// The result's IPs for `ifname`, at `if_pos` in its interfaces, as upstream's ConfigureIface
+/// takes them: one without `interface` is skipped, one whose `interface` is not `if_pos` or
+/// names another interface is an error (callers point every address at their interface; ptp
+/// lists its interfaces only afterwards).
+fn own_ips<'r>(
+    result: &'r CniResult,
+    ifname: &str,
+    if_pos: usize,
+) -> Result<Vec<&'r crate::cni::result::IpConfig>> {
+    let mut own = Vec::new();
+    for ip in &result.ips {
+        let Some(i) = ip.interface else { continue };
+        if i != if_pos || result.interfaces.get(i).is_some_and(|f| f.name != ifname) {
+            return Err(Error::internal(format!(
+                "failed to add IP addr {} to {ifname:?}: invalid interface index {i}",
+                ip.address
+            )));
+        }
+        own.push(ip);
+    }
+    Ok(own)
+}
+
 /// Configure `ifname` (index `index` in `ns`) with the result's IPs whose `interface` points at
-/// `if_pos` (or that have no index), set it up, settle its IPv6 addresses as `dad` says (the
+/// `if_pos` (any other index is an error, see [`own_ips`]), set it up, settle its IPv6 addresses as `dad` says (the
 /// shared step of [`crate::applets::shared::settle`]: usable when this returns, a duplicate is an
 /// error) and add the routes.
 pub fn configure(
@@ -80,11 +103,7 @@ pub fn configure(
     if_pos: usize,
     dad: Dad,
 ) -> Result<()> {
-    let ips: Vec<_> = result
-        .ips
-        .iter()
-        .filter(|ip| ip.interface.is_none_or(|i| i == if_pos))
-        .collect();
+    let ips = own_ips(result, ifname, if_pos)?;
     let v6 = ips.iter().any(|ip| ip.address.addr().is_ipv6());
     if v6 {
         ns.enter(|| -> Result<()> {
@@ -213,4 +232,49 @@ pub fn check(h: &mut Handle, link: &Link, prev: &CniResult, pos: usize) -> Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::own_ips;
+    use crate::cni::result::{CniResult, Interface, IpConfig};
+
+    fn result(indexes: &[Option<usize>]) -> CniResult {
+        let iface = |name: &str| Interface {
+            name: name.into(),
+            ..Default::default()
+        };
+        CniResult {
+            interfaces: vec![iface("br0"), iface("veth1"), iface("eth0")],
+            ips: indexes
+                .iter()
+                .enumerate()
+                .map(|(n, i)| IpConfig {
+                    version: None,
+                    interface: *i,
+                    address: format!("10.0.0.{}/24", n + 2).parse().unwrap(),
+                    gateway: None,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// As upstream's ConfigureIface: an index of another interface, out of range, or of an
+    /// interface of another name is an error naming the address; no index is skipped.
+    #[test]
+    fn an_ip_of_another_interface_is_an_error() {
+        let r = result(&[Some(2), None, Some(2)]);
+        let own = own_ips(&r, "eth0", 2).unwrap();
+        assert_eq!(own.len(), 2);
+        assert_eq!(own[1].address.to_string(), "10.0.0.4/24");
+        for (idx, pos, name) in [(1, 2, "eth0"), (7, 2, "eth0"), (2, 2, "net1")] {
+            let r = result(&[None, Some(idx)]);
+            let e = own_ips(&r, name, pos).unwrap_err().to_string();
+            assert!(
+                e.contains("10.0.0.3/24") && e.contains("invalid interface index"),
+                "{e}"
+            );
+        }
+    }
 }

@@ -85,6 +85,8 @@ const REG1: u32 = 1;
 const REG2: u32 = 2;
 const META_PROTOCOL: u32 = 1;
 pub(super) const META_MARK: u32 = 3;
+pub(super) const META_IIF: u32 = 4;
+pub(super) const META_OIF: u32 = 5;
 const META_IIFNAME: u32 = 6;
 const META_OIFNAME: u32 = 7;
 const META_NFPROTO: u32 = 15;
@@ -226,25 +228,32 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
             meta(w, if *out { META_OIFNAME } else { META_IIFNAME });
             cmp(w, if *neq { CMP_NEQ } else { CMP_EQ }, &b);
         }
-        Stmt::CtState(bits) => {
+        Stmt::CtState(bits, neq) => {
             expr(w, "ct", |w| {
                 w.be32(NFTA_CT_KEY, 0); // NFT_CT_STATE
                 w.be32(NFTA_CT_DREG, REG1);
             });
-            bitwise(w, &bits.to_ne_bytes());
-            cmp(w, CMP_NEQ, &[0; 4]);
+            // As `nft` encodes them: a state list is a bit test, `!=` a comparison with the
+            // value (a packet has one state: `!= new` is "not new").
+            if *neq {
+                cmp(w, CMP_NEQ, &bits.to_ne_bytes());
+            } else {
+                bitwise(w, &bits.to_ne_bytes());
+                cmp(w, CMP_NEQ, &[0; 4]);
+            }
         }
         Stmt::EtherSaddr(mac) => {
             payload(w, BASE_LINK, 6, 6);
             cmp(w, CMP_EQ, mac);
         }
-        Stmt::FibDaddrLocal => {
+        Stmt::Fib { daddr, rtype, neq } => {
             expr(w, "fib", |w| {
-                w.be32(NFTA_FIB_FLAGS, 2); // NFTA_FIB_F_DADDR
+                // NFTA_FIB_F_DADDR or NFTA_FIB_F_SADDR
+                w.be32(NFTA_FIB_FLAGS, if *daddr { 2 } else { 1 });
                 w.be32(NFTA_FIB_RESULT, 3); // NFT_FIB_RESULT_ADDRTYPE
                 w.be32(NFTA_FIB_DREG, REG1);
             });
-            cmp(w, CMP_EQ, &(libc::RTN_LOCAL as u32).to_ne_bytes());
+            cmp(w, if *neq { CMP_NEQ } else { CMP_EQ }, &rtype.to_ne_bytes());
         }
         Stmt::Counter => expr(w, "counter", |_| {}),
         Stmt::Masq => expr(w, "masq", |_| {}),

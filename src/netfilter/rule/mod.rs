@@ -5,7 +5,7 @@
 
 mod encode;
 
-use encode::{META_L4PROTO, META_MARK};
+use encode::{META_IIF, META_L4PROTO, META_MARK, META_OIF};
 use ipnet::IpNet;
 use std::net::IpAddr;
 
@@ -42,9 +42,15 @@ enum Stmt {
         name: String,
         neq: bool,
     },
-    CtState(u32),
+    /// `ct state BITS` (any of the bits) or `ct state != BITS` (not that value).
+    CtState(u32, bool),
     EtherSaddr([u8; 6]),
-    FibDaddrLocal,
+    /// `fib saddr|daddr type [!=] RTN_*`.
+    Fib {
+        daddr: bool,
+        rtype: u32,
+        neq: bool,
+    },
     Counter,
     Masq,
     Nat {
@@ -168,15 +174,33 @@ impl Rule {
     }
     /// `ct state A,B` with bits from [`ct`].
     pub fn ct_state(self, bits: u32) -> Self {
-        self.push(Stmt::CtState(bits))
+        self.push(Stmt::CtState(bits, false))
     }
-    /// `fib daddr type local`.
+    /// `ct state != A[,B]`, as `nft` makes it: the state is not that value (`!= a,b` compares
+    /// with `a | b`, which no single state is; `!= { a, b }` is the "neither" form).
+    pub fn ct_state_not(self, bits: u32) -> Self {
+        self.push(Stmt::CtState(bits, true))
+    }
     /// `ether saddr MAC` (bridge family: no dependency match needed).
     pub fn ether_saddr(self, mac: [u8; 6]) -> Self {
         self.push(Stmt::EtherSaddr(mac))
     }
+    /// `fib daddr type local`.
     pub fn fib_daddr_local(self) -> Self {
-        self.push(Stmt::FibDaddrLocal)
+        self.fib_type(true, libc::RTN_LOCAL as u32, false)
+    }
+    /// `fib saddr|daddr type [!=] T` with `T` an `RTN_*` route type.
+    pub fn fib_type(self, daddr: bool, rtype: u32, neq: bool) -> Self {
+        self.push(Stmt::Fib { daddr, rtype, neq })
+    }
+    /// `iif|oif [!=] "NAME"`: the interface by index (`nft` resolves the name when the rule is
+    /// added, so the rule follows that interface, not its name).
+    pub fn ifindex(self, out: bool, index: u32, neq: bool) -> Self {
+        self.push(Stmt::Meta {
+            key: if out { META_OIF } else { META_IIF },
+            neq,
+            data: index.to_ne_bytes().to_vec(),
+        })
     }
     /// `counter`.
     pub fn counter(self) -> Self {
