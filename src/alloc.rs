@@ -411,7 +411,8 @@ mod tests {
                     };
                     let mut live: Vec<(*mut u8, Layout, usize)> = Vec::new();
                     for serial in 0..ROUNDS {
-                        let stamp = t << 32 | serial;
+                        // Thread in the high bits, round below (ROUNDS < 2^20): distinct on 32-bit too.
+                        let stamp = t << 20 | serial;
                         // Blocks handed over by the previous thread: check, then free them.
                         while let Ok((p, l, st)) = rx.try_recv() {
                             check(p as *const u8, l.size(), st);

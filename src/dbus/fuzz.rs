@@ -21,7 +21,11 @@ pub fn reply(b: &[u8]) -> usize {
         wire::Value::Bool(v) => usize::from(v),
         wire::Value::Other => 0,
     };
-    total + first + m.error_name.map_or(0, |e| e.len()) + m.reply_serial.unwrap_or(0) as usize
+    // Wrapping: a digest only, and a serial near 4 Gi must not overflow a 32-bit usize.
+    total
+        .wrapping_add(first)
+        .wrapping_add(m.error_name.map_or(0, |e| e.len()))
+        .wrapping_add(m.reply_serial.unwrap_or(0) as usize)
 }
 
 /// Well-formed messages as dbus-daemon and firewalld send them (a method return with a string,

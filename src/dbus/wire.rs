@@ -91,8 +91,10 @@ pub fn total_len(head: &[u8]) -> Result<usize, &'static str> {
     let r = Reader::new(head)?;
     let body = r.u32_at(4)? as usize;
     let fields = r.u32_at(12)? as usize;
-    let total = (FIXED + fields)
-        .checked_next_multiple_of(8)
+    // Checked: on 32-bit targets a hostile field length near 4 GiB would wrap.
+    let total = FIXED
+        .checked_add(fields)
+        .and_then(|n| n.checked_next_multiple_of(8))
         .and_then(|n| n.checked_add(body))
         .filter(|n| *n <= MAX_MESSAGE)
         .ok_or("message larger than 64 KiB")?;
