@@ -126,9 +126,9 @@ fn portmap_conditions_iptables_rejects() {
 #[test]
 fn portmap_nftables_conditions() {
     for (cond, needle) in [
-        // Anonymous sets and `meta mark` are supported now (issue 11, item 11; tests/portmap.rs
-        // nft_conditions_with_sets_ours_nftables): what is not is named precisely.
-        (json!(["ct state new"]), "\"ct\""),
+        // Anonymous sets, `meta mark` and `ct state` are supported now (issue 11, item 11;
+        // issue 26; tests/portmap.rs): what is not is named precisely.
+        (json!(["ct helper \"ftp\""]), "\"helper\" after `ct`"),
         (json!(["meta foo 0x1"]), "\"foo\""),
         (
             json!(["ip saddr { 127.0.0.0/8, 10.0.0.1"]),
