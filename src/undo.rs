@@ -5,7 +5,7 @@
 //! [`Undo`] right after it succeeded; [`Undo::finish`] commits on success, or runs the undo steps
 //! newest first and reports their failures together with the error that stopped the ADD.
 //!
-//! ```ignore
+//! ```text
 //! let mut undo = Undo::new("bridge");
 //! let r = (|| {
 //!     create_veth(..)?;
