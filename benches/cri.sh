@@ -56,36 +56,8 @@ start() { # side plugin-dir n
         if [ "$s" = ours ]; then ln -s ../cnibox "$t/real/$a"; else ln -s "$src/$a" "$t/real/$a"; fi
         cp "$work/shim" "$t/bin/$a"
     done
-    cat > "$t/config.toml" <<TOML
-version = 2
-root = "$t/root"
-state = "$t/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.overlayfs"]
-[grpc]
-  address = "$t/containerd.sock"
-[ttrpc]
-  address = "$t/containerd.sock.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$t/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$image"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$t/bin"
-    conf_dir = "$t/net.d"
-    max_conf_num = 1
-TOML
+    # The e2e test's containerd config, the one copy (its @DIR@ and @IMAGE@ filled in here).
+    sed -e "s|@DIR@|$t|g" -e "s|@IMAGE@|$image|g" "$here/../tests/e2e/cri/containerd.toml" > "$t/config.toml"
     cat > "$t/net.d/10-k8s.conflist" <<JSON
 {"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[
  {"type":"bridge","bridge":"cni-bench","isGateway":true,"ipMasq":true,"hairpinMode":true,

@@ -758,17 +758,8 @@ fn same_result_as_the_go_plugin() {
     }
     let lab = lab("dhcp-ref");
     let ours = daemon(&lab, &[]);
-    let go_socket = lab.sb.path("go/dhcp.sock").display().to_string();
-    let _go = Proc(
-        Command::new(reference_path("dhcp"))
-            .args(["daemon", "-socketpath", &go_socket])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_for("the Go daemon's socket", || {
-        std::os::unix::net::UnixStream::connect(&go_socket).is_ok()
-    });
+    let go = go_daemon(&lab);
+    let go_socket = &go.socket;
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let a = lab.sb.plugin_in(Impl::Ours, &lab.node).add(
         "macvlan",
@@ -778,7 +769,7 @@ fn same_result_as_the_go_plugin() {
     let b = lab.sb.plugin_in(Impl::Reference, &lab.node).add(
         "macvlan",
         &env(&c2, "dhcp-g"),
-        &conf(&go_socket),
+        &conf(go_socket),
     );
     let (mut a, mut b) = (a.ok().clone(), b.ok().clone());
     leased(&lab, &a);
@@ -794,7 +785,7 @@ fn same_result_as_the_go_plugin() {
         .ok();
     lab.sb
         .plugin_in(Impl::Reference, &lab.node)
-        .del("macvlan", &env(&c2, "dhcp-g"), &conf(&go_socket))
+        .del("macvlan", &env(&c2, "dhcp-g"), &conf(go_socket))
         .ok();
 }
 

@@ -139,37 +139,9 @@ impl Cri {
 
     fn write_config(&self) {
         let t = self.tmp.display();
-        let config = format!(
-            r#"version = 2
-root = "{t}/root"
-state = "{t}/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.overlayfs"]
-[grpc]
-  address = "{t}/containerd.sock"
-[ttrpc]
-  address = "{t}/containerd.sock.ttrpc"
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{t}/opt"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{IMAGE}"
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "native"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "{t}/bin"
-    conf_dir = "{t}/net.d"
-    max_conf_num = 1
-"#
-        );
+        let config = include_str!("e2e/cri/containerd.toml")
+            .replace("@DIR@", &t.to_string())
+            .replace("@IMAGE@", IMAGE);
         std::fs::write(self.tmp.join("config.toml"), config).unwrap();
         let n = self.n;
         let mut ranges = vec![serde_json::json!([{"subnet": format!("10.244.{n}.0/24")}])];
