@@ -120,11 +120,11 @@ pub fn invoke(
     applet: Option<&'static skel::Applet>,
     path: &Path,
     config: &[u8],
-    env: &Env,
+    env: Env,
 ) -> Result<Option<String>> {
     match applet {
-        Some(applet) => skel::execute(applets, applet, env.clone(), config.to_vec()).1,
-        None => exec(env.command, path, config, env),
+        Some(applet) => skel::execute(applets, applet, env, config.to_vec()).1,
+        None => exec(env.command, path, config, &env),
     }
 }
 
@@ -196,7 +196,7 @@ fn run(
     };
     let mut env = env.clone();
     env.command = cmd;
-    let out = invoke(req.applets, applet, &path, config, &env);
+    let out = invoke(req.applets, applet, &path, config, env);
     Ok(out.and_then(|out| result(cmd, name, out, req)))
 }
 

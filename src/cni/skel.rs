@@ -213,7 +213,6 @@ fn dispatch(applet: &Applet, req: Request) -> Result<Option<String>> {
     }
 }
 
-/// The VERSION answer, in the version the caller asked in.
 /// CNI_NETNS naming the namespace the plugin itself runs in would configure the host as if it
 /// were a container (and DEL would tear the host's interfaces down): refused with code 8, as the
 /// Go skel does (which checks only after its ADD ran; here nothing runs). A path that does not
@@ -244,6 +243,7 @@ pub fn refuse_own_netns(env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// The VERSION answer, in the version the caller asked in.
 pub fn version_text(asked: Version, versions: &[Version]) -> String {
     let list: Vec<&str> = versions.iter().map(|v| v.as_str()).collect();
     let v = serde_json::json!({"cniVersion": asked.as_str(), "supportedVersions": list});

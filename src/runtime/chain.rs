@@ -128,7 +128,7 @@ impl Runner {
             None => None,
         };
         let config = compact(&Value::Object(conf));
-        delegate::invoke(self.applets, applet, &path, config.as_bytes(), &env)
+        delegate::invoke(self.applets, applet, &path, config.as_bytes(), env)
     }
 
     /// ADD: the result to print (in the version the last plugin answered in).
