@@ -66,6 +66,21 @@ pub fn ensure(key: &str, value: &str) -> Result<()> {
     set(key, value)
 }
 
+/// Forwarding on for the calling thread's namespace: `net.ipv4.ip_forward`, or with `v6`
+/// `net.ipv6.conf.all.forwarding`. Read over `h` (RTM_GETNETCONF, no `/proc/sys` lookup, whose
+/// cost grows with the number of namespaces on the node: `netlink/devconf.rs`), written only
+/// when it is off or the kernel does not say. `h` must be in the calling thread's namespace.
+pub fn forwarding_on(h: &mut crate::netlink::Handle, v6: bool) -> Result<()> {
+    if let Ok(Some(true)) = h.forwarding(v6) {
+        return Ok(());
+    }
+    if v6 {
+        ensure("net/ipv6/conf/all/forwarding", "1")
+    } else {
+        set("net/ipv4/ip_forward", "1")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,6 +141,33 @@ mod tests {
                 assert_eq!(get("net/ipv6/conf/all/forwarding").unwrap(), v);
             }
             assert!(ensure("net/ipv6/conf/nonexistent-cnibox/forwarding", "1").is_err());
+        })
+        .unwrap();
+    }
+
+    /// The netlink read agrees with `/proc/sys` both ways, in both families, and
+    /// `forwarding_on` turns each on.
+    #[test]
+    fn forwarding_over_netlink() {
+        if !crate::testing::require_root("sysctl::forwarding_over_netlink") {
+            return;
+        }
+        let ns = crate::netns::testing::TempNetNs::new("cnibox-fwd").unwrap();
+        ns.enter(|| {
+            let mut h = crate::netlink::Handle::new().unwrap();
+            for (v6, key) in [
+                (false, "net/ipv4/ip_forward"),
+                (true, "net/ipv6/conf/all/forwarding"),
+            ] {
+                set(key, "0").unwrap();
+                assert_eq!(h.forwarding(v6).unwrap(), Some(false), "{key}");
+                forwarding_on(&mut h, v6).unwrap();
+                assert_eq!(get(key).unwrap(), "1", "{key}");
+                assert_eq!(h.forwarding(v6).unwrap(), Some(true), "{key}");
+                forwarding_on(&mut h, v6).unwrap();
+                set(key, "0").unwrap();
+                assert_eq!(h.forwarding(v6).unwrap(), Some(false), "{key}");
+            }
         })
         .unwrap();
     }

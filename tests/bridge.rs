@@ -422,6 +422,19 @@ fn matches_reference_bridge() {
                 .lines()
                 .map(str::to_string)
                 .collect::<Vec<_>>(),
+            // What cnibox sets over netlink (arp_notify) or only when not already so
+            // (the bridge's accept_ra, forwarding) must end up as the reference's writes do.
+            node.sh(&[
+                "sysctl",
+                "-n",
+                "net.ipv6.conf.cni0.accept_ra",
+                &format!("net.ipv6.conf.{hv}.accept_ra"),
+            ]) + &c.sh(&[
+                "sysctl",
+                "-n",
+                "net.ipv4.conf.eth0.arp_notify",
+                "net.ipv6.conf.eth0.accept_dad",
+            ]),
         ));
         p.del("bridge", &env_for(&c, "ref1"), &cf).ok();
     }

@@ -137,7 +137,7 @@ fn configure<'a>(
         // Without IPAM, `add` made sure the chain has addresses.
         None => chained.unwrap_or_default(),
     };
-    link::announce(ns, &req.env.ifname, true)?;
+    link::announce(ns, cont, link, true)?;
     iface::apply(req, ns, cont, link, result, Dad::Detect)
 }
 

@@ -145,7 +145,7 @@ fn configure<'a>(
     let result = match c.ipam {
         Some(ipam) => {
             let r = iface::ipam_add(ipam, req, undo)?;
-            link::announce(ns, &req.env.ifname, true)?;
+            link::announce(ns, cont, link, true)?;
             r
         }
         None => CniResult::default(),

@@ -117,12 +117,15 @@ fn add_steps<'a>(
             Ok(gw)
         })
         .collect::<Result<_>>()?;
-    if result.ips.iter().any(|ip| ip.address.addr().is_ipv4()) {
-        sysctl::set("net/ipv4/ip_forward", "1").ctx("could not enable IP forwarding")?;
-    }
-    if result.ips.iter().any(|ip| ip.address.addr().is_ipv6()) {
-        sysctl::ensure("net/ipv6/conf/all/forwarding", "1")
-            .ctx("could not enable IP forwarding")?;
+    let mut host = Handle::new()?;
+    for v6 in [false, true] {
+        if result
+            .ips
+            .iter()
+            .any(|ip| ip.address.addr().is_ipv6() == v6)
+        {
+            sysctl::forwarding_on(&mut host, v6).ctx("could not enable IP forwarding")?;
+        }
     }
 
     let mut cont = Handle::in_netns(ns)?;
@@ -179,7 +182,6 @@ fn add_steps<'a>(
     }
 
     // The host end: each gateway as a host address, a host route to each container address.
-    let mut host = Handle::new()?;
     let hv = host.link(&host_name)?;
     // Bridges must not autoconfigure from router advertisements of their ports; neither
     // should this routed end.

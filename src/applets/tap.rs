@@ -199,7 +199,7 @@ fn configure<'a>(
     let result = match c.ipam {
         Some(ipam) => {
             let r = iface::ipam_add(ipam, req, undo)?;
-            link::announce(ns, ifname, false)?;
+            link::announce(ns, cont, &link, false)?;
             r
         }
         None => CniResult::default(),

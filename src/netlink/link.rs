@@ -43,6 +43,8 @@ pub struct Link {
     pub txqlen: u32,
     /// Bridge port settings, when the link is a bridge port.
     pub port: Option<PortOpts>,
+    /// The link's IPv6 `accept_ra` (None: no IPv6 on it).
+    pub ipv6_accept_ra: Option<i32>,
 }
 
 /// Bridge port settings. For changes, `None` leaves a setting alone.
@@ -122,6 +124,7 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
             IFLA_LINK_NETNSID => l.link_netnsid = wire::get_u32(v, 0).map(|n| n as i32),
             IFLA_IFALIAS => l.alias = Some(wire::get_str(v)),
             IFLA_TXQLEN => l.txqlen = wire::get_u32(v, 0).unwrap_or(0),
+            IFLA_AF_SPEC => l.ipv6_accept_ra = super::devconf::ipv6_accept_ra(v),
             IFLA_LINKINFO => {
                 let (mut data, mut slave_kind, mut slave_data) = (None, None, None);
                 for (ty, v) in wire::attrs(v) {

@@ -14,6 +14,7 @@
 
 mod addr;
 mod bridge;
+mod devconf;
 #[doc(hidden)]
 pub mod fuzz;
 mod identity;

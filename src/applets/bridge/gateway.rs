@@ -92,10 +92,10 @@ pub(super) fn setup_gateway(
             .ctx(format_args!("failed to pin the MAC of {:?}", br.name))?;
     }
     if v4 {
-        sysctl::set("net/ipv4/ip_forward", "1")?;
+        sysctl::forwarding_on(h, false)?;
     }
     if v6 {
-        sysctl::ensure("net/ipv6/conf/all/forwarding", "1")?;
+        sysctl::forwarding_on(h, true)?;
     }
     Ok((b.c.vlan != 0).then_some(target))
 }

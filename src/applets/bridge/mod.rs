@@ -207,8 +207,11 @@ fn ensure_bridge(h: &mut Handle, b: &Bridge) -> Result<Link> {
         h.set_promisc(br.index, true)
             .ctx(format_args!("could not set promiscuous mode on {name:?}"))?;
     }
-    // Bridges must not autoconfigure from router advertisements of their ports.
-    let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", name, "accept_ra"), "0");
+    // Bridges must not autoconfigure from router advertisements of their ports. Written only
+    // when not already so (a `/proc/sys` open per ADD grows with the node: netlink/devconf.rs).
+    if br.ipv6_accept_ra != Some(0) {
+        let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", name, "accept_ra"), "0");
+    }
     if !br.up {
         h.set_up(br.index, true)
             .ctx(format_args!("could not set {name:?} up"))?;
@@ -318,33 +321,11 @@ fn add_steps<'a>(
         result.dns = dns;
     }
 
-    ns.enter(|| {
-        let v6 = format!("net/ipv6/conf/{ifname}");
-        let _ = sysctl::set(
-            &format!("{v6}/accept_dad"),
-            if b.c.enable_dad { "1" } else { "0" },
-        );
-        if b.c.enable_dad {
-            let _ = sysctl::set(&format!("{v6}/enhanced_dad"), "1");
-        }
-        let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
-    })?;
-    if result.ips.is_empty() {
-        if !b.c.disable_container_interface {
-            cont.set_up(cv.index, true)
-                .ctx(format_args!("failed to set {ifname:?} up"))?;
-        }
-    } else {
-        // As upstream, DAD only runs with `enabledad`; without it the addresses get
-        // IFA_F_NODAD as well as `accept_dad=0`, so they are usable at once even before the
-        // veth has its carrier. With it, the shared step waits for detection.
-        let dad = if b.c.enable_dad {
-            Dad::Detect
-        } else {
-            Dad::Off
-        };
-        iface::configure(ns, cont, ifname, cv.index, &result, 2, dad)?;
-    }
+    // The host side (gateway, ipMasq) and the links' final state before the container
+    // interface comes up: its IPv6 then starts (DAD,) router solicitation and MLD, which the
+    // kernel sends from a worker holding the RTNL lock and the bridge floods to every port.
+    // That work grows with the containers on the bridge and delays every RTNL request made
+    // after it, so as few as possible follow: the routes and one look at the host veth.
     let vlan_gateway = if b.c.is_gateway {
         setup_gateway(host, b, br, &result)?
     } else {
@@ -362,19 +343,43 @@ fn add_steps<'a>(
         )
         .ctx("failed to set up IP masquerading")?;
     }
-    if !b.c.disable_container_interface {
-        wait_oper_up(host, hv.index, &host_name)?;
+    // The bridge takes the lowest port MAC unless pinned (the gateway step pins it); the
+    // container end's MAC and MTU do not change when it comes up.
+    let br_now = host.link(&b.c.bridge)?;
+    ns.enter(|| {
+        let v6 = format!("net/ipv6/conf/{ifname}");
+        let _ = sysctl::set(
+            &format!("{v6}/accept_dad"),
+            if b.c.enable_dad { "1" } else { "0" },
+        );
+        if b.c.enable_dad {
+            let _ = sysctl::set(&format!("{v6}/enhanced_dad"), "1");
+        }
+    })?;
+    // Over netlink, not `/proc/sys` (netlink/devconf.rs); best effort, as upstream.
+    let _ = cont.set_arp_notify(cv.index);
+    if result.ips.is_empty() {
+        if !b.c.disable_container_interface {
+            cont.set_up(cv.index, true)
+                .ctx(format_args!("failed to set {ifname:?} up"))?;
+        }
+    } else {
+        // As upstream, DAD only runs with `enabledad`; without it the addresses get
+        // IFA_F_NODAD as well as `accept_dad=0`, so they are usable at once even before the
+        // veth has its carrier. With it, the shared step waits for detection.
+        let dad = if b.c.enable_dad {
+            Dad::Detect
+        } else {
+            Dad::Off
+        };
+        iface::configure(ns, cont, ifname, cv.index, &result, 2, dad)?;
     }
-    // The bridge takes the lowest port MAC unless pinned; report what the links have now.
-    for (i, link) in [
-        host.link(&b.c.bridge),
-        host.link(&host_name),
-        cont.link(ifname),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let link = link?;
+    let hv_now = if b.c.disable_container_interface {
+        host.link(&host_name)?
+    } else {
+        wait_oper_up(host, hv.index, &host_name)?
+    };
+    for (i, link) in [br_now, hv_now, cv].iter().enumerate() {
         result.interfaces[i].mac = link.mac.map(|m| fmt_mac(&m)).unwrap_or_default();
         // 1.1.0 results carry the MTU of each interface when one was configured.
         if b.c.mtu.is_some() {

@@ -3,7 +3,7 @@
 
 use super::Bridge;
 use crate::cni::{Error, Result};
-use crate::netlink::{self, Handle};
+use crate::netlink::{self, Handle, Link};
 use std::time::Duration;
 
 pub(super) fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlink::Result<()> {
@@ -27,17 +27,17 @@ pub(super) fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlin
     Ok(())
 }
 
-/// Wait for the host veth to become operationally up (upstream: 0/50/500/1000/1000 ms).
-/// Wait (≈2.5 s, upstream's schedule) for the host veth to be operationally up; a port that
-/// never comes up fails the ADD with upstream's "bridge port in error state".
-pub(super) fn wait_oper_up(h: &mut Handle, index: u32, name: &str) -> Result<()> {
+/// Wait (≈2.5 s, upstream's schedule: 0/50/500/1000/1000 ms) for the host veth to be
+/// operationally up and return it as it is then; a port that never comes up fails the ADD with
+/// upstream's "bridge port in error state".
+pub(super) fn wait_oper_up(h: &mut Handle, index: u32, name: &str) -> Result<Link> {
     const IF_OPER_UP: u8 = 6;
     let mut state = None;
     for ms in [0u64, 50, 500, 1000, 1000] {
         std::thread::sleep(Duration::from_millis(ms));
-        state = h.link_by_index(index)?.map(|l| l.operstate);
-        if state == Some(IF_OPER_UP) {
-            return Ok(());
+        match h.link_by_index(index)? {
+            Some(l) if l.operstate == IF_OPER_UP => return Ok(l),
+            l => state = l.map(|l| l.operstate),
         }
     }
     let state = match state {

@@ -41,15 +41,17 @@ pub fn ensure_free(cont: &mut Handle, ifname: &str) -> Result<()> {
     Ok(())
 }
 
-/// Let the neighbours learn the new link's addresses at once (`arp_notify`, and with `v6`
-/// `ndisc_notify`), best effort as upstream.
-pub fn announce(ns: &NetNs, ifname: &str, v6: bool) -> Result<()> {
-    ns.enter(|| {
-        let _ = sysctl::set(&sysctl::iface("net/ipv4/conf", ifname, "arp_notify"), "1");
-        if v6 {
-            let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", ifname, "ndisc_notify"), "1");
-        }
-    })
+/// Let the neighbours learn the new link's addresses at once (`arp_notify`, over netlink, and
+/// with `v6` `ndisc_notify`), best effort as upstream. `cont` is a handle in `ns`.
+pub fn announce(ns: &NetNs, cont: &mut Handle, link: &Link, v6: bool) -> Result<()> {
+    let _ = cont.set_arp_notify(link.index);
+    if v6 {
+        ns.enter(|| {
+            let key = sysctl::iface("net/ipv6/conf", &link.name, "ndisc_notify");
+            let _ = sysctl::set(&key, "1");
+        })?;
+    }
+    Ok(())
 }
 
 /// The mode called `name` in `modes` (`kind`'s name → value table; empty: its first entry,
