@@ -17,6 +17,9 @@
 # (1.4, iptables only) and, from a Debian 13 root in NETAVARK_ROOT (default
 # /var/cache/cnibox-bench/trixie, made once by `benches/peers-root.sh`), netavark 1.14 with its
 # nftables and iptables drivers; a side that is missing is left out with a note.
+# The clients' view (issue 28 item 2: `podman run --rm` on CNI and on netavark, pods through
+# containerd's CRI) comes from benches/podman.sh and benches/cri.sh (the clients hook below;
+# CLIENTS=0 skips them).
 set -euo pipefail
 bin=${1:?usage: compare.sh CNIBOX_BINARY [--out FILE] [--quick]}; shift
 out=BENCHMARKS.md; reps=15; quick=0

@@ -2,7 +2,7 @@
 # Makes the Debian 13 root that compare.sh runs netavark 1.14 from and podman.sh runs trixie's
 # podman 5 from (they need trixie's glibc):
 #   benches/peers-root.sh [DIR]    (default /var/cache/cnibox-bench/trixie; root, debootstrap)
-# once, outside the repository (never commit it: ~250 MB, ~330 MB with podman); does nothing when
+# once, outside the repository (never commit it: ~250 MB, ~370 MB with podman); does nothing when
 # DIR already holds netavark and podman, installs podman (and its runtime, conmon) into a root
 # that has netavark only. The mirror is the one apt is configured with. compare.sh and podman.sh
 # mount what netavark and podman need (/proc, a sysfs, /run/netns, …) into it per run, in a mount
