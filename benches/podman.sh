@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `podman run --rm` as a podman user sees it (issue 28 item 2): one container on podman's
-# default network with a hostPort, start to exit and removal, on four sides taking turns sample
+# default network with a hostPort, start to exit and removal, on five sides taking turns sample
 # by sample, each with its own private store, containers.conf and node namespace:
 #   cnibox     Debian 12's podman 4.3, CNI backend, cnibox's applets on podman's own default
 #              network (which names no firewall backend: iptables)
 #   cnft       the same with that network written out as a conflist whose bridge (ipMasq),
 #              portmap and firewall name the nftables backend: cnibox on nftables
-#   reference  Debian 12's podman 4.3, CNI backend, the reference plugins (/usr/lib/cni)
+#   ref        Debian 12's podman 4.3, CNI backend, the reference plugins (/usr/lib/cni)
 #   nv4        Debian 12's podman 4.3, netavark backend: /usr/lib/podman/netavark, 1.4 (iptables)
 #   nv14       Debian 13's podman 5, netavark 1.14 on its nftables driver, run from the trixie root
 #              of benches/peers-root.sh (NETAVARK_ROOT, default /var/cache/cnibox-bench/trixie)
