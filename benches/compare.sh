@@ -17,6 +17,9 @@
 # (1.4, iptables only) and, from a Debian 13 root in NETAVARK_ROOT (default
 # /var/cache/cnibox-bench/trixie, made once by `benches/peers-root.sh`), netavark 1.14 with its
 # nftables and iptables drivers; a side that is missing is left out with a note.
+# The clients' view (issue 28 item 2: `podman run --rm` on CNI and on netavark, pods through
+# containerd's CRI) comes from benches/podman.sh and benches/cri.sh (the clients hook below;
+# CLIENTS=0 skips them).
 set -euo pipefail
 bin=${1:?usage: compare.sh CNIBOX_BINARY [--out FILE] [--quick]}; shift
 out=BENCHMARKS.md; reps=15; quick=0
@@ -474,6 +477,32 @@ if [ -f "$here/growth.sh" ]; then
 fi
 # <<< growth hook
 
+# >>> clients hook (issue 28 item 2, clients lane): `podman run --rm` (benches/podman.sh: podman
+# 4.3 on CNI with cnibox on iptables and nftables and with the reference, on netavark 1.4, podman 5
+# on netavark 1.14) and pods through containerd's CRI (benches/cri.sh: cnibox, the reference),
+# each run as  benches/X.sh CNIBOX_BINARY [--quick]  (full: ~1 + ~3 min, --quick: ~0.5 + ~1 min
+# on the 2-core VM). Each prints a markdown paragraph and table, placed under "Pods and
+# containers as clients see them" after the growth section; a script that prints nothing (a
+# missing tool, its reason on stderr) or fails leaves a note there instead. CLIENTS=0 skips both.
+clients_md=""
+if [ "${CLIENTS:-1}" != 0 ]; then
+    qa=(); [ $quick = 1 ] && qa=(--quick)
+    t0=$SECONDS
+    for c in podman cri; do
+        cout=""
+        [ -f "$here/$c.sh" ] && { cout=$(bash "$here/$c.sh" "$work/ours/cnibox" "${qa[@]}" 2>"$work/$c.err") || echo "compare.sh: $c.sh failed" >&2; }
+        cat "$work/$c.err" >&2 2>/dev/null || true
+        if [ -n "$cout" ]; then
+            clients_md+="$cout"$'\n\n'
+        else
+            why=$(grep -h "^$c.sh: " "$work/$c.err" 2>/dev/null | tail -1 || true); why=${why#"$c.sh: "}
+            clients_md+="benches/$c.sh: not measured in this run (${why:-it failed or is missing; see its stderr})."$'\n\n'
+        fi
+    done
+    echo "compare.sh: podman.sh and cri.sh took $((SECONDS - t0)) s" >&2
+fi
+# <<< clients hook
+
 # Report.
 {
     echo "# cnibox vs reference plugins vs the kernel floor"
@@ -507,6 +536,11 @@ fi
     printf '%s\n' "${targets[@]}"
     echo
     [ -n "$growth_md" ] && printf '%s\n' "$growth_md"
+    if [ -n "$clients_md" ]; then
+        echo "## Pods and containers as clients see them (issue 28), from this run"
+        echo
+        printf '%s' "$clients_md"
+    fi
     cat "$here/NOTES.md"
 } > "$out"
 svg=$(dirname "$out")/benches/host-local-scaling.svg

@@ -5,15 +5,19 @@
 # hostPort and the bandwidth annotations, created, stopped and removed one at a time and 10 at
 # a time, the sides taking turns round by round. Prints pods/s, RunPodSandbox's median and the
 # part of RunPodSandbox spent in CNI ADDs: every plugin in bin_dir is a timing shim
-# (benches/cni-shim.c, a static C program that spawns the real plugin and logs its time), on
-# both sides, so both pay the shim's exec (~0.1-0.2 ms a plugin call) in pods/s.
+# (benches/cni-shim.c, a static C program that spawns the real plugin and logs its time; a
+# plugin a plugin runs, the reference's host-local, is in its caller's time only), on both
+# sides, so both pay the shim's exec (~0.1-0.2 ms a plugin call) in pods/s. The output is a
+# markdown paragraph and table (compare.sh places it in BENCHMARKS.md), notes on stderr.
 #   benches/cri.sh CNIBOX_BINARY [--quick]      (root; containerd, ctr, runc, gcc, python3 grpcio)
+# CRI_PODS (50) and CRI_ROUNDS (3, --quick 1) override the pods per round and the rounds.
 # The network is the one the e2e test gives containerd (bridge with ipMasq and hairpinMode +
 # host-local, portmap, bandwidth, firewall). It reports; it never fails on numbers.
 set -euo pipefail
 bin=${1:?usage: cri.sh CNIBOX_BINARY [--quick]}; shift
 rounds=3; count=${CRI_PODS:-50}
 [ "${1:-}" = --quick ] && rounds=1
+rounds=${CRI_ROUNDS:-$rounds}
 here=$(cd "$(dirname "$0")" && pwd)
 e2e=$here/../tests/e2e/cri
 for t in containerd ctr runc gcc python3 nsenter; do
@@ -94,13 +98,18 @@ for r in $(seq "$rounds"); do
     done
 done
 med() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "containerd $(containerd --version | awk '{print $3}'), $count pod sandboxes (hostPort + bandwidth annotations) created, stopped, removed; median of $rounds rounds; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "Pod sandboxes through containerd's CRI, as a kubelet drives them (containerd $(containerd --version | awk '{print $3}'), benches/cri.sh): $count pods with a hostPort and the bandwidth annotations, each created, stopped and removed, one at a time and 10 at a time, on bridge (ipMasq, hairpinMode) + host-local, portmap, bandwidth, firewall; median of $rounds round(s), the sides in turn, each with its own containerd and node namespace; load $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "part in CNI = time in the plugins' ADDs (timing shim, benches/cni-shim.c) / time in RunPodSandbox; reference/cnibox > 1: cnibox is faster."
+echo
+echo "| CRI | reference | cnibox | reference/cnibox |"
+echo "|---|---|---|---|"
 for par in 1 10; do
     wo=$(med "${walls[ours$par]}"); wr=$(med "${walls[ref$par]}")
     ro=$(med "${runs[ours$par]}"); rr=$(med "${runs[ref$par]}")
     co=$(med "${cnis[ours$par]}"); cr=$(med "${cnis[ref$par]}")
     awk -v c="$count" -v p="$par" -v wo="$wo" -v wr="$wr" -v ro="$ro" -v rr="$rr" -v eo="${errs[ours$par]}" -v er="${errs[ref$par]}" -v co="$co" -v cr="$cr" 'BEGIN {
-        printf "| CRI pods/s, %s at a time [errors] | %.1f [%d] | %.1f [%d] | %.2f× |\n", (p == 1 ? "one" : p), c / (wr / 1e9), er, c / (wo / 1e9), eo, wr / wo
-        printf "| CRI RunPodSandbox median, %s at a time (ms) | %.1f | %.1f | %.2f× |\n", (p == 1 ? "one" : p), rr / 1e6, ro / 1e6, rr / ro
-        printf "| CRI RunPodSandbox: part in CNI ADDs, %s at a time | %.0f %% | %.0f %% | |\n", (p == 1 ? "one" : p), cr * 100, co * 100 }'
+        at = (p == 1 ? "one" : p) " at a time"
+        printf "| pods/s, %s [errors] | %.1f [%d] | %.1f [%d] | %.2f× |\n", at, c / (wr / 1e9), er, c / (wo / 1e9), eo, wr / wo
+        printf "| RunPodSandbox median, %s (ms) | %.1f | %.1f | %.2f× |\n", at, rr / 1e6, ro / 1e6, rr / ro
+        printf "| RunPodSandbox: part in CNI ADDs, %s | %.0f %% | %.0f %% | |\n", at, cr * 100, co * 100 }'
 done
