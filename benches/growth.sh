@@ -264,7 +264,11 @@ for l in "${labels[@]}"; do
     BEGIN {
         ok = 1; why = ""
         ma = judge("ADD", a1, a2, fa1, fa2); md = judge("DEL", d1, d2, fd1, fd2)
-        printf "target: | ADD and DEL with %d–%d containers within 1.2× of 1–10 (%s)%s | %s, %s | %s |\n", lo, n, l, why, ma, md, (ok ? "met" : "missed") }'
+        printf "target: | ADD and DEL with %d–%d containers within 1.2× of 1–10 (%s)%s | %s, %s | %s |\n", lo, n, l, why, ma, md, (ok ? "met" : "missed")
+        # Issue 28: ADD within 1.3× as stated, no floor substitution (the floor growth is shown).
+        r = (a1 > 0 ? a2 / a1 : 0)
+        printf "target: | ADD with %d–%d containers within 1.3× of 1–10 (%s; issue 28) | %.2f×%s | %s |\n", lo, n, l, r, \
+            (fa1 != "" && fa1 > 0 ? sprintf(" (floor %.2f×)", fa2 / fa1) : ""), (r <= 1.3 ? "met" : "missed") }'
 done
 [ $errs = 0 ] || echo "($errs plugin calls failed; their samples are left out.)"
 echo "![per-call latency against the number of containers](benches/growth.svg)"
