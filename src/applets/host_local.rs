@@ -399,6 +399,8 @@ fn status(req: &Request) -> Result<()> {
         return Ok(());
     };
     let files = store.reservation_files()?;
+    // Whether a GC confirmed every reservation: one look at each file's time, for all sets.
+    let mut confirmed = None;
     for (i, set) in cfg.sets.iter().enumerate() {
         let used = files
             .iter()
@@ -408,7 +410,7 @@ fn status(req: &Request) -> Result<()> {
             continue;
         }
         let msg = format!("no IP addresses available in range set {i}: {set}");
-        if store.confirmed_by_gc(&files) {
+        if *confirmed.get_or_insert_with(|| store.confirmed_by_gc(&files)) {
             return Err(Error::new(
                 code::PLUGIN_NOT_AVAILABLE,
                 format!("{msg} (every reservation confirmed in use by the last GC)"),
