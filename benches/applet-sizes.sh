@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What each applet adds to the static stripped binary: the full build's size minus the size of a
 # build whose applet table lacks that one row (LTO then drops everything only it uses). Builds
-# in a scratch copy of the tree with its own target dir; prints a Markdown table.
+# in a scratch copy of the tree with its own target dir; prints a Markdown table. Features that
+# are not applets: benches/feature-sizes.sh.
 #   benches/applet-sizes.sh [APPLET...]   (default: every applet of `cnibox --list`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,8 @@ trap 'rm -rf "$work"' EXIT
 git ls-files -z | xargs -0 cp --parents -t "$work"
 export CARGO_TARGET_DIR=${CNIBOX_SIZES_TARGET:-$work/target}
 bin=$CARGO_TARGET_DIR/$TARGET/release/cnibox
-build() { (cd "$work" && cargo build -q --release --target "$TARGET" 2>/dev/null); stat -c %s "$bin"; }
+# rm first: a failed build then fails the script instead of reporting the previous binary.
+build() { rm -f "$bin"; (cd "$work" && cargo build -q --release --target "$TARGET" 2>/dev/null); stat -c %s "$bin"; }
 full=$(build)
 applets=("$@")
 [ ${#applets[@]} -gt 0 ] || mapfile -t applets < <("$bin" --list)
