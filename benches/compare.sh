@@ -120,6 +120,8 @@ mo=$(printf '%s\n' "${o[@]}" | median); mr=$(printf '%s\n' "${r[@]}" | median)
 mf=""; [ ${#f[@]} -gt 0 ] && mf=$(printf '%s\n' "${f[@]}" | median)
 row "VERSION exec (ms; floor: a static no-op program)" "$mr" "$mo" "$mf"
 tgt "VERSION exec ≥ 5× faster" "$(ratio "$mr" "$mo")" "$(ge "$mr" "$mo" 5)"
+# Issue 28: the features added since must not make every plugin process dearer.
+[ -n "$mf" ] && tgt "VERSION exec within 1.5× of the static no-op program (issue 28)" "$(ratio2 "$mo" "$mf")×" "$(ge "$mf" "$mo" 0.6667)"
 fi
 
 # 2. Plugin chains run by benches/chain.sh inside a node namespace: one `nsenter` per sample,
