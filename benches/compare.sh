@@ -531,7 +531,7 @@ fi
     echo
     echo "![host-local latency against existing reservations](benches/host-local-scaling.svg)"
     echo
-    echo "## Targets (issues 6 and 16), from this run"
+    echo "## Targets (issues 6, 16, 23 and 28), from this run"
     echo
     echo "| target | measured | |"
     echo "|---|---|---|"
