@@ -6,14 +6,7 @@
 #   benches/applet-sizes.sh [APPLET...]   (default: every applet of `cnibox --list`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TARGET=${TARGET:-x86_64-unknown-linux-musl}
-work=$(mktemp -d "${TMPDIR:-/tmp}/cnibox-sizes.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-git ls-files -z | xargs -0 cp --parents -t "$work"
-export CARGO_TARGET_DIR=${CNIBOX_SIZES_TARGET:-$work/target}
-bin=$CARGO_TARGET_DIR/$TARGET/release/cnibox
-# rm first: a failed build then fails the script instead of reporting the previous binary.
-build() { rm -f "$bin"; (cd "$work" && cargo build -q --release --target "$TARGET" 2>/dev/null); stat -c %s "$bin"; }
+. benches/sizes-scratch.sh
 full=$(build)
 applets=("$@")
 [ ${#applets[@]} -gt 0 ] || mapfile -t applets < <("$bin" --list)

@@ -8,19 +8,8 @@
 #   CNIBOX_SIZES_TARGET=DIR: the target dir (reuse applet-sizes.sh's to build incrementally)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TARGET=${TARGET:-x86_64-unknown-linux-musl}
-work=$(mktemp -d "${TMPDIR:-/tmp}/cnibox-sizes.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-git ls-files -z | xargs -0 cp --parents -t "$work"
+. benches/sizes-scratch.sh
 cp -r "$work/src" "$work/src.orig"
-export CARGO_TARGET_DIR=${CNIBOX_SIZES_TARGET:-$work/target}
-bin=$CARGO_TARGET_DIR/$TARGET/release/cnibox
-# A failed build must not report the previous binary's size.
-build() {
-    rm -f "$bin"
-    (cd "$work" && cargo build -q --release --target "$TARGET" 2>/dev/null) || return 1
-    stat -c %s "$bin"
-}
 
 # cut FILE PATTERN STMT: insert STMT as the first statement of the fn whose signature starts at
 # the first line matching PATTERN (the body opens at the first line from there ending in `{`).
