@@ -55,13 +55,14 @@ pub(super) fn next_ip(ip: IpAddr) -> IpAddr {
 
 /// Put `gw/prefix` on the bridge (or on `<bridge>.<vlan>` with a VLAN), pin the bridge MAC and
 /// enable forwarding for each family that has a gateway.
-/// Returns the `<bridge>.<vlan>` link that holds the gateway addresses with a `vlan`.
+/// Returns the bridge as it is then (its MAC pinned) and, with a `vlan`, the `<bridge>.<vlan>`
+/// link that holds the gateway addresses.
 pub(super) fn setup_gateway(
     h: &mut Handle,
     b: &Bridge,
     br: &Link,
     result: &CniResult,
-) -> Result<Option<Link>> {
+) -> Result<(Link, Option<Link>)> {
     let target = if b.c.vlan != 0 {
         vlan_gateway_link(h, b, br)?
     } else {
@@ -83,11 +84,8 @@ pub(super) fn setup_gateway(
     }
     // Without a fixed address the bridge MAC follows its ports and neighbours lose it. Read it
     // now that a port is attached: a bridge that lost its last port may have the zero address.
-    if let Some(mac) = h
-        .link_by_index(br.index)?
-        .and_then(|l| l.mac)
-        .filter(|m| *m != [0; 6])
-    {
+    let now = h.link(&b.c.bridge)?;
+    if let Some(mac) = now.mac.filter(|m| *m != [0; 6]) {
         h.set_mac(br.index, mac)
             .ctx(format_args!("failed to pin the MAC of {:?}", br.name))?;
     }
@@ -97,7 +95,7 @@ pub(super) fn setup_gateway(
     if v6 {
         sysctl::forwarding_on(h, true)?;
     }
-    Ok((b.c.vlan != 0).then_some(target))
+    Ok((now, (b.c.vlan != 0).then_some(target)))
 }
 
 /// The `<bridge>.<vlan>` veth whose peer is an access port of that VLAN on the bridge.

@@ -326,10 +326,12 @@ fn add_steps<'a>(
     // kernel sends from a worker holding the RTNL lock and the bridge floods to every port.
     // That work grows with the containers on the bridge and delays every RTNL request made
     // after it, so as few as possible follow: the routes and one look at the host veth.
-    let vlan_gateway = if b.c.is_gateway {
+    // The bridge takes the lowest port MAC unless pinned (the gateway step pins it and reads
+    // the bridge then); the container end's MAC and MTU do not change when it comes up.
+    let (br_now, vlan_gateway) = if b.c.is_gateway {
         setup_gateway(host, b, br, &result)?
     } else {
-        None
+        (host.link(&b.c.bridge)?, None)
     };
     if b.c.ip_masq {
         let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
@@ -343,9 +345,6 @@ fn add_steps<'a>(
         )
         .ctx("failed to set up IP masquerading")?;
     }
-    // The bridge takes the lowest port MAC unless pinned (the gateway step pins it); the
-    // container end's MAC and MTU do not change when it comes up.
-    let br_now = host.link(&b.c.bridge)?;
     ns.enter(|| {
         let v6 = format!("net/ipv6/conf/{ifname}");
         let _ = sysctl::set(
