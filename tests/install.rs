@@ -10,6 +10,16 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
+/// The static release build `make test` names in CNIBOX_STATIC; None, with a skip note (a
+/// failure under CNIBOX_REQUIRE_ALL=1), when it is not set.
+fn release_build(test: &str) -> Option<std::ffi::OsString> {
+    let bin = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty());
+    if bin.is_none() {
+        skip_note(test, "CNIBOX_STATIC is not set (make test sets it)");
+    }
+    bin
+}
+
 fn symlinks(args: &[&str], cnibox: Option<&Path>) -> Run {
     let mut cmd = Command::new(repo().join("symlinks.sh"));
     cmd.args(args);
@@ -247,15 +257,7 @@ fn readme_lists_every_applet() {
 /// this fails first. `make hot-order` regenerates the list.
 #[test]
 fn hot_function_list_matches_the_release_build() {
-    let Some(bin) = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty()) else {
-        assert!(
-            !require_all(),
-            "CNIBOX_STATIC is not set (make test sets it)"
-        );
-        skip_note(
-            "hot_function_list",
-            "CNIBOX_STATIC is not set (make test sets it)",
-        );
+    let Some(bin) = release_build("hot_function_list") else {
         return;
     };
     let deps = Path::new(&bin).parent().expect("binary dir").join("deps");
@@ -316,15 +318,7 @@ fn hot_function_list_matches_the_release_build() {
 /// its parent's). Not a timing.
 #[test]
 fn version_exec_takes_few_page_faults() {
-    let Some(bin) = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty()) else {
-        assert!(
-            !require_all(),
-            "CNIBOX_STATIC is not set (make test sets it)"
-        );
-        skip_note(
-            "version_exec_takes_few_page_faults",
-            "CNIBOX_STATIC is not set (make test sets it)",
-        );
+    let Some(bin) = release_build("version_exec_takes_few_page_faults") else {
         return;
     };
     let t = Tmp::new("version_faults");
@@ -390,15 +384,7 @@ fn setup_is_idempotent_and_says_what_to_do_without_cargo() {
 /// `.cargo/no-unwind-tables.ld` drops `.eh_frame`. Either one undone costs 180–270 KB.
 #[test]
 fn release_binary_fits_the_budget_without_an_unwinder() {
-    let Some(bin) = std::env::var_os("CNIBOX_STATIC").filter(|v| !v.is_empty()) else {
-        assert!(
-            !require_all(),
-            "CNIBOX_STATIC is not set (make test sets it)"
-        );
-        skip_note(
-            "size_budget",
-            "CNIBOX_STATIC is not set (make test sets it)",
-        );
+    let Some(bin) = release_build("size_budget") else {
         return;
     };
     let bytes = fs::read(&bin).expect("the release binary");
