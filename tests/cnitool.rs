@@ -353,7 +353,7 @@ fn own_applets_in_process_others_exec() {
     for a in ["bridge", "host-local"] {
         std::os::unix::fs::symlink(bin(), mixed.join(a)).unwrap();
     }
-    let path = format!("{}:{REFERENCE_DIR}", mixed.display());
+    let path = format!("{}:{}", mixed.display(), reference_dir());
     let data = w.sb.path("ipam");
     let net = format!("ci{n}");
     w.write(
@@ -377,7 +377,7 @@ fn own_applets_in_process_others_exec() {
         .filter_map(|l| l.split('"').nth(1))
         .collect();
     let cnitool = w.sb.bin.join("cnitool").display().to_string();
-    let tuning = format!("{REFERENCE_DIR}/tuning");
+    let tuning = format!("{}/tuning", reference_dir());
     assert_eq!(execs, [cnitool.as_str(), tuning.as_str()], "{text}");
     assert!(
         pod.sh(&["ip", "-br", "link", "show", "eth0"])

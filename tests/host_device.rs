@@ -110,7 +110,8 @@ impl Node {
         let prog = pl.program("host-device").display().to_string();
         let path = match imp {
             Impl::Ours => self.sb.bin.display().to_string(),
-            Impl::Reference => REFERENCE_DIR.to_string(),
+            Impl::Reference => reference_dir(),
+            Impl::OlderReference => OLDER_REFERENCE_DIR.to_string(),
         };
         let sys = self.sys.display().to_string();
         let vars = [

@@ -8,7 +8,7 @@
 //! netfilter backend); [`variants!`](crate::variants) writes its `#[test]` wrappers.
 
 use super::traffic::node_and_client;
-use super::{Impl, NetNs, Plugin, Sandbox, reference_available, require_root};
+use super::{Impl, NetNs, Plugin, Sandbox, impl_available, require_root};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Which implementation runs a scenario, and for cnibox which netfilter backend (`None`:
@@ -41,6 +41,7 @@ impl Variant {
     pub fn tag(self) -> String {
         match self.imp {
             Impl::Reference => "ref".into(),
+            Impl::OlderReference => "ref-1.1.1".into(),
             Impl::Ours => format!("ours-{}", self.backend.unwrap_or("default")),
         }
     }
@@ -61,7 +62,7 @@ pub fn skip(test: &str, v: Variant, needs: &[&str]) -> bool {
     if !require_root(test) {
         return true;
     }
-    v.imp == Impl::Reference && !needs.iter().all(|n| reference_available(n))
+    v.imp != Impl::Ours && !needs.iter().all(|n| impl_available(v.imp, n))
 }
 
 /// See the module documentation.

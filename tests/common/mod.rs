@@ -1,6 +1,9 @@
 //! Shared harness for integration tests: runs the BUILT cnibox through applet symlinks exactly as
 //! a container runtime would (argv[0] dispatch, CNI_* environment, config on stdin), or the
-//! reference Go plugin of the same name from `/usr/lib/cni` for compatibility comparisons.
+//! reference Go plugin of the same name for compatibility comparisons: upstream v1.9.1 (Debian
+//! unstable's package, unpacked by `.ci/fetch-unstable`, see [`reference_dir`]), and where an
+//! older node matters (live swaps, dhcp/firewalld interop) Debian 12's v1.1.1 in `/usr/lib/cni`
+//! ([`OLDER_REFERENCE_DIR`], [`Impl::OlderReference`]).
 //!
 //! ```ignore
 //! mod common;
@@ -54,8 +57,24 @@ pub const APPLETS: &[&str] = &[
     "dhcp",
 ];
 
-/// Where the Debian package installs the reference (Go, v1.1.1) plugins.
-pub const REFERENCE_DIR: &str = "/usr/lib/cni";
+/// Where `.ci/setup` unpacks the reference plugins of today: upstream v1.9.1, Debian unstable's
+/// `containernetworking-plugins` (`.ci/fetch-unstable`, under `$CNIBOX_UNSTABLE`).
+pub const REFERENCE_DIR_DEFAULT: &str =
+    "/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni";
+
+/// Where Debian 12's package installs the plugins of an older node (v1.1.1): the second
+/// reference, for live swaps (Go ADD → cnibox DEL and back) and dhcp/firewalld interop.
+pub const OLDER_REFERENCE_DIR: &str = "/usr/lib/cni";
+
+/// The reference plugins' directory: `CNIBOX_REFERENCE_DIR` when set (for example
+/// `CNIBOX_REFERENCE_DIR=/usr/lib/cni` points the whole suite back at v1.1.1), else
+/// [`REFERENCE_DIR_DEFAULT`] (v1.9.1).
+pub fn reference_dir() -> String {
+    std::env::var("CNIBOX_REFERENCE_DIR")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| REFERENCE_DIR_DEFAULT.to_string())
+}
 
 /// Every spec version, oldest first.
 pub const ALL_VERSIONS: &[&str] = &[
@@ -80,7 +99,12 @@ pub fn bin() -> PathBuf {
 
 /// The reference plugin's path.
 pub fn reference_path(name: &str) -> PathBuf {
-    Path::new(REFERENCE_DIR).join(name)
+    Path::new(&reference_dir()).join(name)
+}
+
+/// The older (v1.1.1) reference plugin's path.
+pub fn older_reference_path(name: &str) -> PathBuf {
+    Path::new(OLDER_REFERENCE_DIR).join(name)
 }
 
 /// Whether every test must run: `CNIBOX_REQUIRE_ALL=1` (set by `.ci/run`) turns each skip into
@@ -107,16 +131,37 @@ pub fn skip_note(test: &str, why: &str) {
 /// `if !reference_available("static") { return; }`.
 #[track_caller]
 pub fn reference_available(name: &str) -> bool {
+    impl_available(Impl::Reference, name)
+}
+
+/// [`reference_available`] for either reference ([`Impl::Ours`] is always there).
+#[track_caller]
+pub fn impl_available(imp: Impl, name: &str) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    let ok = std::fs::metadata(reference_path(name))
+    let path = match imp {
+        Impl::Ours => return true,
+        Impl::Reference => reference_path(name),
+        Impl::OlderReference => older_reference_path(name),
+    };
+    let ok = std::fs::metadata(&path)
         .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if !ok {
         skip_note(
             &format!("reference comparison ({name})"),
-            &format!("{} missing", reference_path(name).display()),
+            &format!("{} missing", path.display()),
         );
     }
     ok
+}
+
+/// The Go references a live-swap or interop test runs against: v1.9.1 and v1.1.1, each that is
+/// installed (a missing one is a skip note, a failure under `CNIBOX_REQUIRE_ALL=1`).
+#[track_caller]
+pub fn go_references(name: &str) -> Vec<Impl> {
+    [Impl::Reference, Impl::OlderReference]
+        .into_iter()
+        .filter(|&i| impl_available(i, name))
+        .collect()
 }
 
 pub fn is_root() -> bool {
@@ -198,6 +243,9 @@ impl Sandbox {
     pub fn reference(&self) -> Plugin<'_> {
         self.plugin(Impl::Reference)
     }
+    pub fn older_reference(&self) -> Plugin<'_> {
+        self.plugin(Impl::OlderReference)
+    }
 }
 
 impl Drop for Sandbox {
@@ -208,7 +256,7 @@ impl Drop for Sandbox {
 
 /// The CNI_* environment of one invocation. An empty string leaves the variable unset, which is
 /// how tests express "missing". `path: None` means the implementation's default CNI_PATH (the
-/// sandbox bin dir for ours, [`REFERENCE_DIR`] for the reference).
+/// sandbox bin dir for ours, the reference's own directory for the references).
 #[derive(Clone, Debug)]
 pub struct Env {
     pub container_id: String,
@@ -268,8 +316,21 @@ impl Env {
 pub enum Impl {
     /// cnibox through a symlink in the sandbox.
     Ours,
-    /// The Go plugin in [`REFERENCE_DIR`].
+    /// The Go plugin of today (v1.9.1) in [`reference_dir`].
     Reference,
+    /// The Go plugin of an older node (v1.1.1) in [`OLDER_REFERENCE_DIR`].
+    OlderReference,
+}
+
+impl Impl {
+    /// A short name for messages: `ours`, `v1.9.1`, `v1.1.1`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Impl::Ours => "ours",
+            Impl::Reference => "v1.9.1",
+            Impl::OlderReference => "v1.1.1",
+        }
+    }
 }
 
 /// What a plugin run produced.
@@ -497,13 +558,15 @@ impl Plugin<'_> {
         match self.imp {
             Impl::Ours => self.sb.bin.join(applet),
             Impl::Reference => reference_path(applet),
+            Impl::OlderReference => older_reference_path(applet),
         }
     }
 
     fn default_path(&self) -> String {
         match self.imp {
             Impl::Ours => self.sb.bin.display().to_string(),
-            Impl::Reference => REFERENCE_DIR.to_string(),
+            Impl::Reference => reference_dir(),
+            Impl::OlderReference => OLDER_REFERENCE_DIR.to_string(),
         }
     }
 
