@@ -399,6 +399,8 @@ fn results_match_the_reference_for_every_version_it_supports() {
             );
             if a.status_ok {
                 assert_eq!(normalize(&a.json), normalize(&b.json), "{v} {c}");
+                // Byte for byte: key order, indentation, what is left out when empty.
+                assert_eq!(a.stdout, b.stdout, "{v} {c}: printed text differs");
                 compared += 1;
             }
         }

@@ -3,8 +3,9 @@
 //! Conversion follows the Go library: 0.3.x/0.4.0 add `ips[].version` and drop the interface
 //! attributes `mtu`, `socketPath` and `pciID` (route attributes stay in every version); 0.1.0/0.2.0 keep the first IPv4 and first IPv6 address as
 //! `ip4`/`ip6`, split routes between them by destination family, and fail with
-//! "cannot convert: no valid IP addresses" when there is no address at all. Every version prints
-//! `"dns": {}` when empty, as the Go library does (encoding/json never omits a struct).
+//! "cannot convert: no valid IP addresses" when there is no address at all. Printed as upstream
+//! v1.9.1 (libcni 1.3) prints: up to 0.4.0 Go structs (declaration order, `"dns": {}` when
+//! empty); from 1.0.0 a map (every object's keys sorted, an empty DNS left out).
 
 use super::error::{Error, Result};
 use super::gojson;
@@ -297,15 +298,24 @@ impl CniResult {
                 i.pci_id.clear();
             }
         }
-        // Go's encoding/json does not omit an empty struct, so `"dns": {}` is always printed.
-        let dns = Some(&self.dns);
-        Ok(pretty(&Modern {
+        let modern = Modern {
             version: version.as_str(),
             interfaces: &interfaces,
             ips: &ips,
             routes: &routes,
-            dns,
-        }))
+            dns: (version < Version::V100 || !self.dns.is_empty()).then_some(&self.dns),
+        };
+        if version < Version::V100 {
+            // The 0.3.x/0.4.0 types are Go structs: fields in declaration order, and
+            // encoding/json never omits a struct, so `"dns": {}` is printed when empty.
+            return Ok(pretty(&modern));
+        }
+        // libcni 1.3 (upstream v1.9.1) prints a 1.x result through a map: every object's keys
+        // sorted, and an empty DNS left out. A `Value`'s object keys come out sorted as Go sorts
+        // a map's (byte order).
+        let sorted = serde_json::to_value(&modern)
+            .map_err(|e| Error::internal(format!("failed to encode result: {e}")))?;
+        Ok(pretty(&sorted))
     }
 }
 
@@ -465,14 +475,60 @@ mod tests {
     }
 
     #[test]
-    fn empty_dns_is_always_printed() {
+    fn empty_dns_printed_below_1_0_left_out_from_1_0() {
         let r = CniResult {
             ips: sample().ips,
             ..Default::default()
         };
-        assert_eq!(r.to_value(Version::V040).unwrap()["dns"], json!({}));
-        assert_eq!(r.to_value(Version::V110).unwrap()["dns"], json!({}));
         assert_eq!(r.to_value(Version::V020).unwrap()["dns"], json!({}));
+        assert_eq!(r.to_value(Version::V040).unwrap()["dns"], json!({}));
+        assert!(r.to_value(Version::V100).unwrap().get("dns").is_none());
+        assert!(r.to_value(Version::V110).unwrap().get("dns").is_none());
+    }
+
+    /// The text, not only the value: v1.9.1's bytes for a 1.x result (keys sorted at every
+    /// level) and a 0.4.0 one (Go's declaration order).
+    #[test]
+    fn printed_as_v1_9_1_prints() {
+        let r = CniResult {
+            interfaces: vec![Interface {
+                name: "eth0".into(),
+                mac: "de:be:b5:61:e5:28".into(),
+                sandbox: "/run/netns/x".into(),
+                ..Default::default()
+            }],
+            ips: vec![IpConfig {
+                version: None,
+                interface: Some(0),
+                address: "10.99.0.2/24".parse().unwrap(),
+                gateway: Some("10.99.0.1".parse().unwrap()),
+            }],
+            routes: vec![Route::new("0.0.0.0/0".parse().unwrap(), None)],
+            dns: Dns {
+                nameservers: vec!["1.1.1.1".into()],
+                domain: "x".into(),
+                ..Default::default()
+            },
+        };
+        let squash = |s: String| s.split_whitespace().collect::<String>();
+        assert_eq!(
+            squash(r.to_json(Version::V110).unwrap()),
+            concat!(
+                r#"{"cniVersion":"1.1.0","dns":{"domain":"x","nameservers":["1.1.1.1"]},"#,
+                r#""interfaces":[{"mac":"de:be:b5:61:e5:28","name":"eth0","sandbox":"/run/netns/x"}],"#,
+                r#""ips":[{"address":"10.99.0.2/24","gateway":"10.99.0.1","interface":0}],"#,
+                r#""routes":[{"dst":"0.0.0.0/0"}]}"#
+            )
+        );
+        assert_eq!(
+            squash(r.to_json(Version::V040).unwrap()),
+            concat!(
+                r#"{"cniVersion":"0.4.0","#,
+                r#""interfaces":[{"name":"eth0","mac":"de:be:b5:61:e5:28","sandbox":"/run/netns/x"}],"#,
+                r#""ips":[{"version":"4","interface":0,"address":"10.99.0.2/24","gateway":"10.99.0.1"}],"#,
+                r#""routes":[{"dst":"0.0.0.0/0"}],"dns":{"nameservers":["1.1.1.1"],"domain":"x"}}"#
+            )
+        );
     }
 
     #[test]

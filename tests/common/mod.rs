@@ -143,8 +143,8 @@ pub fn impl_available(imp: Impl, name: &str) -> bool {
         Impl::Reference => reference_path(name),
         Impl::OlderReference => older_reference_path(name),
     };
-    let ok = std::fs::metadata(&path)
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let ok =
+        std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if !ok {
         skip_note(
             &format!("reference comparison ({name})"),
