@@ -15,7 +15,7 @@
 //! asserted to stay blocked.
 
 mod common;
-use common::lab::{self, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
+use common::lab::{self, OLDER_REFERENCE, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
 use common::traffic::*;
 use common::*;
 use serde_json::{Value, json};
@@ -406,8 +406,8 @@ variants!(same_bridge:
     same_bridge_ours_nftables => OURS_NFTABLES,
 );
 
-/// `isolated` (newer upstream policy, not in the reference v1.1.1): even containers on the same
-/// bridge cannot reach each other. Bridged traffic is only seen by the IP FORWARD hooks with
+/// `isolated` (upstream since v1.2.0; v1.1.1 refuses it): even containers on the same bridge
+/// cannot reach each other. Bridged traffic is only seen by the IP FORWARD hooks with
 /// br_netfilter (bridge-nf-call-iptables=1, on by default in new namespaces when the module is
 /// loaded); without it only the rules are asserted.
 fn isolated(v: Variant) {
@@ -421,7 +421,7 @@ fn isolated(v: Variant) {
     assert_answers(&t.a1, "tcp", &ip_a2, 80, "a2", "a1 -> a2 before firewall");
     assert_answers(&t.a1, "tcp", &ip_b1, 80, "b1", "a1 -> b1 before firewall");
     let outs = add_three(&lab, &t, "isolated");
-    if imp == Impl::Reference {
+    if imp == Impl::OlderReference {
         // v1.1.1 knows only open and same-bridge; it fails after installing its per-IP rules.
         for o in &outs {
             let msg = o.err(999);
@@ -476,7 +476,8 @@ fn isolated(v: Variant) {
 }
 
 variants!(isolated:
-    isolated_reference_rejects => REFERENCE,
+    isolated_reference => REFERENCE,
+    isolated_older_reference_rejects => OLDER_REFERENCE,
     isolated_ours_iptables => OURS_IPTABLES,
     isolated_ours_nftables => OURS_NFTABLES,
 );

@@ -147,7 +147,7 @@ pub fn execute(
                 .with_details(format!(
                     "config is {:?}, plugin supports [{}]",
                     conf.cni_version,
-                    version::list(applet.versions)
+                    version::quoted_list(applet.versions)
                 ));
             return (Version::LATEST, Err(e));
         }

@@ -98,9 +98,27 @@ pub fn list(versions: &[Version]) -> String {
         .join(", ")
 }
 
+/// The versions as Go prints a `[]string` with `%q` (inside the brackets): `"0.1.0" "0.2.0"`,
+/// which is how upstream's incompatible-version error details list them.
+pub fn quoted_list(versions: &[Version]) -> String {
+    versions
+        .iter()
+        .map(|v| format!("{:?}", v.as_str()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quoted_list_is_go_percent_q() {
+        assert_eq!(
+            quoted_list(&[Version::V040, Version::V110]),
+            r#""0.4.0" "1.1.0""#
+        );
+    }
 
     /// nerdctl takes the rest of the line after `CNI firewall plugin ` and parses it as semver
     /// (leading `v` allowed): core version, then `+` build metadata of dot-separated

@@ -82,7 +82,7 @@ fn failing_plugins_as_libcni() {
 }
 
 /// A cache file that is not JSON: CHECK fails naming the cached result in both tools; DEL goes
-/// on without a prevResult and removes it (libcni 1.3; Debian's 1.1 fails instead).
+/// on without a prevResult and removes it, in both (libcni 1.3; Debian 12's 1.1 failed).
 #[test]
 fn corrupt_cache_as_libcni() {
     if !require_root("cnitool corrupt_cache_as_libcni") {
@@ -112,15 +112,11 @@ fn corrupt_cache_as_libcni() {
                 "{m}"
             );
         }
-        // libcni 1.1 fails DEL here; 1.3, which cnibox follows, drops the record and goes on.
-        let out = w.run(Tool::Libcni, "del", "rec", ns, &[]);
-        assert!(
-            message(&out).starts_with("failed to get network \"rec\" cached result: "),
-            "{out:?}"
-        );
+        // libcni 1.3 (cnibox follows it) drops the unreadable record and goes on without a
+        // prevResult (1.1 failed here): the tool that did not ADD deletes, each way round.
         w.clear_records();
-        let out = w.run(Tool::Cnibox, "del", "rec", ns, &[]);
-        assert!(out.status_ok, "DEL with a corrupt cache: {out:?}");
+        let out = w.run(other, "del", "rec", ns, &[]);
+        assert!(out.status_ok, "{other:?} DEL with a corrupt cache: {out:?}");
         let r = records(&w);
         assert_eq!(r["order"], "DEL rec-c\nDEL rec-b\nDEL rec-a\n");
         assert!(r["DEL-rec-a"]["conf"].get("prevResult").is_none(), "{r}");

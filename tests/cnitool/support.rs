@@ -1,5 +1,6 @@
 //! The harness of tests/cnitool.rs: the libcni driver (built once per test binary from
-//! tests/libcni/main.go over Debian's golang-github-appc-cni-dev, offline, GOPATH mode), a
+//! tests/libcni/main.go over libcni 1.3, Debian unstable's golang-github-appc-cni-dev, with
+//! unstable's Go, both unpacked by `.ci/fetch-unstable`; offline, GOPATH mode), a
 //! recorder plugin, and a [`World`]: a sandbox with cnitool, the recorder and the applets in its
 //! bin dir, a network configuration directory, a result cache and a node namespace to run in.
 
@@ -8,8 +9,28 @@ use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-const GOPATH: &str = "/usr/share/gocode";
-const LIBCNI: &str = "/usr/share/gocode/src/github.com/containernetworking/cni/libcni";
+/// libcni 1.3 (what containerd 2.1, podman 5 and v1.9.1's plugins are built with), unpacked by
+/// `.ci/fetch-unstable golang-github-appc-cni-dev`.
+const GOPATH: &str = "/var/cache/cnibox-unstable/golang-github-appc-cni-dev/usr/share/gocode";
+const LIBCNI: &str = "/var/cache/cnibox-unstable/golang-github-appc-cni-dev/usr/share/gocode/src/github.com/containernetworking/cni/libcni";
+/// Where `.ci/fetch-unstable --go` unpacks unstable's Go (libcni 1.3 needs Go >= 1.21; Debian
+/// 12's is 1.19): the newest `go-1.NN` there.
+const GO_ROOTS: &str = "/var/cache/cnibox-unstable/go/usr/lib";
+
+fn goroot() -> Option<PathBuf> {
+    let mut roots: Vec<(u32, PathBuf)> = std::fs::read_dir(GO_ROOTS)
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let minor = name.strip_prefix("go-1.")?.parse().ok()?;
+            Some((minor, e.path()))
+        })
+        .filter(|(_, p)| p.join("bin/go").is_file())
+        .collect();
+    roots.sort();
+    roots.pop().map(|(_, p)| p)
+}
 
 /// The driver binary, built on first use; `None` (after a skip note, a failure under
 /// `CNIBOX_REQUIRE_ALL=1`) when Go or the libcni source is not installed.
@@ -18,13 +39,16 @@ fn driver() -> Option<&'static Path> {
     let built = DRIVER.get_or_init(|| {
         if !Path::new(LIBCNI).is_dir() {
             return Err(format!(
-                "{LIBCNI} missing (apt-get install golang-github-appc-cni-dev)"
+                "{LIBCNI} missing (.ci/fetch-unstable golang-github-appc-cni-dev)"
             ));
         }
+        let Some(goroot) = goroot() else {
+            return Err(format!("no Go under {GO_ROOTS} (.ci/fetch-unstable --go)"));
+        };
         let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("libcni-driver");
         let out = tmp.join("libcni-driver");
         let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/libcni/main.go");
-        let status = std::process::Command::new("go")
+        let status = std::process::Command::new(goroot.join("bin/go"))
             .args(["build", "-o"])
             .arg(&out)
             .arg(&src)
@@ -35,12 +59,15 @@ fn driver() -> Option<&'static Path> {
             )
             .env("GOCACHE", tmp.join("cache"))
             .env("GOFLAGS", "")
+            .env("GOROOT", &goroot)
+            .env("GOTOOLCHAIN", "local")
+            .env("GOPROXY", "off")
             .env("CGO_ENABLED", "0")
             .status();
         match status {
             Ok(s) if s.success() => Ok(out),
             Ok(s) => Err(format!("go build of the libcni driver failed: {s}")),
-            Err(e) => Err(format!("go not runnable ({e}): apt-get install golang-go")),
+            Err(e) => Err(format!("go not runnable ({e}): .ci/fetch-unstable --go")),
         }
     });
     match built {
@@ -194,6 +221,12 @@ impl World {
     /// container ID both tools derive as upstream cnitool does.
     #[track_caller]
     pub fn cache(&self, net: &str, netns: &str) -> Value {
+        serde_json::from_str(&self.cache_text(net, netns)).unwrap()
+    }
+
+    /// [`World::cache`]'s file as written, byte for byte.
+    #[track_caller]
+    pub fn cache_text(&self, net: &str, netns: &str) -> String {
         // sha512sum(1), not the crate's own hash: an independent oracle for the derived ID.
         let mut child = std::process::Command::new("sha512sum")
             .stdin(std::process::Stdio::piped())
@@ -208,14 +241,13 @@ impl World {
         let out = child.wait_with_output().expect("sha512sum");
         let id = String::from_utf8_lossy(&out.stdout)[..20].to_string();
         let file = self.cache_dir().join(format!("{net}-cnitool-{id}-eth0"));
-        let text = std::fs::read_to_string(&file).unwrap_or_else(|e| {
+        std::fs::read_to_string(&file).unwrap_or_else(|e| {
             panic!(
                 "{}: {e}; cache holds {:?}",
                 file.display(),
                 self.cache_files()
             )
-        });
-        serde_json::from_str(&text).unwrap()
+        })
     }
 
     pub fn clear_records(&self) {

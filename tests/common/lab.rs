@@ -23,6 +23,11 @@ pub const REFERENCE: Variant = Variant {
     imp: Impl::Reference,
     backend: None,
 };
+/// Debian 12's v1.1.1: where an older node's behaviour is asserted.
+pub const OLDER_REFERENCE: Variant = Variant {
+    imp: Impl::OlderReference,
+    backend: None,
+};
 pub const OURS_IPTABLES: Variant = Variant {
     imp: Impl::Ours,
     backend: Some("iptables"),

@@ -648,9 +648,9 @@ impl Plugin<'_> {
     }
 }
 
-/// A result as compared across implementations. Nothing is dropped: both the Go plugins and
-/// cnibox print `"dns": {}` when there is no DNS (Go's `omitempty` does not omit an empty struct),
-/// and a test must see it if either stops doing so.
+/// A result as compared across implementations. Nothing is dropped: v1.9.1 and cnibox print
+/// `"dns": {}` up to spec 0.4.0 and leave an empty DNS out from 1.0.0 (v1.1.1 printed it in
+/// every version), and a test must see it if either stops doing so.
 pub fn normalize(v: &Value) -> Value {
     v.clone()
 }
