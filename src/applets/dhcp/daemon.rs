@@ -578,7 +578,7 @@ mod tests {
             v["result"],
             json!({"cniVersion": "1.1.0",
                    "ips": [{"address": "10.9.0.7/16", "gateway": "10.9.0.1"}],
-                   "routes": [{"dst": "0.0.0.0/0", "gw": "10.9.0.1"}], "dns": {}})
+                   "routes": [{"dst": "0.0.0.0/0", "gw": "10.9.0.1"}]})
         );
         ack.set(OPT_CLASSLESS_ROUTES, vec![24, 10, 8, 1, 0, 0, 0, 0]);
         let v = res(&ack, 5);

@@ -73,7 +73,7 @@ fn the_go_daemons_answers() {
         j,
         serde_json::json!({"cniVersion": "1.1.0",
             "ips": [{"address": "10.231.0.97/24", "gateway": "10.231.0.1"}],
-            "routes": [{"dst": "0.0.0.0/0", "gw": "10.231.0.1"}], "dns": {}})
+            "routes": [{"dst": "0.0.0.0/0", "gw": "10.231.0.1"}]})
     );
     let v = values(DAEMON_RELEASE).unwrap();
     assert_eq!(v[0].str("ServiceMethod"), "DHCP.Release");
