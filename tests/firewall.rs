@@ -551,15 +551,17 @@ fn nftables_add_check_del_ours() {
 // ---------------------------------------------------------------------------------------------
 // 4. Compatibility with the reference (iptables)
 
-fn compat(first: Impl) {
-    if skip("firewall compat", REFERENCE, NEEDS) {
+/// One implementation ADDs, the other CHECKs and DELs: v1.9.1 and v1.1.1 (a node of today and
+/// an older one switching to cnibox and back).
+fn compat((first, second): (Impl, Impl)) {
+    let go = if first == Impl::Ours { second } else { first };
+    let v = Variant {
+        imp: go,
+        backend: None,
+    };
+    if skip("firewall compat", v, NEEDS) {
         return;
     }
-    let second = if first == Impl::Ours {
-        Impl::Reference
-    } else {
-        Impl::Ours
-    };
     let backend = |imp: Impl| (imp == Impl::Ours).then_some("iptables");
     let lab = Lab::new(
         "fw-compat",
@@ -605,8 +607,10 @@ fn compat(first: Impl) {
 }
 
 variants!(compat:
-    compat_reference_add_ours_check_del => Impl::Reference,
-    compat_ours_add_reference_check_del => Impl::Ours,
+    compat_reference_add_ours_check_del => (Impl::Reference, Impl::Ours),
+    compat_ours_add_reference_check_del => (Impl::Ours, Impl::Reference),
+    compat_older_reference_add_ours_check_del => (Impl::OlderReference, Impl::Ours),
+    compat_ours_add_older_reference_check_del => (Impl::Ours, Impl::OlderReference),
 );
 
 // ---------------------------------------------------------------------------------------------

@@ -638,16 +638,12 @@ fn device_named_like_ifname() {
         ..env_for(&cont, "n1")
     };
     let conf = nd.conf(json!({"ipam": null}));
-    let sides: &[(Impl, Impl)] = if reference_available("host-device") {
-        &[
-            (Impl::Ours, Impl::Ours),
-            (Impl::Ours, Impl::Reference),
-            (Impl::Reference, Impl::Ours),
-        ]
-    } else {
-        &[(Impl::Ours, Impl::Ours)]
-    };
-    for &(a, d) in sides {
+    // Each Go reference ADDs for ours to DEL and the other way round (v1.9.1 and v1.1.1).
+    let mut sides = vec![(Impl::Ours, Impl::Ours)];
+    for go in go_references("host-device") {
+        sides.extend([(Impl::Ours, go), (go, Impl::Ours)]);
+    }
+    for &(a, d) in &sides {
         // Ours, traced: no rename, so no temporary namespace either way.
         let r = if a == Impl::Ours {
             let (out, made) = nd.run_traced("ADD", &env, &conf);

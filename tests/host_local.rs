@@ -405,13 +405,23 @@ fn malformed_input_changes_nothing_on_disk() {
 /// the other reserved, and round-robin continues across implementations.
 #[test]
 fn compatible_with_reference_store() {
-    if !reference_available("host-local") {
+    compatible_with_store_of(Impl::Reference);
+}
+
+/// The same with v1.1.1's host-local (a node of 2022 switching to cnibox and back).
+#[test]
+fn compatible_with_older_reference_store() {
+    compatible_with_store_of(Impl::OlderReference);
+}
+
+fn compatible_with_store_of(go: Impl) {
+    if !impl_available(go, "host-local") {
         return;
     }
-    let sb = Sandbox::new("hl-ref");
+    let sb = Sandbox::new(&format!("hl-ref-{}", go.label()));
     let ranges = json!({"ranges": [[{"subnet": "10.9.0.0/24"}], [{"subnet": "fd09::/64"}]], "routes": [{"dst": "0.0.0.0/0"}]});
     let mut outs = Vec::new();
-    for (imp, dir) in [(Impl::Ours, "ours"), (Impl::Reference, "ref")] {
+    for (imp, dir) in [(Impl::Ours, "ours"), (go, "ref")] {
         let mut c = conf(&sb, "0.4.0", ranges.clone());
         c["ipam"]["dataDir"] = json!(sb.path(dir).display().to_string());
         let p = sb.plugin(imp);
@@ -435,7 +445,7 @@ fn compatible_with_reference_store() {
 
     // Mixed operation on one store.
     let c = conf(&sb, "0.4.0", ranges);
-    let (ours, theirs) = (sb.ours(), sb.reference());
+    let (ours, theirs) = (sb.ours(), sb.plugin(go));
     let r1 = theirs.add("host-local", &id("m1"), &c).ok().clone();
     ours.check("host-local", &id("m1"), &c).ok();
     let r2 = ours.add("host-local", &id("m2"), &c).ok().clone();

@@ -565,12 +565,16 @@ variants!(gc:
 // ---------------------------------------------------------------------------------------------
 // 4. Compatibility with the reference bridge
 
-#[test]
-fn compat_reference_add_ours_del_and_gc() {
-    if skip("compat_reference_add_ours_del_and_gc", REF, NEEDS) {
+/// A Go bridge's ADDs (v1.9.1, or v1.1.1 on an older node), then cnibox's DELs and GC.
+fn reference_add_ours_del_and_gc(go: Impl) {
+    let v = Variant {
+        imp: go,
+        backend: None,
+    };
+    if skip("compat_reference_add_ours_del_and_gc", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("ipmasq-compat-r", REF);
+    let lab = Lab::new("ipmasq-compat-r", v);
     let conts: Vec<NetNs> = (0..3).map(|_| NetNs::create()).collect();
     let ids: Vec<String> = (0..3).map(|i| lab.id(&format!("r{i}"))).collect();
     let ips: Vec<String> = conts
@@ -590,7 +594,7 @@ fn compat_reference_add_ours_del_and_gc() {
     lab.del(Impl::Ours, &env_no_netns(&ids[1]));
     lab.assert_gone(&ids[1], "our DEL without netns of a reference ADD");
     // The reference's DEL without netns leaks; our GC finds the leftovers by their comment.
-    lab.del(Impl::Reference, &env_no_netns(&ids[2]));
+    lab.del(go, &env_no_netns(&ids[2]));
     lab.plugin_as(Impl::Ours)
         .gc("bridge", &lab.gc_conf(&lab.net(), &[]))
         .ok();
@@ -598,16 +602,25 @@ fn compat_reference_add_ours_del_and_gc() {
     // The reference's own DEL after ours is fine once the interface is gone (with the
     // interface still there it fails: v1.1.1 does not take iptables-nft's exit status 2 for a
     // missing chain as "already gone"). Our DEL finishes the others, as often as called.
-    lab.del(Impl::Reference, &env_for(&conts[0], &ids[0]));
+    lab.del(go, &env_for(&conts[0], &ids[0]));
     for (c, id) in conts.iter().zip(&ids) {
         lab.del(Impl::Ours, &env_for(c, id));
     }
     lab.assert_clean();
 }
 
-#[test]
-fn compat_ours_add_reference_del() {
-    if skip("compat_ours_add_reference_del", REF, NEEDS) {
+variants!(reference_add_ours_del_and_gc:
+    compat_reference_add_ours_del_and_gc => Impl::Reference,
+    compat_older_reference_add_ours_del_and_gc => Impl::OlderReference,
+);
+
+/// cnibox's ADD, a Go bridge's DEL (v1.9.1, or v1.1.1 on an older node).
+fn ours_add_reference_del(go: Impl) {
+    let v = Variant {
+        imp: go,
+        backend: None,
+    };
+    if skip("compat_ours_add_reference_del", v, NEEDS) {
         return;
     }
     for v in [IPT, UNSET] {
@@ -616,13 +629,18 @@ fn compat_ours_add_reference_del() {
         let id = lab.id("o");
         let ip = lab.attach(&c, &id, true);
         lab.assert_masq(&id, &ip);
-        lab.del(Impl::Reference, &env_for(&c, &id));
+        lab.del(go, &env_for(&c, &id));
         lab.assert_gone(&id, "reference DEL of our ADD");
         assert!(!c.exec(&["ip", "link", "show", "eth0"]).status_ok);
         lab.assert_clean();
         lab.del(Impl::Ours, &env_for(&c, &id));
     }
 }
+
+variants!(ours_add_reference_del:
+    compat_ours_add_reference_del => Impl::Reference,
+    compat_ours_add_older_reference_del => Impl::OlderReference,
+);
 
 #[test]
 fn compat_identical_nat_tables() {

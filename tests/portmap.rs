@@ -689,15 +689,16 @@ variants!(ipv6:
 // ---------------------------------------------------------------------------------------------
 // 7. Compatibility with the reference (iptables): each one's CHECK and DEL on the other's ADD
 
-fn compat(first: Impl) {
-    if skip("portmap compat", REFERENCE, NEEDS) {
+/// v1.9.1 and v1.1.1 (a node of today and an older one switching to cnibox and back).
+fn compat((first, second): (Impl, Impl)) {
+    let go = if first == Impl::Ours { second } else { first };
+    let v = Variant {
+        imp: go,
+        backend: None,
+    };
+    if skip("portmap compat", v, NEEDS) {
         return;
     }
-    let second = if first == Impl::Ours {
-        Impl::Reference
-    } else {
-        Impl::Ours
-    };
     // Our runs always say iptables; the reference config never has the key.
     let conf_for = |lab: &Lab, imp: Impl, prev: Option<&Value>| {
         let mut c = lab.pm_conf("1.0.0", std_mappings(), prev);
@@ -755,8 +756,10 @@ fn compat(first: Impl) {
 }
 
 variants!(compat:
-    compat_reference_add_ours_check_del => Impl::Reference,
-    compat_ours_add_reference_check_del => Impl::Ours,
+    compat_reference_add_ours_check_del => (Impl::Reference, Impl::Ours),
+    compat_ours_add_reference_check_del => (Impl::Ours, Impl::Reference),
+    compat_older_reference_add_ours_check_del => (Impl::OlderReference, Impl::Ours),
+    compat_ours_add_older_reference_check_del => (Impl::Ours, Impl::OlderReference),
 );
 
 // ---------------------------------------------------------------------------------------------
