@@ -13,7 +13,9 @@ mod common;
 use common::bounded::kill_and_reap;
 use common::family::{FAMILIES, Fam};
 use common::lab::unique_n;
-use common::{Env, Impl, NetNs, Output, Sandbox, reference_available, require_root, skip_note};
+use common::{
+    Env, Impl, NetNs, Output, Sandbox, go_references, reference_available, require_root, skip_note,
+};
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::path::Path;
@@ -259,13 +261,13 @@ fn ok(out: &Output, what: &str) {
 
 /// ADD by one implementation, CHECK by both, DEL by the other (and the reverse), per family,
 /// with the zone unset (trusted) and chosen; cnibox's DEL without prevResult through its
-/// record. Both ADDs must leave the same sources.
+/// record. Both ADDs must leave the same sources. The Go side is v1.9.1 and v1.1.1 in turn.
 #[test]
 fn both_implementations_both_ways() {
     let Some(n) = Node::start("both_implementations_both_ways") else {
         return;
     };
-    let go = reference_available("firewall");
+    let gos = go_references("firewall");
     let mut host = 10;
     for fam in FAMILIES {
         for zone in ["trusted", "internal"] {
@@ -294,41 +296,48 @@ fn both_implementations_both_ways() {
                 &format!("ours DEL without prevResult {tag}"),
             );
             assert!(n.sources(zone).is_empty(), "after ours DEL {tag}");
-            if !go {
-                continue;
+            for &g in &gos {
+                // ours ADD, Go CHECK and DEL; then Go ADD (same sources), ours CHECK and DEL.
+                ok(
+                    &n.run(Impl::Ours, "ADD", &id, &c),
+                    &format!("ours ADD {tag} ({})", g.label()),
+                );
+                ok(
+                    &n.run(g, "CHECK", &id, &c),
+                    &format!("Go CHECK {tag} ({})", g.label()),
+                );
+                ok(
+                    &n.run(g, "DEL", &id, &c),
+                    &format!("Go DEL {tag} ({})", g.label()),
+                );
+                assert!(
+                    n.sources(zone).is_empty(),
+                    "after Go DEL of ours {tag} ({})",
+                    g.label()
+                );
+                ok(
+                    &n.run(Impl::Ours, "DEL", &id, &c),
+                    &format!("ours DEL again {tag} ({})", g.label()),
+                );
+                ok(
+                    &n.run(g, "ADD", &id, &c),
+                    &format!("Go ADD {tag} ({})", g.label()),
+                );
+                assert_eq!(n.sources(zone), want, "after Go ADD {tag} ({})", g.label());
+                ok(
+                    &n.run(Impl::Ours, "CHECK", &id, &c),
+                    &format!("ours CHECK of Go {tag} ({})", g.label()),
+                );
+                ok(
+                    &n.run(Impl::Ours, "DEL", &id, &c),
+                    &format!("ours DEL of Go {tag} ({})", g.label()),
+                );
+                assert!(
+                    n.sources(zone).is_empty(),
+                    "after ours DEL of Go {tag} ({})",
+                    g.label()
+                );
             }
-            // ours ADD, Go CHECK and DEL; then Go ADD (same sources), ours CHECK and DEL.
-            ok(
-                &n.run(Impl::Ours, "ADD", &id, &c),
-                &format!("ours ADD {tag}"),
-            );
-            ok(
-                &n.run(Impl::Reference, "CHECK", &id, &c),
-                &format!("Go CHECK {tag}"),
-            );
-            ok(
-                &n.run(Impl::Reference, "DEL", &id, &c),
-                &format!("Go DEL {tag}"),
-            );
-            assert!(n.sources(zone).is_empty(), "after Go DEL of ours {tag}");
-            ok(
-                &n.run(Impl::Ours, "DEL", &id, &c),
-                &format!("ours DEL again {tag}"),
-            );
-            ok(
-                &n.run(Impl::Reference, "ADD", &id, &c),
-                &format!("Go ADD {tag}"),
-            );
-            assert_eq!(n.sources(zone), want, "after Go ADD {tag}");
-            ok(
-                &n.run(Impl::Ours, "CHECK", &id, &c),
-                &format!("ours CHECK of Go {tag}"),
-            );
-            ok(
-                &n.run(Impl::Ours, "DEL", &id, &c),
-                &format!("ours DEL of Go {tag}"),
-            );
-            assert!(n.sources(zone).is_empty(), "after ours DEL of Go {tag}");
         }
     }
     assert!(n.iptables().lines().all(|l| !l.contains("CNI-FORWARD")));
