@@ -1,8 +1,9 @@
 // libcni-driver: the conflist path containerd and podman take (libcni's LoadConfList,
 // AddNetworkList, CheckNetworkList, DelNetworkList), with upstream cnitool's command line and
 // environment, so tests/cnitool.rs can run the same network through libcni and through
-// cnibox's cnitool and compare. Built by the test in GOPATH mode over Debian's
-// golang-github-appc-cni-dev (GO111MODULE=off GOPATH=/usr/share/gocode).
+// cnibox's cnitool and compare. Built by the test in GOPATH mode over libcni 1.3, Debian
+// unstable's golang-github-appc-cni-dev, with unstable's Go (both unpacked by
+// .ci/fetch-unstable; GO111MODULE=off, GOPATH=<unpacked>/usr/share/gocode).
 //
 //	libcni-driver add|check|del NETWORK NETNS
 //
