@@ -156,6 +156,12 @@ const DELIBERATE: &[(&str, &str)] = &[
     ),
     ("vrf/no-name", "code 7; ours names the key (vrfname)"),
     (
+        "tuning/prev-version-mismatch",
+        "a prevResult in another version than the config's (1.0.0 under 0.4.0): v1.9.1 fails \
+         (999, \"result type supports [0.3.0 0.3.1 0.4.0]\"); ours reads it in the version it \
+         declares and converts, as for any result",
+    ),
+    (
         "ptp/status-1.1.0",
         "STATUS and GC read the config as ADD does: one ADD refuses is refused with code 7 \
          naming the key (v1.9.1: 999 \"no plugin name provided\" from the empty IPAM type, or \
@@ -208,6 +214,24 @@ fn prev_v4_v6() -> Value {
         "interfaces": [{"name": "eth0", "sandbox": "@NETNS@"}],
         "ips": [{"address": "10.77.0.5/24", "gateway": "10.77.0.1", "interface": 0},
                 {"address": "fd77::5/64", "gateway": "fd77::1", "interface": 0}]})
+}
+
+/// [`prev_v4_v6`] as a runtime passes it under spec version `ver`.
+fn prev_in(ver: &str) -> Value {
+    match ver {
+        "0.1.0" | "0.2.0" => json!({"cniVersion": ver,
+            "ip4": {"ip": "10.77.0.5/24", "gateway": "10.77.0.1"},
+            "ip6": {"ip": "fd77::5/64", "gateway": "fd77::1"}}),
+        "0.3.0" | "0.3.1" | "0.4.0" => json!({"cniVersion": ver,
+            "interfaces": [{"name": "eth0", "sandbox": "@NETNS@"}],
+            "ips": [{"version": "4", "address": "10.77.0.5/24", "gateway": "10.77.0.1", "interface": 0},
+                    {"version": "6", "address": "fd77::5/64", "gateway": "fd77::1", "interface": 0}]}),
+        _ => {
+            let mut p = prev_v4_v6();
+            p["cniVersion"] = json!(ver);
+            p
+        }
+    }
 }
 
 fn cases() -> Vec<Case> {
@@ -817,6 +841,16 @@ fn cases() -> Vec<Case> {
     );
     c.push(
         case(
+            "tuning/prev-version-mismatch",
+            "tuning",
+            "ADD",
+            json!({"cniVersion": "0.4.0", "name": "n", "type": "tuning",
+                "prevResult": prev_v4_v6()}),
+        )
+        .with(NetnsWithEth0),
+    );
+    c.push(
+        case(
             "sbr/dual",
             "sbr",
             "ADD",
@@ -991,6 +1025,42 @@ fn cases() -> Vec<Case> {
         json!({"cniVersion": "1.1.0", "name": "n", "type": "dhcp",
             "ipam": {"type": "dhcp", "daemonSocketPath": "@DATA@/none.sock"}}),
     ));
+    // Every spec version for the successful ADDs of each kind: result conversion, chained
+    // pass-through and the version rules (vrf and the chained plugins refuse the oldest).
+    let every_version = [
+        "bridge/add-dual",
+        "ptp/add-dual",
+        "macvlan/add-dual",
+        "host-device/by-name-dual",
+        "host-local/add-dual",
+        "tap/add",
+        "tuning/sysctl-mtu-promisc",
+        "sbr/dual",
+        "portmap/no-mappings",
+        "bandwidth/no-limits",
+        "firewall/isolated",
+        "ipmasq/masq-all",
+    ];
+    let mut more = Vec::new();
+    for base in c.iter().filter(|k| every_version.contains(&k.id)) {
+        for ver in ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"] {
+            let mut conf = base.conf.clone();
+            conf["cniVersion"] = json!(ver);
+            // A runtime hands the prevResult over in the config's version.
+            if conf.get("prevResult").is_some() {
+                conf["prevResult"] = prev_in(ver);
+            }
+            more.push(Case {
+                id: Box::leak(format!("{}@{ver}", base.id).into_boxed_str()),
+                applet: base.applet,
+                verb: base.verb,
+                conf,
+                args: base.args,
+                setup: base.setup,
+            });
+        }
+    }
+    c.extend(more);
     c
 }
 
