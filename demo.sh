@@ -13,14 +13,21 @@ bin=${CNIBOX:-$(dirname "$0")/target/x86_64-unknown-linux-musl/release/cnibox}
 bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 [ "$(id -u)" -eq 0 ] || { echo "demo: needs root (network namespaces)" >&2; exit 1; }
 command -v ip >/dev/null || { echo "demo: needs ip (iproute2)" >&2; exit 1; }
-if command -v busybox >/dev/null; then bb=busybox; else bb=; fi
+command -v busybox >/dev/null || { echo "demo: needs busybox (apt-get install busybox-static)" >&2; exit 1; }
+bb=busybox
 
 tag=cnibox-demo-$$
 node=$tag-node
 work=$(mktemp -d /tmp/cnibox-demo.XXXXXX)
 step=0
 say() { step=$((step + 1)); printf '\n\033[1m%d. %s\033[0m\n' "$step" "$*"; }
-show() { printf '   $ %s\n' "$*"; "$@" 2>&1 | sed 's/^/   /'; }
+# Print a command and its output; a failing command fails the demo (its status, not sed's).
+show() {
+    printf '   $ %s\n' "$*"
+    if out=$("$@" 2>&1); then rc=0; else rc=$?; fi
+    [ -z "$out" ] || printf '%s\n' "$out" | sed 's/^/   /'
+    [ "$rc" -eq 0 ] || { echo "demo: '$*' failed (status $rc)" >&2; exit "$rc"; }
+}
 in_node() { ip netns exec "$node" "$@"; }
 
 cleanup() {
@@ -100,25 +107,21 @@ show in_node ip -br addr show dev cni-demo0
 if command -v nft >/dev/null; then show in_node nft list table ip cni_hostport; fi
 
 say "c1 pings c2 across the bridge"
-show ip netns exec "$tag-c1" ping -c 2 -W 2 "$ip2"
+show ip netns exec "$tag-c1" $bb ping -c 2 -W 2 "$ip2"
 
 say "A web server in c2 on port 80, reached from the node through hostPort 8081"
 mkdir -p "$work/www"
 echo "hello from c2 ($ip2), via cnibox portmap" > "$work/www/index.html"
-if [ -n "$bb" ]; then
-    ip netns exec "$tag-c2" $bb httpd -f -p 80 -h "$work/www" &
-    server=$!
-    node_ip=$(in_node ip -4 -o addr show dev cni-demo0 | awk '{print $4}' | cut -d/ -f1)
-    tries=0
-    until got=$(in_node timeout 3 $bb wget -q -O - "http://$node_ip:8081/" 2>/dev/null); do
-        tries=$((tries + 1)); [ "$tries" -lt 50 ] || { echo "demo: no answer on $node_ip:8081" >&2; exit 1; }
-        sleep 0.1
-    done
-    echo "   $ wget -O - http://$node_ip:8081/   (in the node)"
-    echo "   $got"
-else
-    echo "   (busybox not installed: skipping the web server)"
-fi
+ip netns exec "$tag-c2" $bb httpd -f -p 80 -h "$work/www" &
+server=$!
+node_ip=$(in_node ip -4 -o addr show dev cni-demo0 | awk '{print $4}' | cut -d/ -f1)
+tries=0
+until got=$(in_node timeout 3 $bb wget -q -O - "http://$node_ip:8081/" 2>/dev/null); do
+    tries=$((tries + 1)); [ "$tries" -lt 50 ] || { echo "demo: no answer on $node_ip:8081" >&2; exit 1; }
+    sleep 0.1
+done
+echo "   $ wget -O - http://$node_ip:8081/   (in the node)"
+echo "   $got"
 
 say "CHECK: both attachments are as ADD left them (against the cached results)"
 for c in c1 c2; do cnitool check "$c"; echo "   $c: ok"; done

@@ -234,6 +234,72 @@ fn demo_runs_and_cleans_up() {
     );
 }
 
+/// A PATH of every program of the machine's bin directories but `ping` (iputils), plus the
+/// `overrides` (name, shell script) written in front: a machine as a newcomer may have it.
+fn demo_path(t: &Tmp, overrides: &[(&str, &str)]) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = t.0.join("path");
+    fs::create_dir_all(&dir).unwrap();
+    for (name, script) in overrides {
+        let p = dir.join(name);
+        fs::write(&p, script).unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for d in [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ] {
+        for e in fs::read_dir(d).into_iter().flatten().flatten() {
+            let name = e.file_name();
+            let n = name.to_string_lossy();
+            if n.starts_with("ping") || dir.join(&name).exists() {
+                continue;
+            }
+            let _ = std::os::unix::fs::symlink(e.path(), dir.join(&name));
+        }
+    }
+    dir.display().to_string()
+}
+
+/// `make demo` on a machine without iputils: the container-to-container ping is busybox's, the
+/// demo still ends with "Done" and status 0.
+#[test]
+fn demo_needs_no_iputils() {
+    if !require_root("demo_needs_no_iputils") {
+        return;
+    }
+    let t = Tmp::new("demo-noping");
+    let path = demo_path(&t, &[]);
+    let out = run(Command::new(repo().join("demo.sh"))
+        .env("CNIBOX", bin())
+        .env("PATH", &path));
+    assert!(out.ok, "{out:?}");
+    assert!(out.stdout.contains(" 0% packet loss"), "{out:?}");
+    assert!(out.stdout.contains("Done:"), "{out:?}");
+}
+
+/// A step that fails ends the demo with its status and an error, never with "Done" (here the
+/// node's `nft` fails).
+#[test]
+fn demo_fails_when_a_step_fails() {
+    if !require_root("demo_fails_when_a_step_fails") {
+        return;
+    }
+    let t = Tmp::new("demo-fail");
+    let path = demo_path(&t, &[("nft", "#!/bin/sh\necho broken nft >&2\nexit 3\n")]);
+    let out = run(Command::new(repo().join("demo.sh"))
+        .env("CNIBOX", bin())
+        .env("PATH", &path));
+    assert_eq!(out.code, Some(3), "{out:?}");
+    assert!(!out.stdout.contains("Done:"), "{out:?}");
+    assert!(out.stderr.contains("failed (status 3)"), "{out:?}");
+    assert!(out.stderr.contains("a step failed"), "{out:?}");
+}
+
 /// README's applet table names every applet this build has, with one line each.
 #[test]
 fn readme_lists_every_applet() {
