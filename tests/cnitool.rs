@@ -426,6 +426,45 @@ fn oversized_files_are_skipped_alone() {
     assert_eq!(records(&w)["order"], "", "a plugin ran: {:?}", records(&w));
 }
 
+/// `cnitool add` whose result cannot be written (stdout on /dev/full) takes the ADD back: the
+/// list's DEL runs (the recorder sees it), and no cache record and no reservation stay.
+#[test]
+fn unwritable_result_undoes_the_add() {
+    if !require_root("cnitool unwritable_result_undoes_the_add") {
+        return;
+    }
+    let Some(w) = World::new("fullout") else {
+        return;
+    };
+    let data = w.sb.path("ipam").display().to_string();
+    let list = json!({"cniVersion": "1.0.0", "name": "full", "plugins": [
+        {"type": "rec-a", "ipam": {"type": "host-local", "subnet": "10.231.0.0/24", "dataDir": data}},
+        {"type": "host-local", "ipam": {"type": "host-local", "subnet": "10.232.0.0/24", "dataDir": data}}]});
+    w.write("10-full.conflist", &list);
+    let ns = NetNs::create();
+    let out = w.run_under(
+        &["sh", "-c", "exec \"$0\" \"$@\" >/dev/full"],
+        Tool::Cnibox,
+        "add",
+        "full",
+        &ns.path(),
+        &[],
+    );
+    assert!(!out.status_ok, "{out:?}");
+    assert_eq!(
+        records(&w)["order"],
+        "ADD rec-a\nDEL rec-a\n",
+        "{:?}",
+        records(&w)
+    );
+    assert_eq!(w.cache_files(), Vec::<String>::new(), "cache record left");
+    assert_eq!(reservations(&w.sb.path("ipam/full")), 0, "reservation left");
+    assert!(
+        out.stderr.contains("cnitool: the ADD was undone"),
+        "{out:?}"
+    );
+}
+
 /// A plugin found in CNI_PATH that is this binary runs in-process (bridge, and its host-local
 /// through delegation); any other is exec'd (the Go tuning of /usr/lib/cni): strace sees one
 /// execve besides cnitool's own.
