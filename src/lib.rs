@@ -31,6 +31,7 @@ pub mod netfilter;
 pub mod netlink;
 pub(crate) mod netns;
 pub(crate) mod overlap;
+pub mod process;
 pub(crate) mod random;
 pub mod runtime;
 pub(crate) mod smallfile;

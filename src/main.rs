@@ -4,10 +4,14 @@
 //! The process starts at C's `main`, not at std's runtime: a plugin lives a few milliseconds and
 //! std's start-up (a poll of fds 0–2, an alternate signal stack mapped and guarded, SIGSEGV and
 //! SIGBUS handlers to print "stack overflow", 14 system calls in all, and their undoing at exit)
-//! is a tenth of a VERSION call. What a plugin needs of it is kept: SIGPIPE ignored, so a write
-//! to a closed pipe is an error to handle rather than a kill, and stdout flushed at exit
-//! (`std::process::exit`). Arguments come from `main`'s argv (musl gives std none without its
-//! runtime).
+//! is a tenth of a VERSION call. What a process needs of it — closed fds 0–2 opened on
+//! /dev/null, SIGPIPE ignored — is done by `cnibox::process::start`, with the panic hook, first
+//! thing in `main`; stdout is flushed at exit (`std::process::exit`). Arguments come from
+//! `main`'s argv (musl gives std none without its runtime).
+//!
+//! Every entry point is an [`Entry`], reached only through [`enter`], which first tells the
+//! panic hook how that entry point reports a panic: a new entry point is a new variant, and the
+//! compiler asks for its voice.
 #![cfg_attr(not(test), no_main)]
 // Under `cargo test` the harness brings its own main and nothing here is reached.
 #![cfg_attr(test, allow(dead_code))]
@@ -16,6 +20,7 @@
 
 use cnibox::applets;
 use cnibox::cni::skel;
+use cnibox::process::Voice;
 
 mod install;
 
@@ -45,8 +50,8 @@ static ALLOC: cnibox::alloc::Classes = cnibox::alloc::Classes::new();
 #[unsafe(no_mangle)]
 extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     use std::os::unix::ffi::OsStrExt as _;
-    // SAFETY: setting a signal's disposition to SIG_IGN, before any other thread exists.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    // Before anything can open a file or panic.
+    cnibox::process::start();
     let args: Vec<std::ffi::OsString> = (0..usize::try_from(argc).unwrap_or(0))
         // SAFETY: the C runtime passes argc valid, NUL-terminated strings in argv.
         .map(|i| unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) })
@@ -55,16 +60,69 @@ extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc:
     std::process::exit(real_main(args.into_iter()))
 }
 
-/// Run `applet` as a plugin or, given `daemon` as its first argument (`dhcp daemon …`), as the
-/// daemon it also is.
-fn run(applet: &'static cnibox::cni::Applet, mut args: Args) -> i32 {
-    if args.next().is_some_and(|a| a == "daemon") {
-        let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
-        if let Some(status) = applets::daemon(applet.name, &rest) {
-            return status;
+/// What this process is, once argv is read.
+enum Entry {
+    /// A CNI plugin (argv[0] or `cnibox APPLET`).
+    Plugin(&'static cnibox::cni::Applet),
+    /// `APPLET daemon …` of an applet that is also a daemon (dhcp).
+    Daemon(&'static cnibox::cni::Applet, Vec<String>),
+    /// The runtime side (`cnitool` link or `cnibox cnitool`): not a plugin, so not in the table.
+    Cnitool(Vec<String>),
+    /// `cnibox install …`.
+    Install(Vec<String>),
+    /// Internal: the tap applet creating a device in an SELinux label (src/tuntap.rs).
+    TapHelper(Vec<String>),
+    /// A line to print and the exit status (`--list`, `--version`, usage errors).
+    Say {
+        stdout: bool,
+        text: String,
+        status: i32,
+    },
+}
+
+impl Entry {
+    fn voice(&self) -> Voice {
+        match self {
+            Entry::Plugin(_) | Entry::Cnitool(_) => Voice::CniError,
+            Entry::Daemon(..) => Voice::DhcpDaemon,
+            Entry::Install(_) => Voice::Install,
+            Entry::TapHelper(_) => Voice::TapHelper,
+            Entry::Say { .. } => Voice::Cnibox,
         }
     }
-    skel::run(applets::TABLE, applet)
+}
+
+/// Run `entry`: its exit status.
+fn enter(entry: Entry) -> i32 {
+    cnibox::process::speak_as(entry.voice());
+    injected_panic(entry.voice());
+    match entry {
+        Entry::Plugin(applet) => skel::run(applets::TABLE, applet),
+        Entry::Daemon(applet, rest) => {
+            applets::daemon(applet.name, &rest).unwrap_or_else(|| skel::run(applets::TABLE, applet))
+        }
+        Entry::Cnitool(rest) => cnibox::runtime::main(applets::TABLE, &rest),
+        Entry::Install(rest) => install::main(&rest),
+        Entry::TapHelper(rest) => cnibox::tuntap::helper_main(&rest),
+        Entry::Say {
+            stdout: true,
+            text,
+            status,
+        } => say(std::io::stdout(), &text, status),
+        Entry::Say { text, status, .. } => say(std::io::stderr(), &text, status),
+    }
+}
+
+/// Debug builds only (the tests' binary): `CNIBOX_TEST_PANIC=<voice>` (`CniError`,
+/// `DhcpDaemon`, …, as `Debug` prints it) panics at the start of the entry point speaking with
+/// that voice, so tests/faults.rs proves each entry point reports a panic.
+fn injected_panic(voice: Voice) {
+    #[cfg(debug_assertions)]
+    if std::env::var("CNIBOX_TEST_PANIC").is_ok_and(|v| v == format!("{voice:?}")) {
+        panic!("CNIBOX_TEST_PANIC={voice:?}");
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = voice;
 }
 
 /// Writes `text` and a newline, then returns `status`. A closed pipe (`cnibox --list | head -1`)
@@ -76,72 +134,83 @@ fn say(mut to: impl std::io::Write, text: &str, status: i32) -> i32 {
 
 type Args = std::vec::IntoIter<std::ffi::OsString>;
 
-/// The runtime side (`cnitool` link or `cnibox cnitool`): not a plugin, so not in the table.
-fn cnitool(args: Args) -> i32 {
-    let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
-    cnibox::runtime::main(applets::TABLE, &rest)
+fn strings(args: Args) -> Vec<String> {
+    args.map(|s| s.to_string_lossy().into_owned()).collect()
 }
 
-fn real_main(mut args: Args) -> i32 {
+/// `applet`'s entry: the plugin, or given `daemon` as its first argument (`dhcp daemon …`), the
+/// daemon it also is.
+fn plugin_or_daemon(applet: &'static cnibox::cni::Applet, mut args: Args) -> Entry {
+    if args.next().is_some_and(|a| a == "daemon") {
+        return Entry::Daemon(applet, strings(args));
+    }
+    Entry::Plugin(applet)
+}
+
+fn real_main(args: Args) -> i32 {
+    cnibox::netfilter::linger_at_exit();
+    enter(entry(args))
+}
+
+/// Which entry point argv names.
+fn entry(mut args: Args) -> Entry {
     let argv0 = args.next().unwrap_or_default();
     let base = std::path::Path::new(&argv0)
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
     let base = base.strip_suffix(".exe").unwrap_or(&base);
-    cnibox::netfilter::linger_at_exit();
+    let unknown = |name: &str| Entry::Say {
+        stdout: false,
+        text: format!("cnibox: unknown applet {name:?} (cnibox --list shows the applets)"),
+        status: 1,
+    };
     if base == "cnitool" {
-        return cnitool(args);
+        return Entry::Cnitool(strings(args));
     }
     if let Some(applet) = applets::find(base) {
-        return run(applet, args);
+        return plugin_or_daemon(applet, args);
     }
     if !base.starts_with("cnibox") {
-        let text = format!("cnibox: unknown applet {base:?} (cnibox --list shows the applets)");
-        return say(std::io::stderr(), &text, 1);
+        return unknown(base);
     }
     let first = args
         .next()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    match first.as_str() {
+    let (stdout, text, status) = match first.as_str() {
         "--list" | "-l" => {
             let names: Vec<&str> = applets::TABLE.iter().map(|a| a.name).collect();
-            say(std::io::stdout(), &names.join("\n"), 0)
+            (true, names.join("\n"), 0)
         }
-        "--version" | "-V" => {
-            let text = format!(
+        "--version" | "-V" => (
+            true,
+            format!(
                 "cnibox {} (containernetworking/plugins v{} compatible)\nCNI protocol versions supported: {}",
                 env!("CARGO_PKG_VERSION"),
                 cnibox::cni::version::UPSTREAM_RELEASE,
                 cnibox::cni::version::list(cnibox::cni::Version::ALL)
-            );
-            say(std::io::stdout(), &text, 0)
-        }
-        "--help" | "-h" => say(std::io::stdout(), USAGE, 0),
-        "" => say(std::io::stderr(), USAGE, 1),
-        "install" => {
-            let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
-            install::main(&rest)
-        }
-        // Internal: the tap applet creating a device in an SELinux label (src/tuntap.rs).
-        cnibox::tuntap::HELPER_OPTION => {
-            let rest: Vec<String> = args.map(|s| s.to_string_lossy().into_owned()).collect();
-            cnibox::tuntap::helper_main(&rest)
-        }
-        opt if opt.starts_with('-') => say(
-            std::io::stderr(),
-            &format!("cnibox: unknown option {opt:?}\n{USAGE}"),
-            2,
+            ),
+            0,
         ),
-        "cnitool" => cnitool(args),
-        name => match applets::find(name) {
-            Some(applet) => run(applet, args),
-            None => {
-                let text =
-                    format!("cnibox: unknown applet {name:?} (cnibox --list shows the applets)");
-                say(std::io::stderr(), &text, 1)
-            }
-        },
+        "--help" | "-h" => (true, USAGE.to_string(), 0),
+        "" => (false, USAGE.to_string(), 1),
+        "install" => return Entry::Install(strings(args)),
+        cnibox::tuntap::HELPER_OPTION => return Entry::TapHelper(strings(args)),
+        opt if opt.starts_with('-') => {
+            (false, format!("cnibox: unknown option {opt:?}\n{USAGE}"), 2)
+        }
+        "cnitool" => return Entry::Cnitool(strings(args)),
+        name => {
+            return match applets::find(name) {
+                Some(applet) => plugin_or_daemon(applet, args),
+                None => unknown(name),
+            };
+        }
+    };
+    Entry::Say {
+        stdout,
+        text,
+        status,
     }
 }

@@ -335,6 +335,136 @@ fn loading_matches_libcni() {
     }
 }
 
+/// A file over 1 MiB in NETCONFPATH — another network's list, a single-plugin file, a plugin
+/// file in another network's directory — is skipped with a line on stderr naming it, and the
+/// wanted network loads (libcni reads files of any size and loads it too). Over 1 MiB in the
+/// wanted network's own plugin directory, the load is refused naming that file: skipping it
+/// would run the list without that plugin.
+#[test]
+fn oversized_files_are_skipped_alone() {
+    if !require_root("cnitool oversized_files_are_skipped_alone") {
+        return;
+    }
+    let Some(w) = World::new("oversized") else {
+        return;
+    };
+    let pad = "x".repeat((1 << 20) + 1);
+    let big = |name: &str| json!({"cniVersion": "1.0.0", "name": name, "plugins": [{"type": "rec-b", "pad": pad}]});
+    w.write("00-big.conflist", &big("other"));
+    w.write(
+        "01-big.conf",
+        &json!({"cniVersion": "1.0.0", "name": "single", "type": "rec-b", "pad": pad}),
+    );
+    w.write(
+        "05-other2.conflist",
+        &json!({"cniVersion": "1.0.0", "name": "other2", "plugins": [{"type": "rec-b"}]}),
+    );
+    std::fs::create_dir_all(w.conf_dir.join("other2")).unwrap();
+    w.write("other2/big.conf", &json!({"type": "rec-c", "pad": pad}));
+    w.write("10-want.conflist", &json!({"cniVersion": "1.0.0", "name": "want", "plugins": [{"type": "rec-a", "marker": "want"}]}));
+    let big_files = ["00-big.conflist", "01-big.conf", "other2/big.conf"];
+    for tool in [Tool::Libcni, Tool::Cnibox] {
+        w.clear_records();
+        let ns = format!("/run/netns/want-{tool:?}");
+        let out = w.run(tool, "add", "want", &ns, &[]);
+        assert!(out.status_ok, "{tool:?}: {out:?}");
+        assert_eq!(
+            records(&w)["ADD-rec-a"]["conf"]["marker"],
+            "want",
+            "{tool:?}"
+        );
+        if tool == Tool::Cnibox {
+            // Read on the way to `want`: the big list and other2's plugin file (before it in
+            // name order), not the single-plugin file (lists come first).
+            for f in [big_files[0], big_files[2]] {
+                let path = w.conf_dir.join(f).display().to_string();
+                assert!(
+                    out.stderr
+                        .contains(&format!("{path}: larger than 1048576 bytes; file skipped")),
+                    "no line naming {path}: {}",
+                    out.stderr
+                );
+            }
+        }
+        assert!(
+            w.run(tool, "del", "want", &ns, &[]).status_ok,
+            "{tool:?} DEL"
+        );
+    }
+    // A single-plugin file is reached only when no list matches.
+    std::fs::write(
+        w.conf_dir.join("20-single.json"),
+        json!({"cniVersion": "1.0.0", "name": "single2", "type": "rec-a", "marker": "single2"})
+            .to_string(),
+    )
+    .unwrap();
+    let out = w.run(Tool::Cnibox, "add", "single2", "/run/netns/single2", &[]);
+    assert!(out.status_ok, "{out:?}");
+    for f in big_files {
+        let path = w.conf_dir.join(f).display().to_string();
+        assert!(
+            out.stderr
+                .contains(&format!("{path}: larger than 1048576 bytes; file skipped")),
+            "no line naming {path}: {}",
+            out.stderr
+        );
+    }
+    assert!(
+        w.run(Tool::Cnibox, "del", "single2", "/run/netns/single2", &[])
+            .status_ok
+    );
+    // The wanted network's own plugin file: refused, naming it, and nothing ran.
+    w.clear_records();
+    let out = w.run(Tool::Cnibox, "add", "other2", "/run/netns/other2", &[]);
+    assert!(!out.status_ok, "{out:?}");
+    let path = w.conf_dir.join("other2/big.conf").display().to_string();
+    assert_eq!(out.json["code"], 5, "{out:?}");
+    assert!(
+        message(&out).contains(&format!("{path}: larger than 1048576 bytes")),
+        "{out:?}"
+    );
+    assert_eq!(records(&w)["order"], "", "a plugin ran: {:?}", records(&w));
+}
+
+/// `cnitool add` whose result cannot be written (stdout on /dev/full) takes the ADD back: the
+/// list's DEL runs (the recorder sees it), and no cache record and no reservation stay.
+#[test]
+fn unwritable_result_undoes_the_add() {
+    if !require_root("cnitool unwritable_result_undoes_the_add") {
+        return;
+    }
+    let Some(w) = World::new("fullout") else {
+        return;
+    };
+    let data = w.sb.path("ipam").display().to_string();
+    let list = json!({"cniVersion": "1.0.0", "name": "full", "plugins": [
+        {"type": "rec-a", "ipam": {"type": "host-local", "subnet": "10.231.0.0/24", "dataDir": data}},
+        {"type": "host-local", "ipam": {"type": "host-local", "subnet": "10.232.0.0/24", "dataDir": data}}]});
+    w.write("10-full.conflist", &list);
+    let ns = NetNs::create();
+    let out = w.run_under(
+        &["sh", "-c", "exec \"$0\" \"$@\" >/dev/full"],
+        Tool::Cnibox,
+        "add",
+        "full",
+        &ns.path(),
+        &[],
+    );
+    assert!(!out.status_ok, "{out:?}");
+    assert_eq!(
+        records(&w)["order"],
+        "ADD rec-a\nDEL rec-a\n",
+        "{:?}",
+        records(&w)
+    );
+    assert_eq!(w.cache_files(), Vec::<String>::new(), "cache record left");
+    assert_eq!(reservations(&w.sb.path("ipam/full")), 0, "reservation left");
+    assert!(
+        out.stderr.contains("cnitool: the ADD was undone"),
+        "{out:?}"
+    );
+}
+
 /// A plugin found in CNI_PATH that is this binary runs in-process (bridge, and its host-local
 /// through delegation); any other is exec'd (the Go tuning of /usr/lib/cni): strace sees one
 /// execve besides cnitool's own.

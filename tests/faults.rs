@@ -612,3 +612,305 @@ fn interrupted_at_every_step() {
     }
     eprintln!("{runs} interrupted ADDs, DELs and GCs");
 }
+
+/// Every file under `dir` with its contents (relative path → bytes).
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, d: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// `program` run by `sh` with the redirections `redir` (`>&-`, `>/dev/full`, …) applied to it,
+/// optionally inside `node`, with `vars` and `stdin`.
+fn run_redirected(
+    program: &Path,
+    node: Option<&NetNs>,
+    redir: &str,
+    vars: &[(&str, &str)],
+    stdin: &str,
+) -> Output {
+    let script = format!("exec \"$0\" {redir}");
+    let prog = program.display().to_string();
+    match node {
+        None => exec(Path::new("sh"), &["-c", &script, &prog], vars, stdin),
+        Some(n) => exec(
+            Path::new("ip"),
+            &["netns", "exec", &n.name, "sh", "-c", &script, &prog],
+            vars,
+            stdin,
+        ),
+    }
+}
+
+/// A plugin started with a standard descriptor closed (`>&-`, `<&-`, `2>&-`, each and all
+/// three) gets /dev/null there, as std's runtime would give it: nothing it means for stdout or
+/// stderr lands in a file it opens. host-local's store is unchanged in content apart from the
+/// new reservation (its file, `last_reserved_ip.N`, the owner index); an ADD that fails (stdin
+/// closed: no config) leaves no reservation. IPv4, IPv6 and dual-stack. Before the repair, with
+/// stdout closed the config file and then the store's lock file became fd 1 and the ADD failed
+/// with no message, its reservation kept.
+#[test]
+fn closed_standard_descriptors() {
+    use common::family::FAMILIES;
+    for fam in FAMILIES {
+        let n = common::lab::unique_n();
+        let sb = Sandbox::new(&format!("closed-fds-{}", fam.tag()));
+        let dir = sb.path("data");
+        let mut conf = json!({"cniVersion": "1.0.0", "name": "faultnet", "type": "host-local",
+            "ipam": fam.host_local(n, &dir)});
+        conf["ipam"]["routes"] = json!([]);
+        let conf = conf.to_string();
+        let prog = sb.bin.join("host-local");
+        let path = sb.bin.display().to_string();
+        let state = sb.state_dir();
+        // A store with an attachment already, as on a node.
+        let first = Env {
+            container_id: "first".into(),
+            ..sb.env()
+        };
+        sb.ours().run("host-local", "ADD", &first, &conf).ok();
+        for (k, redir) in [">&-", "<&-", "2>&-", "<&- >&- 2>&-"].iter().enumerate() {
+            let tag = format!("{} {redir}", fam.tag());
+            let cid = format!("closed{k}");
+            let before = snapshot(&dir);
+            let mut v = vars("ADD", &cid, "/x", &path);
+            v.push(("CNIBOX_STATE_DIR", &state));
+            let out = run_redirected(&prog, None, redir, &v, &conf);
+            let after = snapshot(&dir);
+            let held: Vec<String> = reservations(&dir)
+                .into_iter()
+                .filter(|(_, c)| c.starts_with(&format!("{cid}\r\n")))
+                .map(|(name, _)| name)
+                .collect();
+            if redir.contains('<') {
+                assert!(!out.status_ok, "{tag}: ADD without a config succeeded");
+                assert_eq!(after, before, "{tag}: a failed ADD changed the store");
+                continue;
+            }
+            assert!(out.status_ok, "{tag}: {out:?}");
+            let want = if fam == common::family::Fam::Dual {
+                2
+            } else {
+                1
+            };
+            assert_eq!(held.len(), want, "{tag}: reservations {held:?}");
+            for (file, content) in &after {
+                if before.get(file) == Some(content) {
+                    continue;
+                }
+                let name = file.rsplit('/').next().unwrap();
+                let text = String::from_utf8_lossy(content);
+                let expected = if held.iter().any(|h| h == name) {
+                    text == format!("{cid}\r\neth0")
+                } else if name.starts_with("last_reserved_ip.") {
+                    text.parse::<std::net::IpAddr>().is_ok()
+                } else if file.starts_with(".cnibox/.sealed/") {
+                    // The seal: `dev:ino mMTIME cCTIME` of each of the store's files.
+                    let w: Vec<&str> = text.split_whitespace().collect();
+                    !w.is_empty()
+                        && w.len().is_multiple_of(3)
+                        && w.chunks(3).all(|t| {
+                            t[0].split(':').all(|x| x.parse::<u64>().is_ok())
+                                && t[1].starts_with('m')
+                                && t[2].starts_with('c')
+                        })
+                } else {
+                    // The owner index: one line naming the owner and its addresses.
+                    file.starts_with(".cnibox/") && text.contains(&format!("owner {cid}:eth0"))
+                };
+                assert!(expected, "{tag}: {file} became {text:?}");
+            }
+            for file in before.keys() {
+                assert!(after.contains_key(file), "{tag}: {file} is gone");
+            }
+            let del = Env {
+                container_id: cid.clone(),
+                ..sb.env()
+            };
+            sb.ours().run("host-local", "DEL", &del, &conf).ok();
+        }
+    }
+}
+
+/// An ADD whose result cannot be written (stdout on /dev/full: ENOSPC) is undone: the runtime
+/// never learns what was made, so nothing may stay — no reservation (host-local), no veth and no
+/// reservation (bridge + host-local). IPv4, IPv6 and dual-stack.
+#[test]
+fn unwritable_result_undoes_the_add() {
+    if !require_root("unwritable_result_undoes_the_add") {
+        return;
+    }
+    use common::family::FAMILIES;
+    for fam in FAMILIES {
+        let n = common::lab::unique_n();
+        let sb = Sandbox::new(&format!("full-stdout-{}", fam.tag()));
+        let node = NetNs::create();
+        node.sh(&["ip", "link", "set", "lo", "up"]);
+        let dir = sb.path("data");
+        let path = sb.bin.display().to_string();
+        let state = sb.state_dir();
+        let ipam = fam.host_local(n, &dir);
+        let hl =
+            json!({"cniVersion": "1.0.0", "name": "faultnet", "type": "host-local", "ipam": ipam});
+        let br = json!({"cniVersion": "1.0.0", "name": "faultnet", "type": "bridge",
+            "bridge": format!("brfull{n}"), "isGateway": true, "ipam": ipam});
+        for (applet, conf) in [("host-local", &hl), ("bridge", &br)] {
+            let tag = format!("{} {applet}", fam.tag());
+            let cont = NetNs::create();
+            let netns = cont.path();
+            let mut v = vars("ADD", "fullout", &netns, &path);
+            v.push(("CNIBOX_STATE_DIR", &state));
+            let links = node.sh(&["ip", "-o", "link"]);
+            let out = run_redirected(
+                &sb.bin.join(applet),
+                Some(&node),
+                ">/dev/full",
+                &v,
+                &conf.to_string(),
+            );
+            assert!(!out.status_ok, "{tag}: {out:?}");
+            assert!(
+                out.stderr.contains("cannot write the result"),
+                "{tag}: no message: {out:?}"
+            );
+            assert_eq!(reservations(&dir), Vec::new(), "{tag}: reservation left");
+            assert_eq!(
+                node.sh(&["ip", "-o", "link"])
+                    .lines()
+                    .filter(|l| l.contains("veth"))
+                    .count(),
+                links.lines().filter(|l| l.contains("veth")).count(),
+                "{tag}: veth left"
+            );
+            assert!(
+                !cont.exec(&["ip", "link", "show", "eth0"]).status_ok,
+                "{tag}: eth0 left"
+            );
+            // The same ADD with a stdout that works succeeds: the store was left usable.
+            let e = Env {
+                container_id: "fullout".into(),
+                netns: netns.clone(),
+                ..sb.env()
+            };
+            let ok = sb
+                .plugin_in(Impl::Ours, &node)
+                .run(applet, "ADD", &e, &conf.to_string());
+            ok.ok();
+            sb.plugin_in(Impl::Ours, &node)
+                .run(applet, "DEL", &e, &conf.to_string())
+                .ok();
+        }
+    }
+}
+
+/// A panic is a bug; whichever entry point it happens in, the process says so the way that
+/// entry point speaks and exits with status 1 — never SIGABRT with no reason: a plugin and
+/// cnitool print the CNI error (code 999) on stdout, `dhcp daemon`, `install` and the tap
+/// helper a line on stderr. The debug binary panics on purpose where `CNIBOX_TEST_PANIC`
+/// names the entry point's voice (src/main.rs).
+#[test]
+fn a_panic_in_any_entry_point_is_reported() {
+    let sb = Sandbox::new("panics");
+    let bin = bin();
+    let dir = sb.path("install-dir").display().to_string();
+    let sock = sb.path("dhcp.sock").display().to_string();
+    let bridge = sb.bin.join("bridge");
+    let cases: [(&str, &Path, Vec<&str>, Option<&str>); 5] = [
+        ("CniError", &bridge, vec![], None),
+        (
+            "CniError",
+            &bin,
+            vec!["cnitool", "add", "net", "/run/netns/x"],
+            None,
+        ),
+        (
+            "DhcpDaemon",
+            &bin,
+            vec!["dhcp", "daemon", "-socketpath", &sock],
+            Some("dhcp daemon"),
+        ),
+        (
+            "Install",
+            &bin,
+            vec!["install", &dir],
+            Some("cnibox install"),
+        ),
+        (
+            "TapHelper",
+            &bin,
+            vec!["--tap-create", "1", "-", "-"],
+            Some("cnibox tap helper"),
+        ),
+    ];
+    for (voice, program, args, stderr_who) in cases {
+        let tag = format!("{voice} {args:?}");
+        let out = with_deadline(Duration::from_secs(20), || {
+            exec_unchecked(
+                program,
+                &args,
+                &[("CNIBOX_TEST_PANIC", voice), ("CNI_COMMAND", "VERSION")],
+                "",
+            )
+        });
+        assert_eq!(out.code, Some(1), "{tag}: {out:?}");
+        let want = "internal error (please report): panicked at";
+        match stderr_who {
+            None => {
+                assert_eq!(out.json["code"], 999, "{tag}: {out:?}");
+                assert!(
+                    out.json["msg"].as_str().unwrap_or("").starts_with(want),
+                    "{tag}: {out:?}"
+                );
+            }
+            Some(who) => assert!(
+                out.stderr.starts_with(&format!("{who}: {want}")),
+                "{tag}: {out:?}"
+            ),
+        }
+    }
+}
+
+/// The shipped unit of the DHCP daemon restarts it when it fails (a panic exits with status 1,
+/// [`a_panic_in_any_entry_point_is_reported`]).
+#[test]
+fn dhcp_daemon_unit_restarts_on_failure() {
+    let unit = Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/systemd/cnibox-dhcp.service");
+    let text = std::fs::read_to_string(&unit).unwrap();
+    let mut section = "";
+    let mut restart = None;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+        } else if section == "[Service]"
+            && let Some(v) = line.strip_prefix("Restart=")
+        {
+            restart = Some(v.trim().to_string());
+        }
+    }
+    assert!(
+        matches!(
+            restart.as_deref(),
+            Some("on-failure" | "always" | "on-abnormal" | "on-abort")
+        ),
+        "{}: [Service] Restart= is {restart:?}",
+        unit.display()
+    );
+    // A restart that systemd's start limit (5 in 10 s by default) soon stops would leave the
+    // node without the daemon after a crash loop: a delay between restarts.
+    assert!(
+        text.lines().any(|l| l.trim().starts_with("RestartSec=")),
+        "{}: no RestartSec=",
+        unit.display()
+    );
+}

@@ -454,3 +454,138 @@ fn static_gateways_and_source_hints() {
         assert!(p.del("bridge", &s.env("eth0"), &bconf).status_ok);
     }
 }
+
+/// The container's rules of both families, one string.
+fn all_rules(cont: &NetNs) -> String {
+    cont.sh(&["ip", "-4", "rule"]) + &cont.sh(&["ip", "-6", "rule"])
+}
+
+/// prevResult addresses that are not on the interface — the whole address space (`0.0.0.0/0`,
+/// `::/0`), or 3,000 addresses of other subnets — in IPv4, IPv6 and dual-stack: ADD makes a
+/// rule for each (as the Go plugin does on the same input: the same `ip rule` lines), and our
+/// DEL removes every one of them, with the DEL's config as given and with one that lists no
+/// prevResult. Upstream v1.9.1's DEL, which finds rules by the interface's addresses, leaves
+/// them (printed, not asserted).
+#[test]
+fn del_removes_rules_of_addresses_not_on_the_interface() {
+    if !require_root("sbr del_removes_rules_of_addresses_not_on_the_interface") {
+        return;
+    }
+    use common::family::FAMILIES;
+    let with_ref = reference_available("sbr");
+    for fam in FAMILIES {
+        let many = |v6: bool, i: usize| {
+            if v6 {
+                format!("fd00:99:{:x}::2/64", i + 1)
+            } else {
+                format!("10.{}.{}.2/24", 100 + i / 250, i % 250)
+            }
+        };
+        let whole: Vec<String> = [(fam.has_v4(), "0.0.0.0/0"), (fam.has_v6(), "::/0")]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .map(|(_, a)| a.to_string())
+            .collect();
+        let split = if fam == common::family::Fam::Dual {
+            1500
+        } else {
+            3000
+        };
+        let thousands: Vec<String> = (0..3000)
+            .map(|i| {
+                many(
+                    fam == common::family::Fam::V6 || (fam.has_v6() && i >= split),
+                    i % split,
+                )
+            })
+            .collect();
+        for (case, addrs) in [("whole", &whole), ("3000", &thousands)] {
+            let mut imps = vec![Impl::Ours];
+            if with_ref {
+                imps.push(Impl::Reference);
+            }
+            let mut added = Vec::new();
+            for imp in imps {
+                let tag = format!("{} {case} {imp:?}", fam.tag());
+                let n = common::lab::unique_n();
+                let s = setup(&format!("sbr-foreign-{}-{case}", fam.tag()), n);
+                s.cont.sh(&[
+                    "ip", "link", "add", "eth0", "type", "veth", "peer", "name", "peer0",
+                ]);
+                s.cont.sh(&["ip", "link", "set", "peer0", "up"]);
+                s.cont.sh(&["ip", "link", "set", "eth0", "up"]);
+                s.cont.sh(&[
+                    "ip",
+                    "addr",
+                    "add",
+                    &format!("10.{n}.7.2/24"),
+                    "dev",
+                    "eth0",
+                ]);
+                s.cont.sh(&[
+                    "ip",
+                    "addr",
+                    "add",
+                    &format!("fd00:{n}:7::2/64"),
+                    "dev",
+                    "eth0",
+                    "nodad",
+                ]);
+                let before = all_rules(&s.cont);
+                let ips: Vec<Value> = addrs
+                    .iter()
+                    .map(|a| json!({"address": a, "interface": 0}))
+                    .collect();
+                let prev = json!({"cniVersion": "1.0.0",
+                    "interfaces": [{"name": "eth0", "sandbox": s.cont.path()}], "ips": ips});
+                let c = sbr_conf("1.0.0", &prev, json!({}));
+                s.sbr(imp, "ADD", "eth0", &c).ok();
+                let after_add = all_rules(&s.cont);
+                assert_eq!(
+                    after_add.lines().count() - before.lines().count(),
+                    addrs.len(),
+                    "{tag}: one rule per address:\n{after_add}"
+                );
+                added.push(after_add);
+                // The whole space: the DEL config as given; the thousands: one without the
+                // prevResult (what ADD made is removed whatever DEL is told).
+                let del_conf = if case == "whole" {
+                    c.clone()
+                } else {
+                    json!({"cniVersion": "1.0.0", "name": "sbrnet1", "type": "sbr"})
+                };
+                s.sbr(imp, "DEL", "eth0", &del_conf).ok();
+                let left = all_rules(&s.cont);
+                if imp == Impl::Ours {
+                    assert_eq!(left, before, "{tag}: rules left after DEL");
+                    let tables = s
+                        .cont
+                        .exec(&["ip", "-4", "route", "show", "table", "100"])
+                        .stdout
+                        + &s.cont
+                            .exec(&["ip", "-6", "route", "show", "table", "100"])
+                            .stdout;
+                    assert_eq!(tables, "", "{tag}: table 100 after DEL");
+                } else {
+                    let n_left = left.lines().count() - before.lines().count();
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!(
+                            "NOTE {tag}: upstream v1.9.1 DEL leaves {n_left} of {} rules\n",
+                            addrs.len()
+                        )
+                        .as_bytes(),
+                    );
+                }
+            }
+            if let [ours, theirs] = &added[..] {
+                assert_eq!(
+                    ours,
+                    theirs,
+                    "{} {case}: rules after ADD differ from the reference",
+                    fam.tag()
+                );
+            }
+        }
+    }
+}

@@ -24,6 +24,9 @@ enum Kind {
     Bridge,
     /// A bridge with `enabledad`: detection runs, as on macvlan.
     BridgeDad,
+    /// The same on a bridge running STP (forward_delay 2 s): a new port drops frames until it
+    /// forwards, so a probe sent at once would be lost.
+    BridgeDadStp,
     Macvlan,
     Tap,
     HostDevice,
@@ -56,12 +59,17 @@ impl Case {
         match kind {
             Kind::Macvlan => wire("mvup", "mvwire"),
             Kind::HostDevice => wire(&format!("hd{n}"), "hdwire"),
-            Kind::BridgeDad => {
+            Kind::BridgeDad | Kind::BridgeDadStp => {
                 // A second port of the bridge, leading to a neighbour in the node.
-                node.sh(&["ip", "link", "add", "v6br", "type", "bridge"]);
+                let mut add = vec!["ip", "link", "add", "v6br", "type", "bridge"];
+                if kind == Kind::BridgeDadStp {
+                    add.extend(["stp_state", "1", "forward_delay", "200"]);
+                }
+                node.sh(&add);
                 node.sh(&["ip", "link", "set", "v6br", "up"]);
                 wire("brport", "brwire");
                 node.sh(&["ip", "link", "set", "brport", "master", "v6br"]);
+                wait_forwarding(&node, "brport");
             }
             _ => {}
         }
@@ -87,7 +95,9 @@ impl Case {
         let extra = match self.kind {
             Kind::Ptp => json!({"type": "ptp"}),
             Kind::Bridge => json!({"type": "bridge", "bridge": "v6br", "isGateway": true}),
-            Kind::BridgeDad => json!({"type": "bridge", "bridge": "v6br", "enabledad": true}),
+            Kind::BridgeDad | Kind::BridgeDadStp => {
+                json!({"type": "bridge", "bridge": "v6br", "enabledad": true})
+            }
             Kind::Macvlan => json!({"type": "macvlan", "master": "mvup"}),
             Kind::Tap => json!({"type": "tap"}),
             Kind::HostDevice => json!({"type": "host-device", "device": format!("hd{}", self.n)}),
@@ -101,7 +111,7 @@ impl Case {
     fn applet(&self) -> &'static str {
         match self.kind {
             Kind::Ptp => "ptp",
-            Kind::Bridge | Kind::BridgeDad => "bridge",
+            Kind::Bridge | Kind::BridgeDad | Kind::BridgeDadStp => "bridge",
             Kind::Macvlan => "macvlan",
             Kind::Tap => "tap",
             Kind::HostDevice => "host-device",
@@ -141,9 +151,26 @@ impl Case {
         match self.kind {
             Kind::Macvlan => Some("mvwire"),
             Kind::HostDevice => Some("hdwire"),
-            Kind::BridgeDad => Some("brwire"),
+            Kind::BridgeDad | Kind::BridgeDadStp => Some("brwire"),
             _ => None,
         }
+    }
+}
+
+/// Wait (woken by `bridge monitor`, bounded) until the bridge port `port` in `node` forwards.
+fn wait_forwarding(node: &NetNs, port: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let forwarding = || {
+        node.sh(&["bridge", "link", "show", "dev", port])
+            .contains("state forwarding")
+    };
+    while !forwarding() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "bridge port {port} not forwarding"
+        );
+        // Sleeps until the next link event of the node (or 1 s): no busy polling.
+        node.exec(&["timeout", "1", "ip", "monitor", "link"]);
     }
 }
 
@@ -213,7 +240,7 @@ fn lifecycle(kind: Kind, fam: Fam) {
     );
     assert_eq!(c.reservations(), 0, "{kind:?} {fam:?}: reservation left");
     match kind {
-        Kind::Ptp | Kind::Bridge | Kind::BridgeDad => {
+        Kind::Ptp | Kind::Bridge | Kind::BridgeDad | Kind::BridgeDadStp => {
             assert_eq!(c.node_veths(), veths_before, "{kind:?} {fam:?}: veth left");
         }
         Kind::HostDevice => {
@@ -297,6 +324,7 @@ duplicate_tests! {
     macvlan_duplicate_fails: Kind::Macvlan;
     host_device_duplicate_fails: Kind::HostDevice;
     bridge_enabledad_duplicate_fails: Kind::BridgeDad;
+    bridge_stp_enabledad_duplicate_fails: Kind::BridgeDadStp;
 }
 
 /// A tap has no carrier until its reader attaches: the ADD does not wait for a detection that

@@ -18,7 +18,10 @@
 //! when set), and tolerates a missing namespace or interface.
 //!
 //! Beyond upstream: a failed ADD takes back its rules and routes (the main table's routes come
-//! back); DEL also empties of the interface's routes the numbered tables its ADD filled, which
+//! back); DEL removes every rule its ADD made, whatever the input: ADD records them on the host
+//! with the tables (below), so a prevResult address that is not on the interface — `0.0.0.0/0`,
+//! or thousands of them — leaves no rule behind (upstream's DEL finds rules only by the
+//! interface's addresses and leaves those); DEL also empties of the interface's routes the numbered tables its ADD filled, which
 //! ADD records on the host (`<state dir>/sbr/<network>/<cid>:<ifname>`; upstream leaves them
 //! until the interface goes) — never a table it did not fill, such as the user's own that a
 //! rule of an interface address points at, or the Go plugin's; CHECK (upstream: nothing)
@@ -45,9 +48,33 @@ pub static APPLET: Applet = Applet {
 
 const FIRST_TABLE: u32 = 100;
 
-/// Kind of sbr's records of the tables an ADD filled
-/// (`<state dir>/sbr/<network>/<cid>:<ifname>`, see [`crate::attachment`]).
+/// Kind of sbr's records of what an ADD made (`<state dir>/sbr/<network>/<cid>:<ifname>`, see
+/// [`crate::attachment`]): one line per table it filled (`100`; the only lines of records of
+/// earlier versions) and one per rule it added (`rule 10.1.1.2 100`).
 const RECORD: &str = "sbr";
+
+/// A record's line for the rule `from addr lookup table`.
+fn rule_item(addr: IpAddr, table: u32) -> String {
+    format!("rule {addr} {table}")
+}
+
+/// The rules (source address, table) and the filled tables a record lists.
+fn parse_record(items: &[String]) -> (Vec<(IpAddr, u32)>, Vec<u32>) {
+    let (mut rules, mut tables) = (Vec::new(), Vec::new());
+    for item in items {
+        let mut words = item.split(' ');
+        match (words.next(), words.next(), words.next(), words.next()) {
+            (Some("rule"), Some(a), Some(t), None) => {
+                if let (Ok(a), Ok(t)) = (a.parse(), t.parse()) {
+                    rules.push((a, t));
+                }
+            }
+            (Some(t), None, None, None) => tables.extend(t.parse::<u32>().ok()),
+            _ => {}
+        }
+    }
+    (rules, tables)
+}
 
 #[derive(Deserialize, Default)]
 struct RawConf {
@@ -139,32 +166,47 @@ fn add(req: &Request) -> Result<CniResult> {
     let mut h = Handle::in_netns(&ns)?;
     let mut undo = Undo::new("sbr");
     let r = match conf.table {
-        Some(t) => ips.iter().try_for_each(|ip| {
-            rule_add(
-                &mut h,
-                &ns,
-                &mut undo,
-                Rule::from_addr(ip.address.addr(), t),
-            )
-        }),
-        None => move_routes(req, &conf, &ips, &ns, &mut h, &mut undo).and_then(|tables| {
-            // On the host, for DEL: the tables this ADD filled, the only ones DEL empties.
-            let env = &req.env;
-            let items: Vec<String> = tables.iter().map(u32::to_string).collect();
-            attachment::record(
-                RECORD,
-                &req.conf.name,
-                &env.container_id,
-                &env.ifname,
-                &items,
-            )?;
-            undo.push("forget the tables", move || {
-                attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
-                Ok(())
-            });
-            Ok(())
+        Some(t) => ips
+            .iter()
+            .try_for_each(|ip| {
+                rule_add(
+                    &mut h,
+                    &ns,
+                    &mut undo,
+                    Rule::from_addr(ip.address.addr(), t),
+                )
+            })
+            .map(|()| {
+                let rules = ips.iter().map(|ip| rule_item(ip.address.addr(), t));
+                rules.collect::<Vec<_>>()
+            }),
+        None => move_routes(req, &conf, &ips, &ns, &mut h, &mut undo).map(|tables| {
+            // The tables this ADD filled (the only ones DEL empties), then its rules.
+            let mut items: Vec<String> = tables.iter().map(u32::to_string).collect();
+            items.extend(
+                ips.iter()
+                    .zip(&tables)
+                    .map(|(ip, t)| rule_item(ip.address.addr(), *t)),
+            );
+            items
         }),
     };
+    // On the host, for DEL: what this ADD made.
+    let r = r.and_then(|items| {
+        let env = &req.env;
+        attachment::record(
+            RECORD,
+            &req.conf.name,
+            &env.container_id,
+            &env.ifname,
+            &items,
+        )?;
+        undo.push("forget what ADD made", move || {
+            attachment::forget(RECORD, &req.conf.name, &env.container_id, &env.ifname);
+            Ok(())
+        });
+        Ok(())
+    });
     undo.finish(r.map(|()| prev))
 }
 
@@ -327,18 +369,30 @@ fn del(req: &Request) -> Result<()> {
     let _lock = ns.lock()?;
     let mut h = Handle::in_netns(&ns)?;
     let rules = h.rules(Family::All)?;
-    let Some(link) = h.link_by_name(&env.ifname)? else {
-        forget();
-        return Ok(());
+    // What our ADD made, whatever this DEL's input says; and, as upstream, every rule whose
+    // source is an address of the interface (the Go plugin's ADD, or one of an earlier cnibox
+    // that recorded only tables).
+    let (made, filled) = parse_record(&attachment::get(
+        RECORD,
+        &req.conf.name,
+        &env.container_id,
+        &env.ifname,
+    ));
+    let link = h.link_by_name(&env.ifname)?;
+    let addrs = match &link {
+        Some(l) => h.addrs(Some(l.index), Family::All)?,
+        None => Vec::new(),
     };
-    let addrs = h.addrs(Some(link.index), Family::All)?;
     let mut errors = ErrorList::new();
     let mut emptied = Vec::new();
     for rule in &rules {
-        let ours = rule
-            .src
-            .is_some_and(|s| addrs.iter().any(|a| a.net.addr() == s.addr()));
-        if !ours || table.is_some_and(|t| t != rule.table) {
+        let Some(src) = rule.src else {
+            continue;
+        };
+        let recorded =
+            src.prefix_len() == src.max_prefix_len() && made.contains(&(src.addr(), rule.table));
+        let on_link = addrs.iter().any(|a| a.net.addr() == src.addr());
+        if !(recorded || on_link) || table.is_some_and(|t| t != rule.table) {
             continue;
         }
         match h.rule_del(rule) {
@@ -350,14 +404,12 @@ fn del(req: &Request) -> Result<()> {
     // The auto-numbered tables this interface's routes were moved into: only those cnibox's
     // ADD recorded filling (never a table of the user's own that a rule of an interface
     // address pointed at, nor one of the Go plugin's, which its DEL leaves too), never
-    // main/default/local, none another rule still uses.
-    let filled = attachment::get(RECORD, &req.conf.name, &env.container_id, &env.ifname);
-    if table.is_none() {
+    // main/default/local, none another rule still uses. Without the interface its routes
+    // are gone already.
+    if let (None, Some(link)) = (table, &link) {
         let left = h.rules(Family::All)?;
         emptied.retain(|t| {
-            filled.contains(&t.to_string())
-                && !(253..=255).contains(t)
-                && !left.iter().any(|r| r.table == *t)
+            filled.contains(t) && !(253..=255).contains(t) && !left.iter().any(|r| r.table == *t)
         });
         for r in h.routes(Family::All, None)? {
             if emptied.contains(&r.table) && r.oif == Some(link.index) {

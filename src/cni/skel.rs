@@ -47,7 +47,7 @@ pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
             crate::warn!("{}", version::about(applet.name, applet.versions));
             return 0;
         }
-        Err(e) => return finish(log, Version::LATEST, Err(e)),
+        Err(e) => return fail(log, e),
     };
     if let Some(log) = &mut log {
         log.env(&env);
@@ -62,30 +62,69 @@ pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
         let mut buf = Vec::new();
         if let Err(e) = std::io::stdin().read_to_end(&mut buf) {
             let e = Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}"));
-            return finish(log, Version::LATEST, Err(e));
+            return fail(log, e);
         }
         buf
     };
+    // An ADD whose result cannot be printed is undone: the copy its DEL is made from.
+    let add = (env.command == Command::Add).then(|| (env.clone(), stdin.clone()));
     // Checked here, not in `execute`: in-process delegates run with the caller's CNI_NETNS.
     let (ver, out) = match refuse_own_netns(&env) {
         Ok(()) => execute(applets, applet, env, stdin),
         Err(e) => (Version::LATEST, Err(e)),
     };
-    finish(log, ver, out)
-}
-
-/// Logs the call (when `CNIBOX_LOG` is set) and prints its outcome: the exit status.
-fn finish(log: Option<calllog::Call>, ver: Version, out: Result<Option<String>>) -> i32 {
     if let Some(log) = log {
         log.finish(&out);
     }
     match out {
         Ok(Some(text)) => match write_stdout(&text) {
             Ok(()) => 0,
-            Err(_) => 1,
+            Err(e) => {
+                crate::warn!("{}: cannot write the result to stdout: {e}", applet.name);
+                if let Some((env, stdin)) = add {
+                    undo_add(applets, applet, env, &stdin, &text);
+                }
+                1
+            }
         },
         Ok(None) => 0,
         Err(e) => print_error(&e, ver),
+    }
+}
+
+/// A failure before the request ran: logged (when `CNIBOX_LOG` is set) and printed.
+fn fail(log: Option<calllog::Call>, e: Error) -> i32 {
+    let status = print_error(&e, Version::LATEST);
+    if let Some(log) = log {
+        log.finish(&Err(e));
+    }
+    status
+}
+
+/// An ADD succeeded but the runtime never got its result (stdout closed, a broken pipe, a full
+/// disk): the runtime does not know what was made, so it would not DEL it. Undone here with
+/// the DEL a runtime would send: the same config with the result as `prevResult`.
+fn undo_add(
+    applets: &'static [&'static Applet],
+    applet: &Applet,
+    mut env: Env,
+    stdin: &[u8],
+    result: &str,
+) {
+    env.command = Command::Del;
+    let conf = match (
+        serde_json::from_slice::<Value>(stdin),
+        serde_json::from_str::<Value>(result),
+    ) {
+        (Ok(Value::Object(mut conf)), Ok(prev)) => {
+            conf.insert("prevResult".into(), prev);
+            Value::Object(conf).to_string().into_bytes()
+        }
+        _ => stdin.to_vec(),
+    };
+    match execute(applets, applet, env, conf).1 {
+        Ok(_) => crate::warn!("{}: the ADD was undone", applet.name),
+        Err(e) => crate::warn!("{}: undoing the ADD failed: {}", applet.name, e.msg),
     }
 }
 
@@ -288,12 +327,8 @@ pub fn print_error(e: &Error, ver: Version) -> i32 {
     1
 }
 
+/// From now on a panic is this plugin's CNI error on stdout (code 999) and exit status 1
+/// ([`crate::process`], which `main` starts every process with).
 pub fn install_panic_hook() {
-    std::panic::set_hook(Box::new(|info| {
-        let e = Error::internal(format!("internal error (please report): {info}"));
-        let _ = write_stdout(&error_json(&e, Version::LATEST));
-        // The release profile aborts on panic; an abort is a signal, which runtimes report as
-        // a crash with no reason. Exit like any other failed plugin instead.
-        std::process::exit(1);
-    }));
+    crate::process::speak_as(crate::process::Voice::CniError);
 }

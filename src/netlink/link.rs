@@ -43,9 +43,17 @@ pub struct Link {
     pub txqlen: u32,
     /// Bridge port settings, when the link is a bridge port.
     pub port: Option<PortOpts>,
+    /// IFLA_BRPORT_STATE, when the link is a bridge port ([`BR_STATE_FORWARDING`]: it passes
+    /// frames).
+    pub port_state: Option<u8>,
     /// The link's IPv6 `accept_ra` (None: no IPv6 on it).
     pub ipv6_accept_ra: Option<i32>,
 }
+
+/// A bridge port's state once it passes frames (linux/if_bridge.h); before, it is disabled
+/// (0, until the kernel has processed its carrier), or under STP listening, learning or
+/// blocking.
+pub const BR_STATE_FORWARDING: u8 = 3;
 
 /// Bridge port settings. For changes, `None` leaves a setting alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -83,6 +91,7 @@ pub(super) const IFLA_INFO_DATA: u16 = 2;
 pub(super) const IFLA_INFO_SLAVE_KIND: u16 = 4;
 pub(super) const IFLA_INFO_SLAVE_DATA: u16 = 5;
 pub(super) const IFLA_VLAN_ID: u16 = 1;
+pub(super) const IFLA_BRPORT_STATE: u16 = 1;
 pub(super) const IFLA_BRPORT_MODE: u16 = 4;
 pub(super) const IFLA_BRPORT_LEARNING: u16 = 8;
 pub(super) const IFLA_BRPORT_ISOLATED: u16 = 33;
@@ -160,6 +169,7 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
                     let mut o = PortOpts::default();
                     for (ty, v) in wire::attrs(d) {
                         match ty {
+                            IFLA_BRPORT_STATE => l.port_state = wire::get_u8(v),
                             IFLA_BRPORT_MODE => o.hairpin = bool_of(v),
                             IFLA_BRPORT_LEARNING => o.learning = bool_of(v),
                             IFLA_BRPORT_ISOLATED => o.isolated = bool_of(v),

@@ -45,7 +45,7 @@ pub(crate) use addr::{
 #[cfg(test)]
 pub(crate) use bridge::BridgeVlan;
 pub(crate) use identity::Identity;
-pub(crate) use link::{Link, PortOpts};
+pub(crate) use link::{BR_STATE_FORWARDING, Link, PortOpts};
 pub(crate) use monitor::Monitor;
 pub(crate) use route::{NextHop, Route, SCOPE_HOST, SCOPE_LINK, SCOPE_UNIVERSE, TABLE_MAIN};
 pub(crate) use rule::Rule;

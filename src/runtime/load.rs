@@ -1,6 +1,8 @@
 //! Finding and reading a network configuration as libcni's `LoadNetworkConf` does: the
 //! `.conflist` files of the directory in name order, the first whose `name` matches (a file that
-//! cannot be read or parsed on the way fails the whole load, as in libcni); plugins from
+//! cannot be read or parsed on the way fails the whole load, as in libcni — except one over
+//! [`MAX_FILE`], which libcni would read: it is skipped with a line on stderr, and refused only
+//! when it is a plugin file of the wanted network); plugins from
 //! `<dir>/<name>/*.conf` appended unless `loadOnlyInlinedPlugins`; then, when no list matches,
 //! the `.conf`/`.json` files (single plugins) in name order, wrapped into a list of one.
 //! `cniVersions` picks the highest version not above 1.1.0; `disableCheck`, `disableGC` and
@@ -193,27 +195,68 @@ const MAX_FILE: u64 = 1 << 20;
 /// A config or cache file: a regular file of at most 1 MiB, opened without blocking (a FIFO in
 /// NETCONFPATH is an error, not a hang). `Ok(None)`: there is no such file.
 pub(crate) fn read_file(path: &Path) -> Result<Option<Vec<u8>>> {
-    use crate::smallfile::ReadError;
-    let why = match crate::smallfile::read(&path.to_string_lossy(), MAX_FILE) {
-        Ok(data) => return Ok(Some(data)),
-        Err(ReadError::NotFound) => return Ok(None),
-        Err(ReadError::NotRegular(kind)) => format!("{kind}, not a regular file"),
-        Err(ReadError::TooLarge(max)) => format!("larger than {max} bytes"),
-        Err(ReadError::Io(e)) => e.to_string(),
-    };
-    Err(Error::new(
-        code::IO_FAILURE,
-        format!("error reading {}: {why}", path.display()),
-    ))
+    match bounded(path) {
+        Ok(data) => Ok(Some(data)),
+        Err(Unread::Missing) => Ok(None),
+        Err(Unread::TooLarge(e) | Unread::Failed(e)) => Err(e),
+    }
 }
 
-fn read(path: &Path) -> Result<Vec<u8>> {
-    read_file(path)?.ok_or_else(|| {
+/// Why [`bounded`] returned no bytes.
+enum Unread {
+    Missing,
+    /// Larger than [`MAX_FILE`] (the error names the file).
+    TooLarge(Error),
+    Failed(Error),
+}
+
+fn bounded(path: &Path) -> std::result::Result<Vec<u8>, Unread> {
+    use crate::smallfile::ReadError;
+    let fail = |why: String| {
         Error::new(
             code::IO_FAILURE,
-            format!("error reading {}: no such file", path.display()),
+            format!("error reading {}: {why}", path.display()),
         )
-    })
+    };
+    match crate::smallfile::read(&path.to_string_lossy(), MAX_FILE) {
+        Ok(data) => Ok(data),
+        Err(ReadError::NotFound) => Err(Unread::Missing),
+        Err(ReadError::NotRegular(kind)) => {
+            Err(Unread::Failed(fail(format!("{kind}, not a regular file"))))
+        }
+        Err(ReadError::TooLarge(max)) => {
+            Err(Unread::TooLarge(fail(format!("larger than {max} bytes"))))
+        }
+        Err(ReadError::Io(e)) => Err(Unread::Failed(fail(e.to_string()))),
+    }
+}
+
+impl Unread {
+    fn into_error(self, path: &Path) -> Error {
+        match self {
+            Unread::Missing => Error::new(
+                code::IO_FAILURE,
+                format!("error reading {}: no such file", path.display()),
+            ),
+            Unread::TooLarge(e) | Unread::Failed(e) => e,
+        }
+    }
+}
+
+/// A configuration file of NETCONFPATH on the way to the wanted network: its bytes, or `None`
+/// when it is larger than [`MAX_FILE`]. libcni reads a file of any size, so one oversized file
+/// (another network's, a stray dump) must not fail every load: it is skipped, with a line on
+/// stderr saying so (if it held the wanted network, the load then fails naming the network,
+/// and the line tells why).
+fn read_conf(path: &Path) -> Result<Option<Vec<u8>>> {
+    match bounded(path) {
+        Ok(data) => Ok(Some(data)),
+        Err(Unread::TooLarge(e)) => {
+            crate::warn!("cnitool: {}; file skipped", e.msg);
+            Ok(None)
+        }
+        Err(why) => Err(why.into_error(path)),
+    }
 }
 
 /// The files of `dir` (not directories) whose extension is one of `exts`, in name order (Go
@@ -239,12 +282,27 @@ fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
     Ok(names.iter().map(|n| dir.join(n)).collect())
 }
 
-fn list_from_file(path: &Path) -> Result<NetList> {
-    let (mut list, inlined_only) = list_from_bytes(read(path)?)?;
+/// The list in `path`, with the plugins of `<dir>/<name>/*.conf`; `None` when the file is too
+/// large ([`read_conf`]). A plugin file too large to read is skipped in another network's
+/// directory and fails the load in the `wanted` network's (skipping it would run the list
+/// without that plugin).
+fn list_from_file(path: &Path, wanted: &str) -> Result<Option<NetList>> {
+    let Some(bytes) = read_conf(path)? else {
+        return Ok(None);
+    };
+    let (mut list, inlined_only) = list_from_bytes(bytes)?;
     if !inlined_only {
         let dir = path.parent().unwrap_or(Path::new("")).join(&list.name);
         for f in conf_files(&dir, &["conf"])? {
-            let v: Value = serde_json::from_slice(&read(&f)?).map_err(|e| bad("", e))?;
+            let data = match bounded(&f) {
+                Ok(data) => data,
+                Err(Unread::TooLarge(e)) if list.name != wanted => {
+                    crate::warn!("cnitool: {}; file skipped", e.msg);
+                    continue;
+                }
+                Err(why) => return Err(why.into_error(&f)),
+            };
+            let v: Value = serde_json::from_slice(&data).map_err(|e| bad("", e))?;
             list.plugins.push(plugin(v)?.0);
         }
     }
@@ -254,15 +312,16 @@ fn list_from_file(path: &Path) -> Result<NetList> {
             path.display()
         )));
     }
-    Ok(list)
+    Ok(Some(list))
 }
 
 /// The network `name` from `dir` (NETCONFPATH).
 pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
     let lists = conf_files(dir, &["conflist"])?;
     for f in &lists {
-        let list = list_from_file(f)?;
-        if list.name == name {
+        if let Some(list) = list_from_file(f, name)?
+            && list.name == name
+        {
             return Ok(list);
         }
     }
@@ -274,7 +333,10 @@ pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
         )));
     }
     for f in &singles {
-        let v: Value = serde_json::from_slice(&read(f)?).map_err(|e| bad("", e))?;
+        let Some(data) = read_conf(f)? else {
+            continue;
+        };
+        let v: Value = serde_json::from_slice(&data).map_err(|e| bad("", e))?;
         let (p, version) = plugin(v)?;
         if p.name == name {
             // libcni's ConfListFromConf: the plugin wrapped in a list, re-marshalled.

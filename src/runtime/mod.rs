@@ -166,8 +166,24 @@ pub fn main(applets: &'static [&'static Applet], args: &[String]) -> i32 {
             _ => rest.push(a.clone()),
         }
     }
-    match run(applets, &rest, ifname) {
-        Ok(Some(text)) => i32::from(skel::write_stdout(&text).is_err()),
+    match run(applets, &rest, ifname.clone()) {
+        Ok(Some(text)) => match skel::write_stdout(&text) {
+            Ok(()) => 0,
+            Err(e) => {
+                crate::warn!("cnitool: cannot write the result to stdout: {e}");
+                // An ADD whose result nobody got is taken back, as a plugin's is (cni::skel):
+                // the DEL of the same attachment, from the record this ADD cached.
+                if rest.first().is_some_and(|v| v == "add") {
+                    let mut del = rest.clone();
+                    del[0] = "del".into();
+                    match run(applets, &del, ifname) {
+                        Ok(_) => crate::warn!("cnitool: the ADD was undone"),
+                        Err(e) => crate::warn!("cnitool: undoing the ADD failed: {}", e.msg),
+                    }
+                }
+                1
+            }
+        },
         Ok(None) => 0,
         Err(e) => skel::print_error(&e, Version::LATEST),
     }

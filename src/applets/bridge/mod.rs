@@ -15,7 +15,7 @@ mod spoofcheck;
 
 use check::check;
 use gateway::{prepare_gateways, setup_gateway};
-use port::{setup_port_vlans, wait_oper_up};
+use port::{setup_port_vlans, wait_oper_up, wait_port_forwarding};
 
 use super::shared::veth::create_veth;
 use crate::applets::shared::iface;
@@ -25,7 +25,8 @@ use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Interface};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
 use crate::netfilter::masq;
-use crate::netlink::{self, Handle, Link, PortOpts, fmt_mac, parse_mac};
+use crate::netlink::monitor::RTNLGRP_LINK;
+use crate::netlink::{self, Handle, Link, Monitor, PortOpts, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
 use crate::{overlap, sysctl};
@@ -371,6 +372,16 @@ fn add_steps<'a>(
         } else {
             Dad::Off
         };
+        let v6 = result.ips.iter().any(|ip| ip.address.addr().is_ipv6());
+        if dad == Dad::Detect && v6 {
+            // Detection's probe must find the bridge port forwarding (wait_port_forwarding):
+            // the container end comes up first, its addresses once the port forwards.
+            let mut monitor = Monitor::in_netns(host_ns, &[RTNLGRP_LINK])
+                .map_err(|e| Error::from(e).ctx("failed to watch link changes"))?;
+            cont.set_up(cv.index, true)
+                .ctx(format_args!("failed to set {ifname:?} up"))?;
+            wait_port_forwarding(host, &mut monitor, hv.index, &host_name)?;
+        }
         iface::configure(ns, cont, ifname, cv.index, &result, 2, dad)?;
     }
     let hv_now = if b.c.disable_container_interface {

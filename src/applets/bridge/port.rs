@@ -2,9 +2,10 @@
 //! for the port to come up.
 
 use super::Bridge;
+use crate::applets::shared::settle;
 use crate::cni::{Error, Result};
-use crate::netlink::{self, Handle, Link};
-use std::time::Duration;
+use crate::netlink::{self, BR_STATE_FORWARDING, Handle, Link, Monitor};
+use std::time::{Duration, Instant};
 
 pub(super) fn setup_port_vlans(h: &mut Handle, index: u32, b: &Bridge) -> netlink::Result<()> {
     if b.c.vlan == 0 && b.trunk.is_empty() {
@@ -59,5 +60,48 @@ pub(super) fn oper_state_name(s: u8) -> &'static str {
         5 => "dormant",
         6 => "up",
         _ => "unknown",
+    }
+}
+
+/// Wait until the host veth `index` is operationally up and its bridge port forwarding: then a
+/// frame the container end sends reaches the bridge's other ports.
+///
+/// Why: the container end's duplicate address detection sends its one probe as soon as the
+/// container end comes up with its addresses, and takes the address for unique when no answer
+/// comes within the probe's window. A bridge drops what a port receives before it forwards:
+/// while the kernel has not yet processed the host end's carrier (a worker, linkwatch, that
+/// races with the worker sending the probe — and loses more often on a loaded machine), or
+/// while STP holds a new port listening and learning (2 × forward_delay). A dropped probe is
+/// never answered, so a duplicate passes. Hence the container end comes up first, this waits
+/// for the port, and only then are the addresses added (and probed). `monitor` joined
+/// RTNLGRP_LINK in the host's namespace before the container end came up, so a change cannot
+/// slip between a read and the wait. A port still not forwarding after [`settle::LIMIT`] (STP
+/// with a long forward_delay, a blocked port) is not waited for longer: detection then runs
+/// as upstream's does, which never waits for the port, and a line on stderr says so.
+pub(super) fn wait_port_forwarding(
+    h: &mut Handle,
+    monitor: &mut Monitor,
+    index: u32,
+    name: &str,
+) -> Result<()> {
+    const IF_OPER_UP: u8 = 6;
+    let deadline = Instant::now() + settle::LIMIT;
+    loop {
+        let Some(l) = h.link_by_index(index)? else {
+            return Err(Error::internal(format!("host veth {name:?} disappeared")));
+        };
+        if l.operstate == IF_OPER_UP && l.port_state == Some(BR_STATE_FORWARDING) {
+            return Ok(());
+        }
+        if !monitor.wait_until(deadline)? {
+            crate::warn!(
+                "bridge: port {name:?} not forwarding after {} s (operstate {}, port state {:?}): \
+                 duplicate address detection may not reach the bridge",
+                settle::LIMIT.as_secs(),
+                oper_state_name(l.operstate),
+                l.port_state
+            );
+            return Ok(());
+        }
     }
 }

@@ -21,7 +21,11 @@
 //!   `retrans_time_ms` = [`PROBE_WAIT_MS`] (how long an answer is waited for); the old values
 //!   are put back when the step ends, however it ends. The wait sleeps on the kernel's
 //!   RTNLGRP_IPV6_IFADDR/RTNLGRP_LINK notifications, never longer than [`LIMIT`]. A duplicate
-//!   (IFA_F_DADFAILED) fails at once, naming address and interface.
+//!   (IFA_F_DADFAILED) fails at once, naming address and interface. The verdict is the
+//!   kernel's: the window for an answer starts when its probe is sent, and it holds only if the
+//!   probe can reach the other nodes then — so where the link leads into a bridge port, the
+//!   bridge applet adds the addresses once that port forwards (`bridge::port::
+//!   wait_port_forwarding`: a port not yet enabled, or held by STP, drops the probe).
 //! * [`Dad::Deferred`] (tap): as `Detect`, but a link with no carrier — a tap whose reader (the
 //!   VM) attaches after ADD — is not waited for: detection cannot send anything before the
 //!   carrier comes. The optimistic addresses are usable (bindable) at once; the kernel probes
