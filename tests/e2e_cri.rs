@@ -882,12 +882,19 @@ fn assert_not_ready(cri: &Cri, what: &str, message: &[&str]) {
     }
 }
 
+/// The config a plugin of `conflist` gets for its first plugin (name and version added; GC
+/// and STATUS send no runtimeConfig).
+fn first_plugin(conflist: &Value) -> Value {
+    let mut conf = conflist["plugins"][0].clone();
+    conf["name"] = conflist["name"].clone();
+    conf["cniVersion"] = conflist["cniVersion"].clone();
+    conf
+}
+
 /// host-local GC on `conflist`'s first plugin, keeping the attachments `valid` (container IDs,
 /// eth0), as a runtime's GC would (containerd 2.1 runs none).
 fn host_local_gc(cri: &Cri, conflist: &Value, valid: &[String]) {
-    let mut conf = conflist["plugins"][0].clone();
-    conf["name"] = conflist["name"].clone();
-    conf["cniVersion"] = json!("1.1.0");
+    let mut conf = first_plugin(conflist);
     let attachments: Vec<Value> = valid
         .iter()
         .map(|c| json!({"containerID": c, "ifname": "eth0"}))
@@ -922,27 +929,22 @@ fn containerd21_status_full_host_local_range() {
     let n = cri.n;
     for fam in FAMILIES {
         let name = format!("full-{}", fam.tag());
+        // Two addresses per family (.10 and .11 of its subnet), each held by a leaked pod.
         let mut ranges = Vec::new();
         let mut leaked: Vec<(String, String)> = Vec::new();
-        if fam.has_v4() {
-            ranges.push(json!([{"subnet": format!("10.{n}.0.0/24"),
-                "rangeStart": format!("10.{n}.0.10"), "rangeEnd": format!("10.{n}.0.11")}]));
-            for (i, ip) in [format!("10.{n}.0.10"), format!("10.{n}.0.11")]
-                .into_iter()
-                .enumerate()
-            {
-                leaked.push((format!("leaked-{i}"), ip));
-            }
-        }
-        if fam.has_v6() {
-            ranges.push(json!([{"subnet": format!("fd00:{n}::/64"),
-                "rangeStart": format!("fd00:{n}::10"), "rangeEnd": format!("fd00:{n}::11")}]));
-            for (i, ip) in [format!("fd00:{n}::10"), format!("fd00:{n}::11")]
-                .into_iter()
-                .enumerate()
-            {
-                leaked.push((format!("leaked-{i}"), ip));
-            }
+        let families = [
+            (fam.has_v4(), format!("10.{n}.0."), format!("10.{n}.0.0/24")),
+            (
+                fam.has_v6(),
+                format!("fd00:{n}::"),
+                format!("fd00:{n}::/64"),
+            ),
+        ];
+        for (_, prefix, subnet) in families.into_iter().filter(|f| f.0) {
+            ranges.push(json!([{"subnet": subnet,
+                "rangeStart": format!("{prefix}10"), "rangeEnd": format!("{prefix}11")}]));
+            leaked.push(("leaked-0".into(), format!("{prefix}10")));
+            leaked.push(("leaked-1".into(), format!("{prefix}11")));
         }
         let conflist = json!({
             "cniVersion": "1.1.0", "name": name,
@@ -970,9 +972,7 @@ fn containerd21_status_full_host_local_range() {
         assert_ready(&cri, &what);
 
         // v1.9.1's host-local passes STATUS on the same full range.
-        let mut conf = conflist["plugins"][0].clone();
-        conf["name"] = json!(name);
-        conf["cniVersion"] = json!("1.1.0");
+        let conf = first_plugin(&conflist);
         let bin_dir = cri.path("bin");
         let reference = exec(
             &reference_path("host-local"),
