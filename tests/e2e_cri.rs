@@ -1,20 +1,31 @@
-//! containerd's CRI plugin drives cnibox as kubelet would: a private containerd (its own config,
-//! sockets, root and state dirs in a temp dir, started in a throwaway "node" namespace with a
-//! "client" namespace playing a second host) whose CRI `bin_dir` holds the applet links and
-//! whose `conf_dir` holds a Kubernetes-style conflist: bridge + host-local, portmap
-//! (portMappings), bandwidth (bandwidth), firewall. The sandbox image is built here (a static
-//! pause from tests/e2e/cri/pause.c) and imported; a small CRI client in Python
-//! (tests/e2e/cri/cri.py, runtime.v1 over gRPC) makes the calls kubelet makes:
-//! RunPodSandbox with port mappings and bandwidth annotations, PodSandboxStatus,
-//! StopPodSandbox, RemovePodSandbox.
+//! containerd's CRI plugin drives cnibox as kubelet would, for containerd 1.6 (Debian 12's
+//! package) and containerd 2.1 (Debian unstable's, unpacked by `.ci/fetch-unstable
+//! containerd`), each from its own package with its own shim (`containerd-shim-runc-v2`) and
+//! `ctr`, and its own config form (tests/e2e/cri/containerd.toml, version 2;
+//! containerd-v3.toml, version 3): a private containerd (its own config, sockets, root and state
+//! dirs in a temp dir, started in a throwaway "node" namespace with a "client" namespace
+//! playing a second host) whose CRI `bin_dir` holds the applet links and whose `conf_dir` holds
+//! a Kubernetes-style conflist: bridge + host-local, portmap (portMappings), bandwidth
+//! (bandwidth), firewall. The sandbox image is built here (a static pause from
+//! tests/e2e/cri/pause.c) and imported; a small CRI client in Python (tests/e2e/cri/cri.py,
+//! runtime.v1 over gRPC) makes the calls kubelet makes: RunPodSandbox with port mappings and
+//! bandwidth annotations, PodSandboxStatus, StopPodSandbox, RemovePodSandbox, Status.
 //!
-//! Covered: pod IPs, pod-to-pod traffic, a hostPort from another host, the qdiscs from the
-//! annotations, 20 pods started at once, containerd killed and restarted with pods running,
-//! and nothing left after teardown (links, ifbs, reservations, rules, pod namespaces); and a
-//! dual-stack network (two host-local ranges): both addresses per pod, IPv6 pod-to-pod, the
-//! hostPort over IPv6 from another host.
+//! Covered for each containerd, in IPv4, IPv6 and dual-stack: pod addresses, pod-to-pod
+//! traffic, a hostPort from another host, the qdiscs from the annotations, the bridge's `dns`
+//! in the CNI result containerd keeps (it replaces host-local's `resolvConf`), 20 pods started
+//! at once, containerd killed and restarted with pods running, and nothing left after
+//! teardown (links, ifbs, reservations, rules, pod namespaces).
 //!
-//! The IPv4 test's `bin_dir` is installed by the installer image (Containerfile), run by podman
+//! What only 2.x does: its CRI `Status` (what kubelet polls for the node's NetworkReady) runs
+//! CNI STATUS on a 1.1.0 network (go-cni `Status` → libcni `GetStatusNetworkList`). Covered: a
+//! host-local range full of reservations nobody confirmed leaves the node Ready (as v1.9.1's
+//! host-local does) until a GC confirms them; flannel without `subnet.env` and dhcp without
+//! its daemon make it NotReady with the plugin's message, and Ready again once they are there.
+//! containerd 2.1 runs no CNI GC (go-cni v1.1.12's `CNI` interface has no GC; nothing in
+//! containerd calls libcni's `GCNetworkList`), so nothing here waits for one.
+//!
+//! The IPv4 tests' `bin_dir` is installed by the installer image (Containerfile), run by podman
 //! over the Go plugins with `--force`, as the DaemonSet of contrib/kubernetes/ does.
 //!
 //! The machine this runs on does not let a process lower its oom_score_adj, which the CRI
@@ -22,15 +33,21 @@
 
 mod common;
 use common::dual::add_v6_link_ns;
+use common::family::{FAMILIES, Fam};
+use common::lab::unique_n;
 use common::plugdir::Image;
 use common::traffic::{answers, node_and_client};
 use common::*;
-use serde_json::Value;
+use serde_json::{Value, json};
+use std::cell::RefCell;
+use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 const IMAGE: &str = "cnibox.test/pause:1";
+const NETWORK: &str = "k8s-pod-network";
 const APPLETS: &[&str] = &[
     "bridge",
     "host-local",
@@ -38,7 +55,77 @@ const APPLETS: &[&str] = &[
     "bandwidth",
     "firewall",
     "loopback",
+    "flannel",
+    "dhcp",
 ];
+/// The bridge's `dns` (what a cluster DNS service would be), and host-local's `resolvConf`
+/// DNS that it replaces in the result.
+const CLUSTER_DNS: &str = "10.96.0.10";
+const CLUSTER_SEARCH: &str = "svc.cluster.local";
+const HOST_DNS: &str = "10.0.0.99";
+
+/// Which containerd runs the node: each from its own package, with its own shim and `ctr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Containerd {
+    /// Debian 12's containerd 1.6 (`/usr/bin`): config version 2; its libcni knows CNI spec
+    /// versions up to 1.0.0 only, and its CRI `Status` runs no plugin.
+    V16,
+    /// containerd 2.1 from Debian unstable (`.ci/fetch-unstable containerd`): config version
+    /// 3, networks in CNI 1.1.0, so its CRI `Status` runs the plugins' STATUS.
+    V21,
+}
+
+impl Containerd {
+    fn tag(self) -> &'static str {
+        match self {
+            Containerd::V16 => "1.6",
+            Containerd::V21 => "2.1",
+        }
+    }
+
+    /// Where the package put containerd, its shim and ctr.
+    fn bin_dir(self) -> PathBuf {
+        match self {
+            Containerd::V16 => PathBuf::from("/usr/bin"),
+            Containerd::V21 => {
+                let base = std::env::var("CNIBOX_UNSTABLE")
+                    .ok()
+                    .filter(|b| !b.is_empty())
+                    .unwrap_or_else(|| "/var/cache/cnibox-unstable".into());
+                Path::new(&base).join("containerd/usr/bin")
+            }
+        }
+    }
+
+    fn exe(self, name: &str) -> PathBuf {
+        self.bin_dir().join(name)
+    }
+
+    /// The config template (`@DIR@`, `@IMAGE@`), one copy each, shared with benches/cri.sh.
+    fn config(self) -> &'static str {
+        match self {
+            Containerd::V16 => include_str!("e2e/cri/containerd.toml"),
+            Containerd::V21 => include_str!("e2e/cri/containerd-v3.toml"),
+        }
+    }
+
+    /// The highest CNI spec version its libcni runs.
+    fn cni_version(self) -> &'static str {
+        match self {
+            Containerd::V16 => "1.0.0",
+            Containerd::V21 => "1.1.0",
+        }
+    }
+}
+
+/// How the test's `bin_dir` gets its plugins.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Install {
+    /// The installer image over the Go plugins (`--force`), as the DaemonSet does.
+    Image,
+    /// Links to the binary under test.
+    Links,
+}
 
 fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -48,6 +135,75 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Pids of the processes whose command line names `needle` (a path only this test uses).
+fn processes_naming(needle: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(needle))
+        })
+        .collect()
+}
+
+/// Pids of the processes inside one of the network namespaces at `paths` (pause processes,
+/// servers started in pods).
+fn processes_in(paths: &[String]) -> Vec<i32> {
+    let inodes: Vec<u64> = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.ino())
+        .collect();
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::metadata(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|m| inodes.contains(&m.ino()))
+        })
+        .collect()
+}
+
+fn kill_pids(pids: &[i32]) {
+    for &pid in pids {
+        // SAFETY: kill has no memory-safety preconditions; the pids were just found naming
+        // this test's own paths or namespaces.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+}
+
+/// Poll `f` until it gives `Some`, for at most `limit`.
+#[track_caller]
+fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A pod as PodSandboxStatus reports it.
+struct Pod {
+    ips: Vec<String>,
+    netns: String,
+    dns: Value,
+}
+
 /// One private containerd in a node namespace, and everything it needs; all of it goes on drop.
 struct Cri {
     tmp: PathBuf,
@@ -55,30 +211,33 @@ struct Cri {
     node: NetNs,
     client: NetNs,
     n: u8,
-    /// The network has an IPv6 range (`fd00:N::/64`) besides its IPv4 one, and the node ↔
-    /// client link carries IPv6 (tests/common/dual.rs).
-    dual: bool,
+    cd: Containerd,
+    fam: Fam,
     containerd: Option<Child>,
+    /// Every pod namespace a status showed: removed on drop if containerd did not.
+    netns_seen: RefCell<Vec<String>>,
 }
 
 impl Cri {
     /// `None` (with a skip note, a failure under CNIBOX_REQUIRE_ALL=1) when a tool is missing.
-    fn new(test: &str, n: u8, dual: bool) -> Option<Cri> {
+    fn new(test: &str, cd: Containerd, fam: Fam, install: Install) -> Option<Cri> {
         if !require_root(test) {
             return None;
         }
-        for tool in [
-            "containerd",
-            "ctr",
-            "runc",
-            "nsenter",
-            "gcc",
-            "python3",
-            "socat",
-            "tc",
-        ] {
+        for tool in ["runc", "nsenter", "gcc", "python3", "socat", "tc"] {
             if !have(tool) {
                 skip_note(test, &format!("{tool} missing"));
+                return None;
+            }
+        }
+        for exe in ["containerd", "containerd-shim-runc-v2", "ctr"] {
+            if !cd.exe(exe).is_file() {
+                let why = format!(
+                    "{} missing (containerd {})",
+                    cd.exe(exe).display(),
+                    cd.tag()
+                );
+                skip_note(test, &why);
                 return None;
             }
         }
@@ -92,6 +251,7 @@ impl Cri {
             );
             return None;
         }
+        let n = unique_n();
         let tmp = std::env::temp_dir().join(format!("cnibox-cri-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         for d in ["bin", "net.d", "root", "state", "opt", "ipam", "py"] {
@@ -104,18 +264,21 @@ impl Cri {
             node,
             client,
             n,
-            dual,
+            cd,
+            fam,
             containerd: None,
+            netns_seen: RefCell::new(Vec::new()),
         };
-        if dual {
+        if fam.has_v6() {
             add_v6_link_ns(n, &cri.node, &cri.client);
         }
         let binary = std::env::var_os("CNIBOX_STATIC")
             .map(PathBuf::from)
             .unwrap_or_else(bin);
-        // The IPv4 network's bin_dir is installed as a DaemonSet installs it: the installer
-        // image (tests/image.rs) run over the Go plugins with --force. The dual-stack one links.
-        let image = if dual { None } else { Image::build(test) };
+        let image = match install {
+            Install::Image => Image::build(test),
+            Install::Links => None,
+        };
         let dir = cri.tmp.join("bin");
         if let Some(image) = image {
             for a in APPLETS {
@@ -128,7 +291,15 @@ impl Cri {
                 std::os::unix::fs::symlink(&binary, dir.join(a)).unwrap();
             }
         }
-        cri.write_config();
+        let t = cri.tmp.display().to_string();
+        let config = cd.config().replace("@DIR@", &t).replace("@IMAGE@", IMAGE);
+        std::fs::write(cri.tmp.join("config.toml"), config).unwrap();
+        std::fs::write(
+            cri.tmp.join("resolv.conf"),
+            format!("nameserver {HOST_DNS}\n"),
+        )
+        .unwrap();
+        cri.set_network(&cri.pod_network());
         cri.build_image();
         Some(cri)
     }
@@ -137,36 +308,51 @@ impl Cri {
         self.tmp.join(rel).display().to_string()
     }
 
-    fn write_config(&self) {
-        let t = self.tmp.display();
-        let config = include_str!("e2e/cri/containerd.toml")
-            .replace("@DIR@", &t.to_string())
-            .replace("@IMAGE@", IMAGE);
-        std::fs::write(self.tmp.join("config.toml"), config).unwrap();
+    /// The Kubernetes-style network of the pod tests, in this test's families.
+    fn pod_network(&self) -> Value {
         let n = self.n;
-        let mut ranges = vec![serde_json::json!([{"subnet": format!("10.244.{n}.0/24")}])];
-        let mut routes = vec![serde_json::json!({"dst": "0.0.0.0/0"})];
-        if self.dual {
-            ranges.push(serde_json::json!([{"subnet": format!("fd00:{n}::/64")}]));
-            routes.push(serde_json::json!({"dst": "::/0"}));
-        }
-        let conflist = serde_json::json!({
-            "cniVersion": "1.0.0", "name": "k8s-pod-network",
+        json!({
+            "cniVersion": self.cd.cni_version(), "name": NETWORK,
             "plugins": [
                 {"type": "bridge", "bridge": format!("cni-e2e{n}"), "isGateway": true,
                  "ipMasq": true, "hairpinMode": true,
-                 "ipam": {"type": "host-local", "ranges": ranges,
-                          "routes": routes, "dataDir": self.path("ipam")}},
+                 "dns": {"nameservers": [CLUSTER_DNS], "search": [CLUSTER_SEARCH]},
+                 "ipam": {"type": "host-local", "ranges": self.fam.ranges(n),
+                          "routes": self.fam.default_routes(), "dataDir": self.path("ipam"),
+                          "resolvConf": self.path("resolv.conf")}},
                 {"type": "portmap", "capabilities": {"portMappings": true}},
                 {"type": "bandwidth", "capabilities": {"bandwidth": true}},
                 {"type": "firewall"}
             ]
-        });
-        std::fs::write(
-            self.tmp.join("net.d/10-k8s.conflist"),
-            serde_json::to_string_pretty(&conflist).unwrap(),
-        )
-        .unwrap();
+        })
+    }
+
+    /// Put `conflist` in `conf_dir` as the node's one network. Written in place: containerd's
+    /// watcher reloads on writes and ignores files created (or renamed) into the directory; a
+    /// half-written file it may read fails that load, and the write's end triggers the next.
+    fn set_network(&self, conflist: &Value) {
+        let text = serde_json::to_string_pretty(conflist).unwrap();
+        std::fs::write(self.tmp.join("net.d/10-k8s.conflist"), text).unwrap();
+    }
+
+    /// [`Cri::set_network`] on a running containerd, and wait until its CRI plugin has loaded
+    /// it (its verbose Status names the network).
+    fn switch_network(&self, conflist: &Value) {
+        self.set_network(conflist);
+        let name = conflist["name"].as_str().unwrap();
+        wait_for(
+            &format!("containerd to load network {name}"),
+            Duration::from_secs(60),
+            || {
+                let s = self.runtime_status();
+                s["networks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|n| n == name)
+                    .then_some(())
+            },
+        );
     }
 
     fn build_image(&self) {
@@ -191,39 +377,47 @@ impl Cri {
     }
 
     /// Start containerd in the node namespace (nsenter, not `ip netns exec`: the pod
-    /// namespaces it bind-mounts under /run/netns must stay visible to everyone) and wait for
-    /// its CRI to answer.
+    /// namespaces it bind-mounts under /run/netns must stay visible to everyone), its package's
+    /// directory first in PATH so that it starts its own shim, and wait for its CRI to answer.
     fn start(&mut self) {
         let log = std::fs::File::options()
             .create(true)
             .append(true)
             .open(self.tmp.join("containerd.log"))
             .unwrap();
+        let path = format!(
+            "{}:{}",
+            self.cd.bin_dir().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         let child = Command::new("nsenter")
             .arg(format!("--net={}", self.node.path()))
-            .args(["containerd", "--config", &self.path("config.toml")])
+            .arg(self.cd.exe("containerd"))
+            .args(["--config", &self.path("config.toml")])
+            .env("PATH", path)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
             .spawn()
             .expect("start containerd");
         self.containerd = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while !self.sock.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "containerd socket never appeared"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for("the containerd socket", Duration::from_secs(60), || {
+            self.sock.exists().then_some(())
+        });
         // The CRI plugin is up when Version answers (the client waits for the channel).
         let v = self.py(&["version"]);
         assert_eq!(v["runtime"], "containerd", "{v}");
+        let version = v["version"].as_str().unwrap();
+        assert!(
+            version.starts_with(&format!("{}.", self.cd.tag())),
+            "containerd {} expected: {v}",
+            self.cd.tag()
+        );
     }
 
     fn import_image(&self) {
         let out = exec(
-            Path::new("ctr"),
+            &self.cd.exe("ctr"),
             &[
                 "-a",
                 &self.sock.display().to_string(),
@@ -250,6 +444,17 @@ impl Cri {
         let _ = std::fs::remove_file(&self.sock);
     }
 
+    /// The executables of the shims serving this containerd (their command line names its
+    /// socket).
+    fn shims(&self) -> Vec<PathBuf> {
+        let sock = self.sock.display().to_string();
+        processes_naming(&sock)
+            .into_iter()
+            .filter_map(|pid| std::fs::read_link(format!("/proc/{pid}/exe")).ok())
+            .filter(|exe| exe.ends_with("containerd-shim-runc-v2"))
+            .collect()
+    }
+
     fn py_raw(&self, args: &[&str]) -> Output {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/cri/cri.py");
         let mut full = vec![script.display().to_string()];
@@ -269,8 +474,67 @@ impl Cri {
         serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"))
     }
 
-    fn status(&self, id: &str) -> Value {
-        self.py(&["status", id])
+    /// RunPodSandbox; the pod's id.
+    #[track_caller]
+    fn run(&self, args: &[&str]) -> String {
+        let mut full = vec!["run"];
+        full.extend(args);
+        self.py(&full)["id"].as_str().unwrap().to_string()
+    }
+
+    /// PodSandboxStatus of a pod that must be ready with one address of each family of the
+    /// network (IPv4 first), in its ranges.
+    #[track_caller]
+    fn pod(&self, id: &str) -> Pod {
+        let s = self.py(&["status", id]);
+        assert_eq!(s["state"], "SANDBOX_READY", "{s}");
+        let netns = s["netns"].as_str().unwrap().to_string();
+        assert!(netns.starts_with("/var/run/netns/"), "{s}");
+        self.netns_seen.borrow_mut().push(netns.clone());
+        let ips: Vec<String> = s["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.as_str().unwrap().to_string())
+            .collect();
+        let mut want = Vec::new();
+        if self.fam.has_v4() {
+            want.push(format!("10.{}.0.", self.n));
+        }
+        if self.fam.has_v6() {
+            want.push(format!("fd00:{}::", self.n));
+        }
+        assert_eq!(ips.len(), want.len(), "{}: {s}", self.fam.tag());
+        for (ip, prefix) in ips.iter().zip(&want) {
+            assert!(ip.starts_with(prefix.as_str()), "{ip} not in {prefix}: {s}");
+        }
+        Pod {
+            ips,
+            netns,
+            dns: s["dns"].clone(),
+        }
+    }
+
+    /// The CRI runtime Status, verbose: conditions by type, and the loaded networks' names.
+    fn runtime_status(&self) -> Value {
+        self.py(&["runtime-status"])
+    }
+
+    /// The NetworkReady condition ({status, reason, message}).
+    fn network_ready(&self) -> Value {
+        self.runtime_status()["conditions"]["NetworkReady"].clone()
+    }
+
+    /// The node's addresses on the client link, one per family of the test.
+    fn node_ips(&self) -> Vec<String> {
+        let mut ips = Vec::new();
+        if self.fam.has_v4() {
+            ips.push(format!("192.168.{}.1", self.n));
+        }
+        if self.fam.has_v6() {
+            ips.push(format!("fd00:{}:1::1", self.n));
+        }
+        ips
     }
 
     fn node_sh(&self, cmd: &[&str]) -> String {
@@ -293,12 +557,12 @@ impl Cri {
                 left.push(format!("link {name}"));
             }
         }
-        for e in std::fs::read_dir(self.tmp.join("ipam/k8s-pod-network"))
+        for e in std::fs::read_dir(self.tmp.join("ipam").join(NETWORK))
             .into_iter()
             .flatten()
         {
             let name = e.unwrap().file_name().to_string_lossy().into_owned();
-            if name.parse::<std::net::IpAddr>().is_ok() {
+            if name.parse::<IpAddr>().is_ok() {
                 left.push(format!("reservation {name}"));
             }
         }
@@ -329,7 +593,8 @@ impl Cri {
 
 impl Drop for Cri {
     fn drop(&mut self) {
-        // Pods first (their DELs run through cnibox), then containerd, its shims and mounts.
+        // Pods first (their DELs run through cnibox), then containerd, its shims, whatever still
+        // runs in a pod's namespace, and the mounts: pod namespaces and the snapshots.
         if self.containerd.is_some()
             && let Ok(list) = serde_json::from_str::<Value>(&self.py_raw(&["list"]).stdout)
         {
@@ -341,7 +606,13 @@ impl Drop for Cri {
         }
         self.kill();
         let tag = self.tmp.display().to_string();
-        let _ = Command::new("pkill").args(["-9", "-f", &tag]).status();
+        kill_pids(&processes_naming(&tag));
+        let seen = self.netns_seen.borrow().clone();
+        kill_pids(&processes_in(&seen));
+        for p in seen.iter().filter(|p| Path::new(p).exists()) {
+            let _ = Command::new("umount").args(["-l", p]).status();
+            let _ = std::fs::remove_file(p);
+        }
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let mut ours: Vec<&str> = mounts
             .lines()
@@ -377,22 +648,19 @@ impl PodServer {
             .spawn()
             .expect("socat in the pod");
         let server = PodServer(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let ss = Command::new("nsenter")
-                .arg(format!("--net={netns}"))
-                .args(["ss", "-Hltn", &format!("sport = :{port}")])
-                .output()
-                .unwrap();
-            if !String::from_utf8_lossy(&ss.stdout).trim().is_empty() {
-                return server;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "server in {netns} did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for(
+            &format!("the server in {netns} to listen"),
+            Duration::from_secs(30),
+            || {
+                let ss = Command::new("nsenter")
+                    .arg(format!("--net={netns}"))
+                    .args(["ss", "-Hltn", &format!("sport = :{port}")])
+                    .output()
+                    .unwrap();
+                (!String::from_utf8_lossy(&ss.stdout).trim().is_empty()).then_some(())
+            },
+        );
+        server
     }
 }
 
@@ -413,18 +681,23 @@ fn in_pod(netns: &str, cmd: &[&str]) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-#[test]
-fn kubernetes_pods_through_containerd_cri() {
-    let Some(mut cri) = Cri::new("kubernetes_pods_through_containerd_cri", 131, false) else {
+/// The whole life of a node's pods under one containerd, in one family: two pods (one with a
+/// hostPort and the bandwidth annotations, as kubelet sends them), traffic between them and
+/// from a second host, twenty pods at once, containerd killed and restarted with the pods
+/// running, and a teardown that leaves nothing.
+fn pods_through_cri(test: &str, cd: Containerd, fam: Fam) {
+    let install = if fam == Fam::V4 {
+        Install::Image
+    } else {
+        Install::Links
+    };
+    let Some(mut cri) = Cri::new(test, cd, fam, install) else {
         return;
     };
-    let n = cri.n;
     cri.start();
     cri.import_image();
 
-    // Two pods, one with a hostPort and the bandwidth annotations, as kubelet sends them.
-    let a = cri.py(&[
-        "run",
+    let a = cri.run(&[
         "pod-a",
         "--port",
         "8080:80/tcp",
@@ -433,51 +706,48 @@ fn kubernetes_pods_through_containerd_cri() {
         "--egress",
         "20M",
     ]);
-    let b = cri.py(&["run", "pod-b"]);
-    let (a, b) = (
-        a["id"].as_str().unwrap().to_string(),
-        b["id"].as_str().unwrap().to_string(),
+    let b = cri.run(&["pod-b"]);
+    let (pa, pb) = (cri.pod(&a), cri.pod(&b));
+    assert_ne!(pa.ips, pb.ips);
+
+    // Every sandbox runs under this containerd's own shim.
+    let shims = cri.shims();
+    assert!(!shims.is_empty(), "no shim serves containerd {}", cd.tag());
+    let own = cd.exe("containerd-shim-runc-v2");
+    assert!(
+        shims.iter().all(|s| *s == own),
+        "containerd {} runs shims {shims:?}, not {}",
+        cd.tag(),
+        own.display()
     );
-    let (sa, sb) = (cri.status(&a), cri.status(&b));
-    for s in [&sa, &sb] {
-        assert_eq!(s["state"], "SANDBOX_READY", "{s}");
-        assert!(
-            s["ip"]
-                .as_str()
-                .unwrap()
-                .starts_with(&format!("10.244.{n}.")),
-            "{s}"
-        );
-        assert!(
-            s["netns"].as_str().unwrap().starts_with("/var/run/netns/"),
-            "{s}"
+
+    // The CNI result containerd keeps has the bridge's dns, not host-local's resolvConf.
+    for p in [&pa, &pb] {
+        assert_eq!(
+            p.dns,
+            json!([{"nameservers": [CLUSTER_DNS], "search": [CLUSTER_SEARCH]}]),
+            "the pod's DNS in containerd {}'s CNI result",
+            cd.tag()
         );
     }
-    let (ip_a, ip_b) = (
-        sa["ip"].as_str().unwrap().to_string(),
-        sb["ip"].as_str().unwrap().to_string(),
-    );
-    let (ns_a, ns_b) = (
-        sa["netns"].as_str().unwrap().to_string(),
-        sb["netns"].as_str().unwrap().to_string(),
-    );
-    assert_ne!(ip_a, ip_b);
 
-    // Pod to pod, and the hostPort from a second host through the node's address.
-    assert!(
-        in_pod(&ns_a, &["ping", "-c", "1", "-W", "5", &ip_b]),
-        "pod a -> pod b"
-    );
-    assert!(
-        in_pod(&ns_b, &["ping", "-c", "1", "-W", "5", &ip_a]),
-        "pod b -> pod a"
-    );
-    let _srv = PodServer::start(&ns_a, 80, "hello-from-a", false);
-    let node_ip = format!("192.168.{n}.1");
-    assert!(
-        answers(&cri.client, "tcp", &node_ip, 8080, "hello-from-a"),
-        "hostPort 8080 from the second host"
-    );
+    // Pod to pod in each family, and the hostPort from a second host at each node address.
+    for (from, to) in [(&pa, &pb), (&pb, &pa)] {
+        for ip in &to.ips {
+            assert!(
+                in_pod(&from.netns, &["ping", "-c", "1", "-W", "5", ip]),
+                "{} -> {ip}",
+                from.ips[0]
+            );
+        }
+    }
+    let _srv = PodServer::start(&pa.netns, 80, "hello-from-a", fam.has_v6());
+    for node_ip in cri.node_ips() {
+        assert!(
+            answers(&cri.client, "tcp", &node_ip, 8080, "hello-from-a"),
+            "hostPort 8080 from the second host at {node_ip}"
+        );
+    }
 
     // The annotations' limits: 10M ingress as a tbf on the pod's host veth, 20M egress on its
     // ifb.
@@ -497,25 +767,28 @@ fn kubernetes_pods_through_containerd_cri() {
 
     // Twenty pods at once.
     let many = cri.py(&["run-many", "burst", "20"]);
-    assert_eq!(many["errors"], serde_json::json!([]), "{many}");
+    assert_eq!(many["errors"], json!([]), "{many}");
     let ids: Vec<String> = many["ids"]
         .as_array()
         .unwrap()
         .iter()
         .map(|v| v.as_str().unwrap().to_string())
         .collect();
-    let mut ips: Vec<String> = vec![ip_a.clone(), ip_b.clone()];
-    let mut netns = vec![ns_a.clone(), ns_b.clone()];
+    let mut ips: Vec<String> = pa.ips.iter().chain(&pb.ips).cloned().collect();
+    let mut netns = vec![pa.netns.clone(), pb.netns.clone()];
     for id in &ids {
-        let s = cri.status(id);
-        assert_eq!(s["state"], "SANDBOX_READY", "{s}");
-        ips.push(s["ip"].as_str().unwrap().to_string());
-        netns.push(s["netns"].as_str().unwrap().to_string());
+        let p = cri.pod(id);
+        ips.extend(p.ips);
+        netns.push(p.netns);
     }
     let mut distinct = ips.clone();
     distinct.sort();
     distinct.dedup();
-    assert_eq!(distinct.len(), 22, "pod IPs not distinct: {ips:?}");
+    assert_eq!(
+        distinct.len(),
+        22 * fam.addr_count(),
+        "pod IPs not distinct: {ips:?}"
+    );
 
     // containerd dies and comes back: the pods are still there and still served.
     cri.kill();
@@ -527,22 +800,24 @@ fn kubernetes_pods_through_containerd_cri() {
         listed.iter().all(|p| p["state"] == "SANDBOX_READY"),
         "{list}"
     );
-    assert!(
-        answers(&cri.client, "tcp", &node_ip, 8080, "hello-from-a"),
-        "hostPort after the containerd restart"
-    );
+    for node_ip in cri.node_ips() {
+        assert!(
+            answers(&cri.client, "tcp", &node_ip, 8080, "hello-from-a"),
+            "hostPort at {node_ip} after the containerd restart"
+        );
+    }
     assert!(
         !cri.traces(&ips, &netns).is_empty(),
         "the trace check sees nothing while pods run"
     );
 
-    // Teardown as kubelet does it, through the restarted containerd.
+    // Teardown as kubelet does it (StopPodSandbox twice), through the restarted containerd.
     for id in ids.iter().chain([&a, &b]) {
         cri.py(&["stop", id]);
         cri.py(&["stop", id]);
         cri.py(&["remove", id]);
     }
-    assert_eq!(cri.py(&["list"])["items"], serde_json::json!([]));
+    assert_eq!(cri.py(&["list"])["items"], json!([]));
     let left = cri.traces(&ips, &netns);
     assert!(
         left.is_empty(),
@@ -551,71 +826,271 @@ fn kubernetes_pods_through_containerd_cri() {
     );
 }
 
-/// A dual-stack cluster's pods: the conflist's host-local has an IPv4 and an IPv6 range (as
-/// kubeadm and kind write for `--pod-network-cidr=v4,v6`); each pod gets both addresses
-/// (PodSandboxStatus's `ip` and `additional_ips`), pods reach each other over IPv6, the hostPort
-/// answers a second host on the node's IPv6 address as well as its IPv4 one, and teardown
-/// leaves nothing of either family.
 #[test]
-fn dual_stack_pods_through_containerd_cri() {
-    let n = common::lab::unique_n();
-    let Some(mut cri) = Cri::new("dual_stack_pods_through_containerd_cri", n, true) else {
+fn containerd16_v4_pods() {
+    pods_through_cri("containerd16_v4_pods", Containerd::V16, Fam::V4);
+}
+
+#[test]
+fn containerd16_v6_pods() {
+    pods_through_cri("containerd16_v6_pods", Containerd::V16, Fam::V6);
+}
+
+#[test]
+fn containerd16_dual_stack_pods() {
+    pods_through_cri("containerd16_dual_stack_pods", Containerd::V16, Fam::Dual);
+}
+
+#[test]
+fn containerd21_v4_pods() {
+    pods_through_cri("containerd21_v4_pods", Containerd::V21, Fam::V4);
+}
+
+#[test]
+fn containerd21_v6_pods() {
+    pods_through_cri("containerd21_v6_pods", Containerd::V21, Fam::V6);
+}
+
+#[test]
+fn containerd21_dual_stack_pods() {
+    pods_through_cri("containerd21_dual_stack_pods", Containerd::V21, Fam::Dual);
+}
+
+/// A containerd 2.1 node with a bare network for the STATUS tests (no image import needed
+/// unless a pod is run).
+fn status_node(test: &str) -> Option<Cri> {
+    let mut cri = Cri::new(test, Containerd::V21, Fam::Dual, Install::Links)?;
+    cri.start();
+    Some(cri)
+}
+
+#[track_caller]
+fn assert_ready(cri: &Cri, what: &str) {
+    let c = cri.network_ready();
+    assert_eq!(c["status"], true, "NetworkReady {what}: {c}");
+}
+
+/// NetworkReady false as kubelet sees it, with the plugin's message in it.
+#[track_caller]
+fn assert_not_ready(cri: &Cri, what: &str, message: &[&str]) {
+    let c = cri.network_ready();
+    assert_eq!(c["status"], false, "NetworkReady {what}: {c}");
+    assert_eq!(c["reason"], "NetworkPluginNotReady", "{what}: {c}");
+    let m = c["message"].as_str().unwrap();
+    for part in message {
+        assert!(m.contains(part), "{what}: {part:?} not in the message: {c}");
+    }
+}
+
+/// The config a plugin of `conflist` gets for its first plugin (name and version added; GC
+/// and STATUS send no runtimeConfig).
+fn first_plugin(conflist: &Value) -> Value {
+    let mut conf = conflist["plugins"][0].clone();
+    conf["name"] = conflist["name"].clone();
+    conf["cniVersion"] = conflist["cniVersion"].clone();
+    conf
+}
+
+/// host-local GC on `conflist`'s first plugin, keeping the attachments `valid` (container IDs,
+/// eth0), as a runtime's GC would (containerd 2.1 runs none).
+fn host_local_gc(cri: &Cri, conflist: &Value, valid: &[String]) {
+    let mut conf = first_plugin(conflist);
+    let attachments: Vec<Value> = valid
+        .iter()
+        .map(|c| json!({"containerID": c, "ifname": "eth0"}))
+        .collect();
+    conf["cni.dev/valid-attachments"] = json!(attachments);
+    let bin_dir = cri.path("bin");
+    let out = exec(
+        &cri.tmp.join("bin/host-local"),
+        &[],
+        &[("CNI_COMMAND", "GC"), ("CNI_PATH", &bin_dir)],
+        &conf.to_string(),
+    );
+    assert!(out.status_ok, "host-local GC: {out:?}");
+}
+
+/// A host-local range full of reservations no pod of this node holds (the DELs that never
+/// came): containerd 2.1's CRI Status says NetworkReady, as it would over v1.9.1's host-local
+/// (checked on the same network), while RunPodSandbox fails on its own for want of an address.
+/// Once a GC has confirmed every reservation in use the node is NotReady with host-local's
+/// message; a GC that keeps none frees the range, the node is Ready and a pod runs. In each
+/// family.
+#[test]
+fn containerd21_status_full_host_local_range() {
+    let test = "containerd21_status_full_host_local_range";
+    let Some(cri) = status_node(test) else {
         return;
     };
-    cri.start();
+    if !reference_available("host-local") {
+        return;
+    }
     cri.import_image();
-    let a = cri.py(&["run", "dual-a", "--port", "8080:80/tcp"]);
-    let b = cri.py(&["run", "dual-b"]);
-    let (a, b) = (
-        a["id"].as_str().unwrap().to_string(),
-        b["id"].as_str().unwrap().to_string(),
-    );
-    let mut ips = Vec::new();
-    let mut netns = Vec::new();
-    let mut v6 = Vec::new();
-    for id in [&a, &b] {
-        let s = cri.status(id);
-        assert_eq!(s["state"], "SANDBOX_READY", "{s}");
-        let pod_ips: Vec<String> = s["ips"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| i.as_str().unwrap().to_string())
-            .collect();
-        assert_eq!(pod_ips.len(), 2, "two addresses: {s}");
-        assert!(pod_ips[0].starts_with(&format!("10.244.{n}.")), "{s}");
-        assert!(pod_ips[1].starts_with(&format!("fd00:{n}::")), "{s}");
-        v6.push(pod_ips[1].clone());
-        ips.extend(pod_ips);
-        netns.push(s["netns"].as_str().unwrap().to_string());
-    }
-    assert!(
-        in_pod(&netns[0], &["ping", "-c", "1", "-W", "5", &v6[1]]),
-        "pod a -> pod b over IPv6"
-    );
-    assert!(
-        in_pod(&netns[1], &["ping", "-c", "1", "-W", "5", &v6[0]]),
-        "pod b -> pod a over IPv6"
-    );
-    let _srv = PodServer::start(&netns[0], 80, "hello-from-a", true);
-    for node_ip in [format!("fd00:{n}:1::1"), format!("192.168.{n}.1")] {
-        assert!(
-            answers(&cri.client, "tcp", &node_ip, 8080, "hello-from-a"),
-            "hostPort 8080 from the second host at {node_ip}"
+    let n = cri.n;
+    for fam in FAMILIES {
+        let name = format!("full-{}", fam.tag());
+        // Two addresses per family (.10 and .11 of its subnet), each held by a leaked pod.
+        let mut ranges = Vec::new();
+        let mut leaked: Vec<(String, String)> = Vec::new();
+        let families = [
+            (fam.has_v4(), format!("10.{n}.0."), format!("10.{n}.0.0/24")),
+            (
+                fam.has_v6(),
+                format!("fd00:{n}::"),
+                format!("fd00:{n}::/64"),
+            ),
+        ];
+        for (_, prefix, subnet) in families.into_iter().filter(|f| f.0) {
+            ranges.push(json!([{"subnet": subnet,
+                "rangeStart": format!("{prefix}10"), "rangeEnd": format!("{prefix}11")}]));
+            leaked.push(("leaked-0".into(), format!("{prefix}10")));
+            leaked.push(("leaked-1".into(), format!("{prefix}11")));
+        }
+        let conflist = json!({
+            "cniVersion": "1.1.0", "name": name,
+            "plugins": [{"type": "bridge", "bridge": format!("cni-full{n}"), "isGateway": true,
+                "ipam": {"type": "host-local", "ranges": ranges,
+                         "routes": fam.default_routes(), "dataDir": cri.path("ipam")}}]
+        });
+        // The leaked reservations, in the on-disk format both implementations share, written
+        // a minute ago (before any GC of this test).
+        let store = cri.tmp.join("ipam").join(&name);
+        std::fs::create_dir_all(&store).unwrap();
+        let then = SystemTime::now() - Duration::from_secs(60);
+        for (cid, ip) in &leaked {
+            let file = store.join(ip);
+            std::fs::write(&file, format!("{cid}\r\neth0")).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&file)
+                .unwrap()
+                .set_modified(then)
+                .unwrap();
+        }
+        cri.switch_network(&conflist);
+        let what = format!("{}: full range, reservations unconfirmed", fam.tag());
+        assert_ready(&cri, &what);
+
+        // v1.9.1's host-local passes STATUS on the same full range.
+        let conf = first_plugin(&conflist);
+        let bin_dir = cri.path("bin");
+        let reference = exec(
+            &reference_path("host-local"),
+            &[],
+            &[("CNI_COMMAND", "STATUS"), ("CNI_PATH", &bin_dir)],
+            &conf.to_string(),
         );
+        assert!(
+            reference.status_ok,
+            "{what}: v1.9.1's host-local STATUS: {reference:?}"
+        );
+
+        // The range is really full: the pod's ADD fails on its own.
+        let out = cri.py_raw(&["run", &format!("late-{}", fam.tag())]);
+        assert!(!out.status_ok, "{what}: a pod got an address: {out:?}");
+        assert!(
+            out.stderr.contains("no IP addresses available"),
+            "{what}: RunPodSandbox: {out:?}"
+        );
+
+        // A GC that keeps every leaked attachment confirms them in use: NotReady.
+        let cids: Vec<String> = leaked.iter().map(|(c, _)| c.clone()).collect();
+        host_local_gc(&cri, &conflist, &cids);
+        assert_not_ready(
+            &cri,
+            &format!("{}: full range, every reservation confirmed", fam.tag()),
+            &["no IP addresses available in range set", "confirmed in use"],
+        );
+
+        // A GC that keeps none frees the range: Ready, and a pod gets an address.
+        host_local_gc(&cri, &conflist, &[]);
+        assert_eq!(
+            common::family::reservations(&store),
+            0,
+            "{}: after GC",
+            fam.tag()
+        );
+        assert_ready(&cri, &format!("{}: range freed by GC", fam.tag()));
+        let id = cri.run(&[&format!("after-gc-{}", fam.tag())]);
+        cri.py(&["stop", &id]);
+        cri.py(&["remove", &id]);
     }
-    assert!(
-        !cri.traces(&ips, &netns).is_empty(),
-        "the trace check sees nothing while pods run"
+}
+
+/// flannel before flanneld has written the node's `subnet.env`: NotReady with flannel's
+/// message naming the file; Ready once it is there (the delegate's STATUS passes).
+#[test]
+fn containerd21_status_flannel_subnet_env() {
+    let Some(cri) = status_node("containerd21_status_flannel_subnet_env") else {
+        return;
+    };
+    let n = cri.n;
+    let subnet_env = cri.path("flannel/subnet.env");
+    let conflist = json!({
+        "cniVersion": "1.1.0", "name": "cbr0",
+        "plugins": [
+            {"type": "flannel", "subnetFile": subnet_env, "dataDir": cri.path("flannel/data"),
+             "ipam": {"dataDir": cri.path("ipam")},
+             "delegate": {"hairpinMode": true, "isDefaultGateway": true}},
+            {"type": "portmap", "capabilities": {"portMappings": true}}
+        ]
+    });
+    cri.switch_network(&conflist);
+    assert_not_ready(
+        &cri,
+        "flannel without subnet.env",
+        &["subnet.env", &subnet_env],
     );
-    for id in [&a, &b] {
-        cri.py(&["stop", id]);
-        cri.py(&["remove", id]);
+    std::fs::create_dir_all(cri.tmp.join("flannel")).unwrap();
+    std::fs::write(
+        &subnet_env,
+        format!(
+            "FLANNEL_NETWORK=10.{n}.0.0/16\nFLANNEL_SUBNET=10.{n}.1.1/24\nFLANNEL_MTU=1450\nFLANNEL_IPMASQ=true\n"
+        ),
+    )
+    .unwrap();
+    assert_ready(&cri, "flannel with subnet.env");
+}
+
+/// The dhcp daemon, started through the applet link, killed on drop.
+struct DhcpDaemon(Child);
+
+impl Drop for DhcpDaemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
-    let left = cri.traces(&ips, &netns);
-    assert!(
-        left.is_empty(),
-        "left behind after teardown:\n{}",
-        left.join("\n")
-    );
+}
+
+/// dhcp IPAM with its daemon down: NotReady with dhcp's message; Ready while the daemon runs;
+/// NotReady again once it is gone.
+#[test]
+fn containerd21_status_dhcp_daemon() {
+    let Some(cri) = status_node("containerd21_status_dhcp_daemon") else {
+        return;
+    };
+    let n = cri.n;
+    let sock = cri.path("dhcp.sock");
+    let conflist = json!({
+        "cniVersion": "1.1.0", "name": "dhcp-net",
+        "plugins": [{"type": "bridge", "bridge": format!("cni-dh{n}"),
+                     "ipam": {"type": "dhcp", "daemonSocketPath": sock}}]
+    });
+    cri.switch_network(&conflist);
+    assert_not_ready(&cri, "dhcp without its daemon", &[&sock]);
+
+    let child = Command::new(cri.tmp.join("bin/dhcp"))
+        .args(["daemon", "-socketpath", &sock])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the dhcp daemon");
+    let daemon = DhcpDaemon(child);
+    wait_for("the dhcp daemon's socket", Duration::from_secs(30), || {
+        std::os::unix::net::UnixStream::connect(&sock).ok()
+    });
+    assert_ready(&cri, "dhcp with its daemon");
+    drop(daemon);
+    assert_not_ready(&cri, "dhcp after its daemon stopped", &[&sock]);
 }

@@ -7,7 +7,8 @@ sandbox image. Every command prints one JSON document on stdout.
     cri.py SOCK version
     cri.py SOCK run NAME [--port HOST:CONTAINER/PROTO]... [--ingress RATE] [--egress RATE]
     cri.py SOCK run-many PREFIX COUNT                 COUNT pods at once (threads)
-    cri.py SOCK status ID                             {"state", "ip", "ips", "netns"}
+    cri.py SOCK status ID                             {"state", "ip", "ips", "netns", "dns"}
+    cri.py SOCK runtime-status                        {"conditions": {TYPE: {...}}, "networks"}
     cri.py SOCK stop ID | remove ID | list
 
 The protobuf module is generated at run time from cri.proto (grpcio-tools) into
@@ -124,9 +125,22 @@ def status(pb, rt, pod):
         if ns.get("type") == "network":
             netns = ns.get("path", "")
     net = r.status.network
+    # The DNS of the CNI results (go-cni's Result, one entry per network: loopback's is empty).
+    dns = [d for d in (info.get("cniResult") or {}).get("DNS") or [] if d]
     return {"id": r.status.id, "state": pb.PodSandboxState.Name(r.status.state),
             "ip": net.ip, "ips": [net.ip] + [i.ip for i in net.additional_ips],
-            "netns": netns}
+            "netns": netns, "dns": dns}
+
+
+def runtime_status(pb, rt):
+    """The conditions kubelet reads (RuntimeReady, NetworkReady: status, reason, message) and
+    the names of the CNI networks the CRI plugin has loaded (its verbose `cniconfig`)."""
+    r = rt.Status(pb.StatusRequest(verbose=True), timeout=60)
+    conditions = {c.type: {"status": c.status, "reason": c.reason, "message": c.message}
+                  for c in r.status.conditions}
+    cni = json.loads(r.info.get("cniconfig", "null") or "null") or {}
+    networks = [n["Config"]["Name"] for n in cni.get("Networks") or []]
+    return {"conditions": conditions, "networks": networks}
 
 
 def main(argv):
@@ -171,6 +185,8 @@ def main(argv):
         out = {"ids": ids, "errors": errors}
     elif cmd == "status":
         out = status(pb, rt, args[0])
+    elif cmd == "runtime-status":
+        out = runtime_status(pb, rt)
     elif cmd == "stop":
         rt.StopPodSandbox(pb.StopPodSandboxRequest(pod_sandbox_id=args[0]), timeout=120)
         out = {}
