@@ -5,7 +5,7 @@
 # writes OUTDIR/cnibox-linux-ARCH-vVERSION.tgz, which `tar -xzf … -C /opt/cni/bin` unpacks into
 # a plugin directory as upstream's cni-plugins-linux-ARCH-vVERSION.tgz does (./NAME entries, no
 # entry for the directory itself): cnibox and every applet name as hard links to it, README.md
-# and LICENSE (when the repository has one); beside it .sha256 and .sha512 as sha256sum and
+# and LICENSE (Apache-2.0, as upstream's archives carry theirs); beside it .sha256 and .sha512 as sha256sum and
 # sha512sum print them. Reproducible: names sorted, owner 0:0, fixed modes, every mtime
 # SOURCE_DATE_EPOCH (default: the time of the last commit), gzip without name or time. The
 # applet names come from the binary itself (`cnibox install --hardlink`, under qemu-user for a
@@ -23,7 +23,7 @@ cp "$bin" "$stage/cnibox"
 chmod 0755 "$stage/cnibox"
 CNIBOX="$stage/cnibox" ./symlinks.sh --hardlink "$stage" >/dev/null
 for doc in README.md LICENSE; do
-    if [ -f "$doc" ]; then cp "$doc" "$stage/"; chmod 0644 "$stage/$doc"; fi
+    cp "$doc" "$stage/"; chmod 0644 "$stage/$doc"
 done
 mkdir -p "$out"
 (

@@ -186,8 +186,9 @@ fn entry(mut args: Args) -> Entry {
         "--version" | "-V" => (
             true,
             format!(
-                "cnibox {} (containernetworking/plugins v{} compatible)\nCNI protocol versions supported: {}",
+                "cnibox {} (commit {}; containernetworking/plugins v{} compatible)\nCNI protocol versions supported: {}",
                 env!("CARGO_PKG_VERSION"),
+                env!("CNIBOX_COMMIT"),
                 cnibox::cni::version::UPSTREAM_RELEASE,
                 cnibox::cni::version::list(cnibox::cni::Version::ALL)
             ),

@@ -20,6 +20,12 @@ fn image_installs_over_the_go_plugins_and_upgrades_in_place() {
     let Some(image) = Image::build(test) else {
         return;
     };
+    // The licence travels with the binary.
+    let files = image.files();
+    assert!(
+        files.iter().any(|f| f == "LICENSE") && files.iter().any(|f| f == "cnibox"),
+        "{files:?}"
+    );
     let t = Tmp::new("image_host");
     let dir = t.0.join("bin");
     fs::create_dir_all(&dir).unwrap();
@@ -29,7 +35,7 @@ fn image_installs_over_the_go_plugins_and_upgrades_in_place() {
         .collect();
     assert!(
         go.len() >= 5 || !require_all(),
-        "the Go plugins are not in /usr/lib/cni"
+        "the Go reference plugins are not installed"
     );
     for n in &go {
         fs::copy(reference_path(n), dir.join(n)).unwrap();

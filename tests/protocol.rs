@@ -84,6 +84,19 @@ fn multi_call_options() {
         "{out:?}"
     );
     assert!(out.stdout.contains("1.1.0"), "{out:?}");
+    // The build's identity: the commit of this checkout, `-dirty` when tracked files differ.
+    let git = |args: &[&str]| {
+        let o = std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("git");
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let head = git(&["rev-parse", "--short=12", "HEAD"]);
+    let dirty = !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    let want = format!("(commit {head}{};", if dirty { "-dirty" } else { "" });
+    assert!(out.stdout.contains(&want), "want {want}: {out:?}");
     let out = cnibox(&["--help"]);
     assert!(out.status_ok && out.stdout.contains("usage"), "{out:?}");
     let out = cnibox(&[]);

@@ -67,10 +67,12 @@ fn archive_of(test: &str, var: &str, arch: &str, qemu: Option<&str>) {
     let out = run(Command::new("tar").arg("-xzf").arg(&a).arg("-C").arg(&dir));
     assert!(out.ok, "{out:?}");
     let mut want: Vec<String> = applets();
-    want.extend(["cnibox".into(), "README.md".into()]);
-    if common::plugdir::repo().join("LICENSE").exists() {
-        want.push("LICENSE".into());
-    }
+    want.extend(["cnibox".into(), "README.md".into(), "LICENSE".into()]);
+    let license = fs::read_to_string(dir.join("LICENSE")).unwrap();
+    assert!(
+        license.contains("Apache License") && license.contains("Version 2.0, January 2004"),
+        "the archive's LICENSE is not Apache-2.0"
+    );
     want.sort();
     let mut have: Vec<String> = fs::read_dir(&dir)
         .unwrap()

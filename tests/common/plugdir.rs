@@ -142,6 +142,7 @@ impl Image {
         }
         let ctx = Tmp::new(&format!("image-{test}"));
         fs::copy(&binary, ctx.0.join("cnibox")).unwrap();
+        fs::copy(repo().join("LICENSE"), ctx.0.join("LICENSE")).unwrap();
         let tag = format!("localhost/cnibox-test-{}-{test}:1", std::process::id());
         let out = run(Command::new("podman")
             .args([
@@ -177,6 +178,24 @@ impl Image {
             ])
             .arg(&self.tag)
             .args(args))
+    }
+}
+
+impl Image {
+    /// The paths in the image's file system (`podman create` + `podman export`).
+    pub fn files(&self) -> Vec<String> {
+        let out = run(Command::new("podman").args(["create", &self.tag]));
+        assert!(out.ok, "podman create: {out:?}");
+        let id = out.stdout.trim().to_string();
+        let tar = std::process::Command::new("sh")
+            .args(["-c", "podman export \"$1\" | tar -tf -", "sh", &id])
+            .output()
+            .expect("podman export");
+        let _ = run(Command::new("podman").args(["rm", "-f", &id]));
+        String::from_utf8_lossy(&tar.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 }
 
