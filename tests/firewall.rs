@@ -554,12 +554,7 @@ fn nftables_add_check_del_ours() {
 /// One implementation ADDs, the other CHECKs and DELs: v1.9.1 and v1.1.1 (a node of today and
 /// an older one switching to cnibox and back).
 fn compat((first, second): (Impl, Impl)) {
-    let go = if first == Impl::Ours { second } else { first };
-    let v = Variant {
-        imp: go,
-        backend: None,
-    };
-    if skip("firewall compat", v, NEEDS) {
+    if skip("firewall compat", lab::go_side((first, second)), NEEDS) {
         return;
     }
     let backend = |imp: Impl| (imp == Impl::Ours).then_some("iptables");

@@ -60,6 +60,15 @@ pub fn unique_n() -> u8 {
     n
 }
 
+/// The Go side of a live-swap pair (one of them is [`Impl::Ours`]) as a variant with the backend
+/// unset, for [`skip`].
+pub fn go_side((first, second): (Impl, Impl)) -> Variant {
+    Variant {
+        imp: if first == Impl::Ours { second } else { first },
+        backend: None,
+    }
+}
+
 /// Skip a scenario when not root, or when it runs the reference and one of the reference
 /// plugins it `needs` is missing (each a failure under `CNIBOX_REQUIRE_ALL=1`).
 #[track_caller]
