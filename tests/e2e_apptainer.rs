@@ -296,13 +296,12 @@ impl World {
         };
         let pidfile = self.dir().join("tmp/pid");
         let deadline = Instant::now() + START;
-        loop {
+        let pid = loop {
             if let Ok(s) = std::fs::read_to_string(&pidfile)
                 && let Ok(pid) = s.trim().parse::<i32>()
             {
                 let _ = std::fs::remove_file(&pidfile);
-                c.pid = Some(pid);
-                break;
+                break pid;
             }
             if let Ok(Some(st)) = c.child.try_wait() {
                 panic!(
@@ -316,10 +315,15 @@ impl World {
                 c.output()
             );
             std::thread::sleep(Duration::from_millis(50));
-        }
-        let name = format!("cnibox-apt-{}-{}", std::process::id(), c.pid.unwrap_or(0));
-        let pid = c.pid.unwrap_or(0).to_string();
-        let out = exec(Path::new("ip"), &["netns", "attach", &name, &pid], &[], "");
+        };
+        c.pid = Some(pid);
+        let name = format!("cnibox-apt-{}-{pid}", std::process::id());
+        let out = exec(
+            Path::new("ip"),
+            &["netns", "attach", &name, &pid.to_string()],
+            &[],
+            "",
+        );
         assert!(out.status_ok, "ip netns attach {name} {pid}: {out:?}");
         c.ns = Some(NetNs { name });
         c
@@ -480,11 +484,12 @@ impl Drop for Container {
         if let Ok(Some(_)) = self.child.try_wait() {
             return;
         }
-        if let Some(pid) = self.pid {
-            // SAFETY: kill(2) has no memory preconditions; `pid` is the container's process
-            // (apptainer, its parent, is still running).
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
+        // The container's process when it is known, else apptainer's group (it forwards the
+        // signal to its container): either way apptainer then tears the network down.
+        let target = self.pid.unwrap_or(-(self.child.id() as i32));
+        // SAFETY: kill(2) has no memory preconditions; `target` is the container's process or
+        // the group spawn() made for apptainer, both alive while apptainer runs (checked above).
+        unsafe { libc::kill(target, libc::SIGTERM) };
         let deadline = Instant::now() + STOP;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
