@@ -18,9 +18,11 @@ mirror=$(grep -hoE '(URIs:|deb) +https?://[^ ]*/debian/?( |$)' /etc/apt/sources.
     awk '{print $2}' | head -1 || true)
 rm -rf "$dir.new"
 mkdir -p "$(dirname "$dir")"
+log=$dir.log
 debootstrap --variant=minbase --include=apptainer,iptables,nftables,iproute2 unstable "$dir.new" \
-    "${mirror:-http://deb.debian.org/debian}" >"$(dirname "$dir")/apptainer-root.log" 2>&1 ||
-    { echo "root.sh: debootstrap failed, see $(dirname "$dir")/apptainer-root.log" >&2; exit 1; }
+    "${mirror:-http://deb.debian.org/debian}" >"$log" 2>&1 ||
+    { echo "root.sh: debootstrap failed, see $log" >&2; exit 1; }
+rm -f "$log"
 chroot "$dir.new" apt-get clean
 mkdir -p "$dir.new/var/lib/cni"   # a mount point: the test mounts its private dir there
 touch "$dir.new/.cnibox-root-stamp"
