@@ -2,11 +2,12 @@
 # Makes the Debian unstable root that tests/e2e_apptainer.rs runs apptainer 1.4 from (unstable's
 # apptainer needs glibc 2.38, Debian 12 has 2.36):
 #   tests/e2e/apptainer/root.sh [DIR]   (default /var/cache/cnibox-unstable/apptainer-root; root)
-# once, outside the repository (never commit it: ~300 MB); does nothing when DIR already holds
+# once, outside the repository (never commit it: ~350 MB); does nothing when DIR already holds
 # apptainer. debootstrap's minbase plus apptainer and the netfilter tools the plugins call
 # (iptables for portmap's and firewall's iptables backend). The mirror is the one apt is
-# configured with. The test mounts what apptainer needs (/proc, /sys, /dev, /run/netns, its temp
-# dir, the plugin dir) into the root per run, in a mount namespace of its own.
+# configured with. The test mounts what apptainer needs (/proc, /sys, /dev, its temp dir with the
+# plugin dir, apptainer.conf, /tmp and /var/lib/cni) into the root per run, in a mount namespace
+# of its own (tests/e2e/apptainer/run.sh).
 set -euo pipefail
 dir=${1:-${CNIBOX_APPTAINER_ROOT:-/var/cache/cnibox-unstable/apptainer-root}}
 if [ -x "$dir/usr/bin/apptainer" ] && [ -f "$dir/.cnibox-root-stamp" ]; then
