@@ -246,13 +246,14 @@ impl Unread {
 /// A configuration file of NETCONFPATH on the way to the wanted network: its bytes, or `None`
 /// when it is larger than [`MAX_FILE`]. libcni reads a file of any size, so one oversized file
 /// (another network's, a stray dump) must not fail every load: it is skipped, with a line on
-/// stderr saying so (if it held the wanted network, the load then fails naming the network,
-/// and the line tells why).
-fn read_conf(path: &Path) -> Result<Option<Vec<u8>>> {
+/// stderr saying so, and noted in `skipped` (if it held the wanted network, the load then fails
+/// with code 5 naming the file it could not read).
+fn read_conf(path: &Path, skipped: &mut Vec<String>) -> Result<Option<Vec<u8>>> {
     match bounded(path) {
         Ok(data) => Ok(Some(data)),
         Err(Unread::TooLarge(e)) => {
             crate::warn!("cnitool: {}; file skipped", e.msg);
+            skipped.push(e.msg);
             Ok(None)
         }
         Err(why) => Err(why.into_error(path)),
@@ -286,8 +287,12 @@ fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
 /// large ([`read_conf`]). A plugin file too large to read is skipped in another network's
 /// directory and fails the load in the `wanted` network's (skipping it would run the list
 /// without that plugin).
-fn list_from_file(path: &Path, wanted: &str) -> Result<Option<NetList>> {
-    let Some(bytes) = read_conf(path)? else {
+fn list_from_file(
+    path: &Path,
+    wanted: &str,
+    skipped: &mut Vec<String>,
+) -> Result<Option<NetList>> {
+    let Some(bytes) = read_conf(path, skipped)? else {
         return Ok(None);
     };
     let (mut list, inlined_only) = list_from_bytes(bytes)?;
@@ -317,9 +322,10 @@ fn list_from_file(path: &Path, wanted: &str) -> Result<Option<NetList>> {
 
 /// The network `name` from `dir` (NETCONFPATH).
 pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
+    let mut skipped = Vec::new();
     let lists = conf_files(dir, &["conflist"])?;
     for f in &lists {
-        if let Some(list) = list_from_file(f, name)?
+        if let Some(list) = list_from_file(f, name, &mut skipped)?
             && list.name == name
         {
             return Ok(list);
@@ -333,7 +339,7 @@ pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
         )));
     }
     for f in &singles {
-        let Some(data) = read_conf(f)? else {
+        let Some(data) = read_conf(f, &mut skipped)? else {
             continue;
         };
         let v: Value = serde_json::from_slice(&data).map_err(|e| bad("", e))?;
@@ -345,6 +351,18 @@ pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
             });
             return Ok(list_from_bytes(compact(&wrapped).into_bytes())?.0);
         }
+    }
+    // Not found, but a file could not be read: it may have held the network, so the load
+    // fails as an I/O error naming it, not as a missing network.
+    if !skipped.is_empty() {
+        return Err(Error::new(
+            code::IO_FAILURE,
+            format!(
+                "no net configuration with name {name:?} in {} that could be read ({})",
+                dir.display(),
+                skipped.join("; ")
+            ),
+        ));
     }
     Err(Error::config(format!(
         "no net configuration with name {name:?} in {}",
