@@ -287,11 +287,7 @@ fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
 /// large ([`read_conf`]). A plugin file too large to read is skipped in another network's
 /// directory and fails the load in the `wanted` network's (skipping it would run the list
 /// without that plugin).
-fn list_from_file(
-    path: &Path,
-    wanted: &str,
-    skipped: &mut Vec<String>,
-) -> Result<Option<NetList>> {
+fn list_from_file(path: &Path, wanted: &str, skipped: &mut Vec<String>) -> Result<Option<NetList>> {
     let Some(bytes) = read_conf(path, skipped)? else {
         return Ok(None);
     };
