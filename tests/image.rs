@@ -133,6 +133,11 @@ fn image_builds_for_arm() {
         };
         let ctx = Tmp::new(&format!("image-{arch}"));
         fs::copy(&binary, ctx.0.join("cnibox")).unwrap();
+        fs::copy(
+            common::plugdir::repo().join("LICENSE"),
+            ctx.0.join("LICENSE"),
+        )
+        .unwrap();
         let tag = format!("localhost/cnibox-test-{}-{arch}:1", std::process::id());
         let mut build = Command::new("podman");
         build.args([
