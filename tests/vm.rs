@@ -9,9 +9,10 @@
 //! that a failure (for CI, where the dependencies are installed on purpose), as does
 //! `CNIBOX_REQUIRE_ALL=1`.
 //! `CNIBOX_VM_ACCEL`, `CNIBOX_VM_TIMEOUT` etc. are passed through to the runner. When the Go
-//! reference plugins are installed in `/usr/lib/cni`, they are copied into the VM as well and
-//! the script compares against them.
+//! reference plugins (v1.9.1, unpacked by `.ci/fetch-unstable`) are there, they are copied into
+//! the VM as well and the script compares against them.
 
+mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -34,7 +35,8 @@ fn skip(test: &str, why: &str) {
     );
 }
 
-/// The reference plugins in `/usr/lib/cni` are dynamically linked (Debian): they go into the VM
+/// The reference plugins (v1.9.1, [`common::reference_dir`]) are dynamically linked (Debian's
+/// build): they go into the VM
 /// as `/ref/<name>` together with their loader and libc, when all of those exist.
 const REFERENCE: &[&str] = &["vlan", "ipvlan", "vrf"];
 const REFERENCE_LIBS: &[&str] = &[
@@ -46,7 +48,7 @@ fn reference_args() -> Vec<String> {
     let present = |p: &str| Path::new(p).is_file();
     let plugins: Vec<String> = REFERENCE
         .iter()
-        .map(|n| format!("/usr/lib/cni/{n}"))
+        .map(|n| format!("{}/{n}", common::reference_dir()))
         .filter(|p| present(p))
         .collect();
     if plugins.is_empty() || !REFERENCE_LIBS.iter().all(|l| present(l)) {
