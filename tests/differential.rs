@@ -1066,7 +1066,7 @@ fn cases() -> Vec<Case> {
 
 /// One implementation's run of one case: the printed text with what differs by nature masked,
 /// or the error's code and message.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Seen {
     Ok(String),
     Err(Option<u64>, String),
@@ -1218,12 +1218,32 @@ fn v1_9_1_and_cnibox_on_the_same_inputs() {
             "DELIBERATE names {id}, which is no case"
         );
     }
-    for c in &cases {
-        if !impl_available(Impl::Reference, c.applet) {
-            continue;
+    // The cases are independent (namespaces, data directories and ids of their own): three
+    // at a time, the outcomes kept in the table's order.
+    let runnable: Vec<&Case> = cases
+        .iter()
+        .filter(|c| impl_available(Impl::Reference, c.applet))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let outcomes = std::sync::Mutex::new(vec![None; runnable.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(c) = runnable.get(i) else { break };
+                    let pair = (
+                        run_one(&sb, Impl::Ours, c),
+                        run_one(&sb, Impl::Reference, c),
+                    );
+                    outcomes.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(pair);
+                }
+            });
         }
-        let ours = run_one(&sb, Impl::Ours, c);
-        let theirs = run_one(&sb, Impl::Reference, c);
+    });
+    let outcomes = outcomes.into_inner().unwrap_or_else(|e| e.into_inner());
+    for (c, pair) in runnable.iter().zip(outcomes) {
+        let (ours, theirs) = pair.expect("every case ran");
         compared += 1;
         let same = ours == theirs || better_code(&ours, &theirs);
         let listed = deliberate(c.id);
