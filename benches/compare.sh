@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Whole-process comparison of cnibox against the reference Go plugins (/usr/lib/cni) and
+# Whole-process comparison of cnibox against the reference Go plugins (v1.9.1, REF_DIR) and
 # against the kernel floor (benches/floor.rs: the same system calls replayed from one running
 # process), on the same inputs in one run, interleaving the sides sample by sample so machine
 # drift cancels out. Prints medians and ratios and writes BENCHMARKS.md (tables, targets
@@ -26,9 +26,11 @@ out=BENCHMARKS.md; reps=15; quick=0
 while [ $# -gt 0 ]; do
     case $1 in --out) out=$2; shift ;; --quick) reps=5; quick=1 ;; esac; shift
 done
-ref=/usr/lib/cni
+# The reference: upstream v1.9.1 (Debian unstable's package, unpacked by .ci/fetch-unstable);
+# REF_DIR=/usr/lib/cni measures Debian 12's v1.1.1 instead.
+ref=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
 here=$(cd "$(dirname "$0")" && pwd)
-[ -x "$ref/bridge" ] || { echo "compare.sh: reference plugins not found in $ref (containernetworking-plugins)" >&2; exit 1; }
+[ -x "$ref/bridge" ] || { echo "compare.sh: reference plugins not found in $ref (.ci/fetch-unstable containernetworking-plugins)" >&2; exit 1; }
 work=$(mktemp -d /tmp/cnibox-compare.XXXXXX)
 nss=()
 cleanup() {
@@ -283,12 +285,12 @@ if [ "${PEERS_ONLY:-0}" = 1 ]; then peers_rows; printf '%s\n' "${targets[@]}"; e
 # 3b. IPv4, IPv6 and dual-stack (issues 23 and 28): every applet that takes addresses, with
 # host-local ranges of each family (benches/chain.sh FAMILY; flannel: its subnet file), the
 # chain and podman's default network (netavark beside it: 1.4 on iptables, 1.14 on nftables),
-# ours and the peers in the same rounds. The reference is Debian's v1.1.1: its ptp waits for
-# duplicate address detection (1-2 s), its bridge runs without it (as ours), its macvlan does
-# not wait (returns the address still tentative), where upstream v1.9 waits 1-2 s in all three
-# but bridge. cnibox: no detection where no duplicate can exist (ptp; bridge without
+# ours and the peers in the same rounds. The reference is upstream v1.9.1, which waits 1-2 s
+# for duplicate address detection in ptp and macvlan (Debian 12's v1.1.1, REF_DIR=/usr/lib/cni:
+# ptp waits, macvlan returns the address still tentative); its bridge runs without it (as ours). cnibox: no detection where no duplicate can exist (ptp; bridge without
 # enabledad), fast detection waited for elsewhere (macvlan). host-device gets an ipam section
-# in these rows only. No reference for tap and flannel (Debian's v1.1.1 has neither).
+# in these rows only. No reference for tap and flannel (v1.1.1 has neither; upstream moved
+# flannel out, and tap's rows stay as they were).
 family_rows() {
     local a fam v4 sides plugs ob rb what podman
     for a in ${V6_APPLETS:-ptp bridge macvlan tap host-device flannel chain podman}; do
@@ -328,7 +330,7 @@ floor_tgt "bridge+host-local DEL ≥ 1.5× faster" 1.5 "$SD_ref_" "$SD_ours_" "$
 [ -n "$(v SD_floor_)" ] && tgt "bridge+host-local DEL within 1.2× of its floor" "cnibox/floor $(ratio2 "$SD_ours_" "$SD_floor_")" "$(ge "$SD_floor_" "$SD_ours_" 0.8333)"
 
 # the chain bridge(+ipMasq) → portmap → firewall → bandwidth. cnibox on both netfilter backends;
-# the reference (v1.1.1) has only iptables; the floor replays cnibox's nftables chain.
+# the reference runs on iptables (its default here); the floor replays cnibox's nftables chain.
 scenario chain "chain" "ours:nftables ours:iptables ref:iptables floor:nftables" bridge portmap firewall bandwidth
 row "chain ADD, nftables (ms; reference: iptables)" "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)"
 row "chain DEL, nftables (ms; reference: iptables)" "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)"
@@ -509,7 +511,7 @@ fi
 {
     echo "# cnibox vs reference plugins vs the kernel floor"
     echo
-    echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores (a machine shared with other jobs: absolute times drift, the interleaved ratios hold), $("$work/ours/cnibox" --version | head -1), kernel $(uname -r), reference: $(dpkg-query -W -f '${Package} ${Version}' containernetworking-plugins 2>/dev/null || echo "$ref")."
+    echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores (a machine shared with other jobs: absolute times drift, the interleaved ratios hold), $("$work/ours/cnibox" --version | head -1), kernel $(uname -r), reference: containernetworking-plugins $(cat "$ref/../../../.version" 2>/dev/null || dpkg-query -W -f '${Version}' containernetworking-plugins 2>/dev/null || echo "in $ref") ($ref)."
     echo "Medians of $reps interleaved samples (reference, cnibox, floor, in turn; each side in its own node namespace after one untimed warm-up sample)."
     echo "floor = the same system calls cnibox made, replayed from one running process (benches/floor.rs; what it includes: benches/NOTES.md, \"The floor\")$( [ -n "$floor_why" ] && echo " — not measured in this run: $floor_why")$( [ -z "$floor_why" ] && [ "$floor_div" != 0 ] && echo " — $floor_div replay divergences in this run")."
     echo "netavark: podman's own network stack, in the podman default network rows only ($(nv_label)$( [ ${#nv_notes[@]} -gt 0 ] && printf '; %s' "${nv_notes[@]}")); benches/NOTES.md, \"The peers\"."

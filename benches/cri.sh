@@ -91,7 +91,7 @@ JSON
     ctr -a "$t/containerd.sock" -n k8s.io images import --snapshotter native "$work/pause.tar" >/dev/null
 }
 start ours "" 236
-start ref /usr/lib/cni 237
+start ref "${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}" 237
 
 # stat FILE LOG → "wall_ns run_median_ns errors cni_add_share"
 stat() { python3 -c 'import sys, json, statistics

@@ -25,7 +25,9 @@ set -euo pipefail
 bin=${1:?usage: growth.sh CNIBOX_BINARY [N]}
 n=${2:-250}
 [ "$n" -ge 20 ] && [ "$n" -le 250 ] || { echo "growth.sh: N must be 20..250 (one /24)" >&2; exit 1; }
-ref=/usr/lib/cni
+# The reference: upstream v1.9.1 (Debian unstable's package, unpacked by .ci/fetch-unstable);
+# REF_DIR=/usr/lib/cni measures Debian 12's v1.1.1 instead.
+ref=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/cnibox-growth.XXXXXX)
 nss=()

@@ -27,6 +27,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 for t in podman gcc nsenter; do command -v $t >/dev/null || { echo "podman.sh: $t missing: no podman rows" >&2; exit 0; }; done
 [ -x /bin/busybox ] || { echo "podman.sh: /bin/busybox (busybox-static) missing: no podman rows" >&2; exit 0; }
 nvroot=${NETAVARK_ROOT:-/var/cache/cnibox-bench/trixie}
+# The reference side's plugins: upstream v1.9.1 (REF_DIR=/usr/lib/cni for Debian 12's v1.1.1).
+refdir=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
 sides="cnibox cnft ref"; notes=()
 if [ -x /usr/lib/podman/netavark ]; then sides+=" nv4"; else notes+=("no netavark 1.4 (Debian 12's netavark package)"); fi
 if [ -x "$nvroot/usr/bin/podman" ] && [ -x "$nvroot/usr/lib/podman/netavark" ]; then
@@ -86,7 +88,7 @@ for s in $sides; do
     backend=cni; fw=""
     case $s in
     cnibox|cnft) cp "$bin" "$t/cnibox"; for a in bridge host-local portmap firewall tuning loopback; do ln -s ../cnibox "$t/real/$a"; done ;;
-    ref) for a in bridge host-local portmap firewall tuning loopback; do ln -s "/usr/lib/cni/$a" "$t/real/$a"; done ;;
+    ref) for a in bridge host-local portmap firewall tuning loopback; do ln -s "$refdir/$a" "$t/real/$a"; done ;;
     nv4|nv14) backend=netavark; ln -s /usr/lib/podman/netavark "$t/real/netavark" ;;
     esac
     [ "$s" = nv14 ] && fw='firewall_driver = "nftables"'
