@@ -265,7 +265,39 @@ fn leaks_found_and_collected(fam: Fam, imp: Impl) {
     assert_eq!(reservation_files(&store), before);
 
     let (out, v) = w.status(&["--gc", "--yes"]);
-    assert_eq!(out.code, Some(0), "{test}: after --gc --yes: {out:?}");
+    if imp != Impl::Ours {
+        // v1.9.1's bridge DEL without a live netns, and its GC, leave the ipMasq rules
+        // (upstream leaks them): what stays is reported, and only that.
+        assert_eq!(out.code, Some(1), "{test}: {}", out.stdout);
+        let left = orphans(&v);
+        assert!(
+            !left.is_empty() && left.iter().all(|(k, c, _)| k == "rule" && *c != live_cid),
+            "{test}: {v:#}"
+        );
+        assert_eq!(
+            reservation_files(&store).len(),
+            fam.addr_count(),
+            "{test}: only A's stay"
+        );
+        for ns in [&live] {
+            let _ = w.cnitool("del", &net, &ns.path());
+        }
+        let _ = w.node.exec(&["ip", "link", "del", &format!("drbr{n}")]);
+        assert_eq!(reservation_files(&store).len(), 0, "{test}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "victim\r\neth0",
+            "the symlink was followed"
+        );
+        return;
+    }
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{test}: after --gc --yes: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
     assert!(orphans(&v).is_empty(), "{test}: {v:#}");
     let left = reservation_files(&store);
     assert_eq!(left.len(), fam.addr_count(), "{test}: {left:?}");

@@ -8,7 +8,9 @@
 //! runs them, plugins in-process when they are this binary): the list's DEL, with the cached
 //! result, for each cache entry whose netns is gone; then the list's GC with the live
 //! attachments as the valid ones (lists below 1.1.0, or with `disableGC`: the DEL of each
-//! orphan reservation's owner instead). It is a dry run unless `--yes`. A reservation younger
+//! orphan reservation's owner instead); a reservation the GC left (a plugin whose GC does not
+//! reach its IPAM) gets its owner's DEL without a netns. What is still there after that is
+//! printed and makes the exit status 1. It is a dry run unless `--yes`. A reservation younger
 //! than `--grace` (default 30 s) with no cache entry may be an ADD in flight: it is left alone
 //! and its owner passed to GC as valid. Runtime-side like `runtime/`; nothing imports it.
 
@@ -286,7 +288,46 @@ fn run(applets: &'static [&'static Applet], o: &Opts) -> Result<i32, Error> {
             failed = true;
         }
     }
-    let after = survey(&dir, o.grace)?;
+    // A plugin whose GC collects nothing (the Go bridge of v1.9.1 does not pass GC on to its
+    // IPAM) leaves reservations whose owner is known: the list's DEL of that owner, without a
+    // netns, as a runtime cleans up an attachment whose namespace is gone.
+    let mut after = survey(&dir, o.grace)?;
+    let mut done: Vec<(String, String, String)> = Vec::new();
+    for orphan in after.orphans.iter().filter(|o| o.kind == Kind::Reservation) {
+        let owner = (
+            orphan.network.clone(),
+            orphan.container_id.clone(),
+            orphan.ifname.clone(),
+        );
+        let list = after.networks.iter().find(|n| n.name == orphan.network);
+        let Some(list) = list.and_then(|n| n.list.as_ref()) else {
+            continue;
+        };
+        if owner.1.is_empty() || owner.2.is_empty() || done.contains(&owner) {
+            continue;
+        }
+        let step = Step::Del(
+            owner.0.clone(),
+            Rt {
+                container_id: owner.1.clone(),
+                netns: String::new(),
+                ifname: owner.2.clone(),
+                args: Vec::new(),
+                caps: serde_json::Map::new(),
+            },
+        );
+        crate::warn!("{} (GC left its reservation)", describe(&step));
+        if let Step::Del(_, rt) = &step
+            && let Err(e) = runner.del(list, rt)
+        {
+            crate::warn!("cnibox status: {}: {}", describe(&step), e.msg);
+            failed = true;
+        }
+        done.push(owner);
+    }
+    if !done.is_empty() {
+        after = survey(&dir, o.grace)?;
+    }
     print(&after);
     Ok(if failed {
         2
