@@ -339,3 +339,30 @@ fn reference_leaks_found_and_collected() {
         leaks_found_and_collected(fam, Impl::Reference);
     }
 }
+
+/// A panic in `cnibox status` exits 2 ("error"), not 1 ("orphans found"), with a line on
+/// stderr; an empty node prints its table and exits 0.
+#[test]
+fn a_panic_is_an_error_and_an_empty_node_is_clean() {
+    let sb = Sandbox::new("doctor-panic");
+    let conf = sb.path("net.d").display().to_string();
+    let cache = sb.path("cache").display().to_string();
+    let vars = [
+        ("NETCONFPATH", conf.as_str()),
+        ("CNI_CACHE_DIR", cache.as_str()),
+    ];
+    let mut with_panic = vars.to_vec();
+    with_panic.push(("CNIBOX_TEST_PANIC", "Status"));
+    let out = exec_unchecked(&bin(), &["status"], &with_panic, "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("cnibox status: internal error (please report): panicked at"),
+        "{out:?}"
+    );
+    let out = exec(&bin(), &["status"], &vars, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "no orphans\n");
+    let out = exec(&bin(), &["status", "--yes"], &vars, "");
+    assert_eq!(out.code, Some(2), "--yes without --gc: {out:?}");
+}
