@@ -24,6 +24,7 @@ pub mod applets;
 pub(crate) mod attachment;
 pub mod cni;
 pub mod dbus;
+pub mod doctor;
 pub(crate) mod error;
 pub(crate) mod hash;
 pub mod ipam;

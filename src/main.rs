@@ -30,6 +30,7 @@ usage: cnibox APPLET          run APPLET as a CNI plugin (CNI_COMMAND etc. in th
        cnibox dhcp daemon [-socketpath PATH] …   the DHCP lease daemon (`-h`: its flags)
        cnibox install [DIR]   install itself and the applet links into DIR (`-h`: its flags)
        cnibox cnitool add|check|del|gc|status NETWORK NETNS   run a network config as a runtime
+       cnibox status [--json] [--gc [--yes]]   node doctor: attachments, leaks, their GC
        cnibox --list          list applets
        cnibox --version       print version and supported CNI spec versions
        cnibox --help          this text";
@@ -70,6 +71,8 @@ enum Entry {
     Cnitool(Vec<String>),
     /// `cnibox install …`.
     Install(Vec<String>),
+    /// `cnibox status …`, the node doctor (src/doctor).
+    Status(Vec<String>),
     /// Internal: the tap applet creating a device in an SELinux label (src/tuntap.rs).
     TapHelper(Vec<String>),
     /// A line to print and the exit status (`--list`, `--version`, usage errors).
@@ -86,6 +89,7 @@ impl Entry {
             Entry::Plugin(_) | Entry::Cnitool(_) => Voice::CniError,
             Entry::Daemon(..) => Voice::DhcpDaemon,
             Entry::Install(_) => Voice::Install,
+            Entry::Status(_) => Voice::Status,
             Entry::TapHelper(_) => Voice::TapHelper,
             Entry::Say { .. } => Voice::Cnibox,
         }
@@ -103,6 +107,7 @@ fn enter(entry: Entry) -> i32 {
         }
         Entry::Cnitool(rest) => cnibox::runtime::main(applets::TABLE, &rest),
         Entry::Install(rest) => install::main(&rest),
+        Entry::Status(rest) => cnibox::doctor::main(applets::TABLE, &rest),
         Entry::TapHelper(rest) => cnibox::tuntap::helper_main(&rest),
         Entry::Say {
             stdout: true,
@@ -197,6 +202,7 @@ fn entry(mut args: Args) -> Entry {
         "--help" | "-h" => (true, USAGE.to_string(), 0),
         "" => (false, USAGE.to_string(), 1),
         "install" => return Entry::Install(strings(args)),
+        "status" => return Entry::Status(strings(args)),
         cnibox::tuntap::HELPER_OPTION => return Entry::TapHelper(strings(args)),
         opt if opt.starts_with('-') => {
             (false, format!("cnibox: unknown option {opt:?}\n{USAGE}"), 2)

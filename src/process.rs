@@ -37,6 +37,8 @@ pub enum Voice {
     Install = 3,
     /// `cnibox --tap-create`: a line on stderr, which the tap applet reports.
     TapHelper = 4,
+    /// `cnibox status`: a line on stderr and exit status 2 (its 1 means "orphans found").
+    Status = 5,
 }
 
 impl Voice {
@@ -46,6 +48,7 @@ impl Voice {
             2 => Voice::DhcpDaemon,
             3 => Voice::Install,
             4 => Voice::TapHelper,
+            5 => Voice::Status,
             _ => Voice::Cnibox,
         }
     }
@@ -57,6 +60,7 @@ impl Voice {
             Voice::DhcpDaemon => "dhcp daemon",
             Voice::Install => "cnibox install",
             Voice::TapHelper => "cnibox tap helper",
+            Voice::Status => "cnibox status",
         }
     }
 }
@@ -91,8 +95,10 @@ fn report(info: &std::panic::PanicHookInfo<'_>) {
     }
     // The release profile aborts on panic; an abort is a signal, which runtimes and systemd
     // report as a crash with no reason. Exit like any other failure instead (the daemon's
-    // unit restarts it: contrib/systemd, Restart=on-failure).
-    std::process::exit(1);
+    // unit restarts it: contrib/systemd, Restart=on-failure). `cnibox status` says "error"
+    // with 2, its 1 meaning "orphans found".
+    let voice = Voice::from_u8(VOICE.load(Ordering::Relaxed));
+    std::process::exit(if voice == Voice::Status { 2 } else { 1 });
 }
 
 /// Open `/dev/null` on each of fds 0–2 that is closed, in order, so each open takes the number

@@ -128,6 +128,81 @@ pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: Value) -> Resul
         .map_err(fail)
 }
 
+/// One file of the cache directory as `cnibox status` reads it: the attachment it records
+/// (`None` with `error` set when the file cannot be read or is not a `cniCacheV1` record naming
+/// a network and an interface), its network and its result.
+pub(crate) struct Record {
+    pub(crate) file: PathBuf,
+    pub(crate) network: String,
+    pub(crate) rt: Option<Rt>,
+    pub(crate) result: Option<Value>,
+    pub(crate) error: Option<String>,
+}
+
+/// Every file of the cache directory, in name order, read as [`Record`]s (none when the
+/// directory does not exist).
+pub(crate) fn records() -> Vec<Record> {
+    let Ok(entries) = std::fs::read_dir(dir()) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    files.sort();
+    files.into_iter().map(record).collect()
+}
+
+fn record(file: PathBuf) -> Record {
+    let mut rec = Record {
+        file,
+        network: String::new(),
+        rt: None,
+        result: None,
+        error: None,
+    };
+    let v = match read_file(&rec.file) {
+        Ok(Some(data)) => serde_json::from_slice::<Value>(&data).map_err(|e| e.to_string()),
+        Ok(None) => Err("vanished while read".to_string()),
+        Err(e) => Err(e.msg),
+    };
+    let v = match v {
+        Ok(v) if is_v1(&v) => v,
+        Ok(_) => {
+            rec.error = Some(format!("not a {KIND} record"));
+            return rec;
+        }
+        Err(e) => {
+            rec.error = Some(format!("not JSON: {e}"));
+            return rec;
+        }
+    };
+    rec.network = field(&v, "networkName");
+    let ifname = field(&v, "ifName");
+    if rec.network.is_empty() || ifname.is_empty() {
+        rec.error = Some("no networkName or ifName".into());
+        return rec;
+    }
+    let args = gojson::member(&v, "cniArgs")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|p| Some([p.get(0)?.as_str()?.into(), p.get(1)?.as_str()?.into()]))
+                .collect()
+        })
+        .unwrap_or_default();
+    let caps = gojson::member(&v, "capabilityArgs")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    rec.rt = Some(Rt {
+        container_id: field(&v, "containerId"),
+        netns: field(&v, "netns"),
+        ifname,
+        args,
+        caps,
+    });
+    rec.result = gojson::member(&v, "result").cloned();
+    rec
+}
+
 pub(crate) fn remove(network: &str, rt: &Rt) {
     let _ = std::fs::remove_file(path(network, rt));
 }

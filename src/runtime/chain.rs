@@ -222,13 +222,28 @@ impl Runner {
     /// cnitool passes no list, so libcni DELs every cached attachment of the network; cnibox
     /// keeps them. Every plugin runs; the failures are reported together.
     pub(crate) fn gc(&self, list: &NetList) -> Result<()> {
-        if list.disable_gc || !at_least(&list.version, (1, 1, 0)).unwrap_or(false) {
-            return Ok(());
-        }
-        let valid: Vec<Value> = cache::attachments()
+        let valid: Vec<(String, String)> = cache::attachments()
             .into_iter()
             .filter(|a| a.network == list.name)
-            .map(|a| serde_json::json!({"containerID": a.container_id, "ifname": a.ifname}))
+            .map(|a| (a.container_id, a.ifname))
+            .collect();
+        self.gc_keeping(list, &valid)
+    }
+
+    /// Whether the list's GC runs at all (a 1.1.0 list without `disableGC`).
+    pub(crate) fn gc_runs(list: &NetList) -> bool {
+        !list.disable_gc && at_least(&list.version, (1, 1, 0)).unwrap_or(false)
+    }
+
+    /// GC with `valid` (container ID, ifname) as the valid attachments (`cnibox status --gc`
+    /// passes the live ones).
+    pub(crate) fn gc_keeping(&self, list: &NetList, valid: &[(String, String)]) -> Result<()> {
+        if !Self::gc_runs(list) {
+            return Ok(());
+        }
+        let valid: Vec<Value> = valid
+            .iter()
+            .map(|(cid, ifname)| serde_json::json!({"containerID": cid, "ifname": ifname}))
             .collect();
         let mut errors = ErrorList::new();
         for p in &list.plugins {

@@ -316,6 +316,30 @@ fn list_from_file(path: &Path, wanted: &str, skipped: &mut Vec<String>) -> Resul
     Ok(Some(list))
 }
 
+/// The names of the networks `dir` configures, in libcni's order (lists first, then single
+/// plugins; each name once). A file that cannot be read or parsed is skipped here: loading
+/// that network by name reports it.
+pub(crate) fn names(dir: &Path) -> Result<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    for f in conf_files(dir, &["conflist"])?
+        .into_iter()
+        .chain(conf_files(dir, &["conf", "json"])?)
+    {
+        let Ok(Some(data)) = read_file(&f) else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(&data) else {
+            continue;
+        };
+        if let Some(Value::String(name)) = v.get("name")
+            && !names.contains(name)
+        {
+            names.push(name.clone());
+        }
+    }
+    Ok(names)
+}
+
 /// The network `name` from `dir` (NETCONFPATH).
 pub(crate) fn load(dir: &Path, name: &str) -> Result<NetList> {
     let mut skipped = Vec::new();

@@ -11,9 +11,9 @@
 //! `main`; nothing below imports it. A failure prints CNI error JSON (the failing plugin's code,
 //! its message prefixed as libcni prefixes it) on stdout and exits 1.
 
-mod cache;
-mod chain;
-mod load;
+pub(crate) mod cache;
+pub(crate) mod chain;
+pub(crate) mod load;
 
 use crate::cni::env::{validate_container_id, validate_ifname, validate_network_name};
 use crate::cni::error::{Error, Result};
@@ -65,7 +65,7 @@ fn parse_args(s: &str) -> Result<Vec<[String; 2]>> {
         .collect()
 }
 
-fn var(name: &str) -> String {
+pub(crate) fn var(name: &str) -> String {
     std::env::var(name).unwrap_or_default()
 }
 

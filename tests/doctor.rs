@@ -1,0 +1,368 @@
+//! `cnibox status`, the node doctor, on state made by cnibox's cnitool running cnibox's applets
+//! and the Go reference plugins (v1.9.1), with leaks made the way they happen: a netns deleted
+//! without DEL, a cache file missing (a runtime killed between ADD and its cache write), a
+//! reservation with no cache entry; and bad input (a cache file that is not JSON, a symlink in
+//! the data dir). IPv4, IPv6 and dual-stack, each in a throwaway node namespace.
+
+mod common;
+use common::family::{FAMILIES, Fam};
+use common::lab::unique_n;
+use common::*;
+use serde_json::{Value, json};
+use std::path::{Path, PathBuf};
+
+struct Node {
+    sb: Sandbox,
+    node: NetNs,
+    cni_path: String,
+}
+
+impl Node {
+    fn new(tag: &str, imp: Impl) -> Node {
+        let sb = Sandbox::new(&format!("doctor-{tag}"));
+        sb.link("cnitool");
+        std::fs::create_dir_all(sb.path("net.d")).unwrap();
+        let node = NetNs::create();
+        node.sh(&["ip", "link", "set", "lo", "up"]);
+        let cni_path = match imp {
+            Impl::Ours => sb.bin.display().to_string(),
+            _ => reference_dir(),
+        };
+        Node { sb, node, cni_path }
+    }
+
+    fn env(&self) -> Vec<(String, String)> {
+        let p = |r: &str| self.sb.path(r).display().to_string();
+        vec![
+            ("NETCONFPATH".into(), p("net.d")),
+            ("CNI_PATH".into(), self.cni_path.clone()),
+            ("CNI_CACHE_DIR".into(), p("cache")),
+            ("CNIBOX_STATE_DIR".into(), self.sb.state_dir()),
+        ]
+    }
+
+    /// `PROG ARGS…` inside the node namespace with this node's CNI environment.
+    fn run(&self, prog: &Path, args: &[&str]) -> Output {
+        let env = self.env();
+        let vars: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let prog = prog.display().to_string();
+        let mut a = vec!["netns", "exec", &self.node.name, &prog];
+        a.extend_from_slice(args);
+        exec(Path::new("ip"), &a, &vars, "")
+    }
+
+    fn cnitool(&self, verb: &str, net: &str, ns: &str) -> Output {
+        self.run(&self.sb.bin.join("cnitool"), &[verb, net, ns])
+    }
+
+    fn status(&self, args: &[&str]) -> (Output, Value) {
+        let mut a = vec!["status", "--json"];
+        a.extend_from_slice(args);
+        let out = self.run(&bin(), &a);
+        assert!(
+            matches!(out.code, Some(0 | 1)),
+            "cnibox status {args:?}: {out:?}"
+        );
+        let v: Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("status output not JSON ({e}): {out:?}"));
+        (out, v)
+    }
+}
+
+fn ipam(fam: Fam, n: u8, data: &Path) -> Value {
+    let mut sets = Vec::new();
+    if fam.has_v4() {
+        sets.push(json!([{"subnet": format!("10.{n}.0.0/24"),
+            "rangeStart": format!("10.{n}.0.10"), "rangeEnd": format!("10.{n}.0.14")}]));
+    }
+    if fam.has_v6() {
+        sets.push(json!([{"subnet": format!("fd00:{n}::/64"),
+            "rangeStart": format!("fd00:{n}::10"), "rangeEnd": format!("fd00:{n}::14")}]));
+    }
+    json!({"type": "host-local", "ranges": sets, "dataDir": data})
+}
+
+fn reservation_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.retain(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.parse::<std::net::IpAddr>().is_ok())
+    });
+    v.sort();
+    v
+}
+
+fn orphans(v: &Value) -> Vec<(String, String, String)> {
+    v["orphans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_string(),
+                o["containerID"].as_str().unwrap().to_string(),
+                o["object"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn backdate(p: &Path) {
+    let out = exec(
+        Path::new("touch"),
+        &["-h", "-d", "-1 hour", &p.display().to_string()],
+        &[],
+        "",
+    );
+    assert!(out.status_ok, "{out:?}");
+}
+
+fn leaks_found_and_collected(fam: Fam, imp: Impl) {
+    let test = format!("doctor {} {}", imp.label(), fam.tag());
+    if !require_root(&test) || !impl_available(imp, "bridge") {
+        return;
+    }
+    let w = Node::new(&format!("{}-{}", imp.label(), fam.tag()), imp);
+    let n = unique_n();
+    let net = format!("dr{n}");
+    let data = w.sb.path("ipam");
+    let list = json!({"cniVersion": "1.1.0", "name": net, "plugins": [
+        {"type": "bridge", "bridge": format!("drbr{n}"), "isGateway": true, "ipMasq": true,
+         "ipam": ipam(fam, n, &data)}]});
+    std::fs::write(w.sb.path("net.d/10-dr.conflist"), list.to_string()).unwrap();
+    let store = data.join(&net);
+    let add = |ns: &NetNs| {
+        let out = w.cnitool("add", &net, &ns.path());
+        assert!(out.status_ok, "{test}: ADD: {out:?}");
+        let files: Vec<PathBuf> = std::fs::read_dir(w.sb.path("cache/results"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        let rec = files
+            .iter()
+            .map(|f| serde_json::from_slice::<Value>(&std::fs::read(f).unwrap()).unwrap())
+            .find(|r| r["netns"] == ns.path())
+            .unwrap();
+        rec["containerId"].as_str().unwrap().to_string()
+    };
+    let live = NetNs::create();
+    let live_cid = add(&live);
+    // B: its netns deleted without DEL.
+    let gone = NetNs::create();
+    let gone_cid = add(&gone);
+    exec(Path::new("ip"), &["netns", "del", &gone.name], &[], "");
+    // C: the runtime was killed between ADD and its cache write.
+    let killed = NetNs::create();
+    let killed_cid = add(&killed);
+    for f in std::fs::read_dir(w.sb.path("cache/results"))
+        .unwrap()
+        .flatten()
+    {
+        if f.file_name().to_string_lossy().contains(&killed_cid) {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+    }
+    // D: a reservation with no cache entry, in every range set.
+    let mut ghost = Vec::new();
+    if fam.has_v4() {
+        ghost.push(store.join(format!("10.{n}.0.13")));
+    }
+    if fam.has_v6() {
+        ghost.push(store.join(format!("fd00:{n}::13")));
+    }
+    for g in &ghost {
+        std::fs::write(g, "ghost\r\neth0").unwrap();
+    }
+    // Bad input: a cache file that is not JSON; a symlink in the data dir to a file elsewhere.
+    std::fs::write(w.sb.path("cache/results/junk"), "{not json").unwrap();
+    let victim = w.sb.path("victim");
+    std::fs::write(&victim, "victim\r\neth0").unwrap();
+    let link = store.join(if fam.has_v4() {
+        format!("10.{n}.0.14")
+    } else {
+        format!("fd00:{n}::14")
+    });
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let full = NetNs::create();
+    let out = w.cnitool("add", &net, &full.path());
+    assert!(!out.status_ok, "{test}: the range should be full: {out:?}");
+    let _ = w.cnitool("del", &net, &full.path());
+
+    // Fresh leaks with no cache entry may be ADDs in flight: left alone, with a note.
+    let (out, v) = w.status(&[]);
+    assert_eq!(out.code, Some(1), "{test}: {out:?}");
+    let found = orphans(&v);
+    assert!(
+        found.iter().all(|(_, c, _)| *c != live_cid),
+        "{test}: the live pod is an orphan: {v:#}"
+    );
+    assert!(
+        found
+            .iter()
+            .all(|(_, c, _)| *c != killed_cid && c != "ghost"),
+        "{test}: in flight judged orphan: {v:#}"
+    );
+    assert!(
+        found.iter().any(|(k, c, _)| k == "cache" && *c == gone_cid),
+        "{test}: {v:#}"
+    );
+    let notes = v["notes"].to_string();
+    assert!(
+        notes.contains("in flight") && notes.contains("junk"),
+        "{test}: {notes}"
+    );
+
+    for f in reservation_files(&store) {
+        if !std::fs::read_to_string(&f).unwrap().contains(&live_cid) {
+            backdate(&f);
+        }
+    }
+    let (out, v) = w.status(&[]);
+    assert_eq!(out.code, Some(1), "{test}: {out:?}");
+    let found = orphans(&v);
+    assert!(
+        found.iter().all(|(_, c, _)| *c != live_cid),
+        "{test}: the live pod is an orphan: {v:#}"
+    );
+    let resv = |cid: &str| {
+        found
+            .iter()
+            .filter(|(k, c, _)| k == "reservation" && c == cid)
+            .count()
+    };
+    assert_eq!(resv(&gone_cid), fam.addr_count(), "{test}: {v:#}");
+    assert_eq!(resv(&killed_cid), fam.addr_count(), "{test}: {v:#}");
+    assert_eq!(resv("ghost"), fam.addr_count(), "{test}: {v:#}");
+    assert_eq!(resv("victim"), 1, "{test}: the symlink: {v:#}");
+    let rules = |cid: &str| {
+        found
+            .iter()
+            .filter(|(k, c, _)| k == "rule" && c == cid)
+            .count()
+    };
+    assert!(rules(&gone_cid) > 0, "{test}: B's ipMasq rules: {v:#}");
+    let live_att = &v["networks"][0]["attachments"];
+    assert_eq!(live_att.as_array().unwrap().len(), 2, "{test}: {v:#}");
+
+    // Dry run: nothing changes.
+    let before = reservation_files(&store);
+    let (out, _) = w.status(&["--gc"]);
+    assert_eq!(out.code, Some(1), "{test}: {out:?}");
+    assert!(
+        out.stderr.contains("would DEL") && out.stderr.contains("would GC"),
+        "{out:?}"
+    );
+    assert_eq!(reservation_files(&store), before);
+
+    let (out, v) = w.status(&["--gc", "--yes"]);
+    if imp != Impl::Ours {
+        // v1.9.1's bridge DEL without a live netns, and its GC, leave the ipMasq rules
+        // (upstream leaks them): what stays is reported, and only that.
+        assert_eq!(out.code, Some(1), "{test}: {}", out.stdout);
+        let left = orphans(&v);
+        assert!(
+            !left.is_empty() && left.iter().all(|(k, c, _)| k == "rule" && *c != live_cid),
+            "{test}: {v:#}"
+        );
+        assert_eq!(
+            reservation_files(&store).len(),
+            fam.addr_count(),
+            "{test}: only A's stay"
+        );
+        let _ = w.cnitool("del", &net, &live.path());
+        let _ = w.node.exec(&["ip", "link", "del", &format!("drbr{n}")]);
+        assert_eq!(reservation_files(&store).len(), 0, "{test}");
+        assert_eq!(
+            std::fs::read_to_string(&victim).unwrap(),
+            "victim\r\neth0",
+            "the symlink was followed"
+        );
+        return;
+    }
+    assert_eq!(
+        out.code,
+        Some(0),
+        "{test}: after --gc --yes: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(orphans(&v).is_empty(), "{test}: {v:#}");
+    let left = reservation_files(&store);
+    assert_eq!(left.len(), fam.addr_count(), "{test}: {left:?}");
+    for f in &left {
+        assert!(
+            std::fs::read_to_string(f).unwrap().contains(&live_cid),
+            "{f:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "victim\r\neth0",
+        "the symlink was followed"
+    );
+    let nat =
+        w.node.sh(&["iptables-save", "-t", "nat"]) + &w.node.sh(&["ip6tables-save", "-t", "nat"]);
+    assert!(!nat.contains(&gone_cid), "{test}: B's rules stayed: {nat}");
+    assert!(nat.contains(&live_cid), "{test}: A's rules went: {nat}");
+    assert!(
+        w.sb.path("cache/results/junk").exists(),
+        "the bad cache file is not the doctor's"
+    );
+    // The range that was full of leaks takes ADDs again.
+    let again = [NetNs::create(), NetNs::create()];
+    for ns in &again {
+        let out = w.cnitool("add", &net, &ns.path());
+        assert!(out.status_ok, "{test}: ADD after GC: {out:?}");
+    }
+    let (out, v) = w.status(&[]);
+    assert_eq!(out.code, Some(0), "{test}: {v:#}");
+    for ns in again.iter().chain([&live]) {
+        let _ = w.cnitool("del", &net, &ns.path());
+    }
+    let _ = w.node.exec(&["ip", "link", "del", &format!("drbr{n}")]);
+}
+
+#[test]
+fn ours_leaks_found_and_collected() {
+    for fam in FAMILIES {
+        leaks_found_and_collected(fam, Impl::Ours);
+    }
+}
+
+#[test]
+fn reference_leaks_found_and_collected() {
+    for fam in FAMILIES {
+        leaks_found_and_collected(fam, Impl::Reference);
+    }
+}
+
+/// A panic in `cnibox status` exits 2 ("error"), not 1 ("orphans found"), with a line on
+/// stderr; an empty node prints its table and exits 0.
+#[test]
+fn a_panic_is_an_error_and_an_empty_node_is_clean() {
+    let sb = Sandbox::new("doctor-panic");
+    let conf = sb.path("net.d").display().to_string();
+    let cache = sb.path("cache").display().to_string();
+    let vars = [
+        ("NETCONFPATH", conf.as_str()),
+        ("CNI_CACHE_DIR", cache.as_str()),
+    ];
+    let mut with_panic = vars.to_vec();
+    with_panic.push(("CNIBOX_TEST_PANIC", "Status"));
+    let out = exec_unchecked(&bin(), &["status"], &with_panic, "");
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(
+        out.stderr
+            .starts_with("cnibox status: internal error (please report): panicked at"),
+        "{out:?}"
+    );
+    let out = exec(&bin(), &["status"], &vars, "");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "no orphans\n");
+    let out = exec(&bin(), &["status", "--yes"], &vars, "");
+    assert_eq!(out.code, Some(2), "--yes without --gc: {out:?}");
+}
