@@ -137,6 +137,12 @@ fn run(f: Flags) -> std::result::Result<(), String> {
     let (listener, activated) = listen(&path).inspect_err(|_| {
         let _ = std::fs::remove_file(&f.pidfile);
     })?;
+    let store = Store::open(&path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&f.pidfile);
+        if !activated {
+            let _ = std::fs::remove_file(&path);
+        }
+    })?;
     let owned = [(!activated).then_some(&path), Some(&f.pidfile)];
     let files = owned.into_iter().flatten().filter(|p| !p.is_empty());
     let _ = CLEANUP.set(
@@ -164,7 +170,7 @@ fn run(f: Flags) -> std::result::Result<(), String> {
             broadcast: f.broadcast,
         },
         generation: AtomicU64::new(0),
-        store: Store::new(&path),
+        store,
     }));
     d.restore();
     for conn in listener.incoming() {
