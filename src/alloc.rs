@@ -18,6 +18,13 @@
 //!
 //! One spin lock guards it: plugins are single-threaded but for a short helper thread
 //! (src/overlap.rs), and the daemon's threads allocate rarely.
+//!
+//! A long-lived process calls [`use_system`] first thing: the dhcp daemon lives for months,
+//! and memory on free lists is never given back, so a burst (a hostile peer's stream, many
+//! calls at once) would stay in its RSS for good. From then on every new block is musl's,
+//! which returns emptied groups and large blocks to the kernel; blocks carved before stay
+//! ours until freed (a pointer is ours when it lies in one of the regions recorded at
+//! carving; the regions are few by then, since the switch comes before the work).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;
@@ -32,6 +39,19 @@ const MAX: usize = MIN << (CLASSES - 1);
 const FIRST: usize = 256 * 1024;
 /// Each region after it, mapped from the kernel.
 const NEXT: usize = 1024 * 1024;
+/// Regions recorded (for [`use_system`]'s ownership test); a process that carved more than
+/// this before the switch stays on its classes.
+const REGIONS: usize = 64;
+
+/// Set by [`use_system`]: allocators switch to musl at their next allocation.
+static SYSTEM: AtomicBool = AtomicBool::new(false);
+
+/// From now on, new blocks come from musl's allocator, which gives memory back: for a
+/// process that lives long (the dhcp daemon), never for a plugin (whose speed the classes
+/// are for). Irreversible.
+pub fn use_system() {
+    SYSTEM.store(true, Ordering::Relaxed);
+}
 
 pub struct Classes {
     lock: AtomicBool,
@@ -44,6 +64,11 @@ struct State {
     /// The unused part of the current region.
     next: usize,
     end: usize,
+    /// Where each region carved so far starts (its length: FIRST for the .bss one, else NEXT).
+    regions: [(usize, usize); REGIONS],
+    carved: usize,
+    /// Every new block is musl's ([`use_system`]).
+    system: bool,
 }
 
 #[repr(C, align(4096))]
@@ -66,6 +91,9 @@ impl Classes {
                 free: [null_mut(); CLASSES],
                 next: 0,
                 end: 0,
+                regions: [(0, 0); REGIONS],
+                carved: 0,
+                system: false,
             }),
         }
     }
@@ -129,12 +157,36 @@ impl State {
                 (p as usize, NEXT)
             };
             // The rest of the old region is left unused: at most one block's worth.
+            if let Some(r) = self.regions.get_mut(self.carved) {
+                *r = (base, len);
+            }
+            self.carved += 1;
             self.next = base;
             self.end = base + len;
             at = base;
         }
         self.next = at + size;
         at as *mut u8
+    }
+
+    /// Whether new blocks are musl's: switched on at the first allocation after
+    /// [`use_system`], unless more regions were carved than recorded (ownership would be
+    /// unknown).
+    fn system(&mut self) -> bool {
+        if !self.system && self.carved <= REGIONS && SYSTEM.load(Ordering::Relaxed) {
+            self.system = true;
+        }
+        self.system
+    }
+
+    /// Whether `p` is a block of ours: always before the switch to musl, after it when it lies
+    /// in a region carved before.
+    fn owns(&self, p: *mut u8) -> bool {
+        let p = p as usize;
+        !self.system
+            || self.regions[..self.carved.min(REGIONS)]
+                .iter()
+                .any(|(base, len)| (*base..base + len).contains(&p))
     }
 }
 
@@ -146,24 +198,35 @@ impl State {
 // unused part of a region, and after `dealloc` it either goes back to that unused part (only if
 // it is the last one carved) or onto its class's free list, from which it is handed out again
 // for the same class only. All of it is under the one lock (`with`). Every other request, and
-// every pointer whose layout `class` rejects, is musl's, forwarded unchanged.
+// every pointer whose layout `class` rejects, is musl's, forwarded unchanged. After the switch
+// to musl (`State::system`, never undone) every new block is musl's, and a pointer is ours
+// exactly when it lies in a region carved before (`owns`: the regions are all recorded, or the
+// switch does not happen); blocks are never carved after it, so the regions do not change.
 unsafe impl GlobalAlloc for Classes {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let Some(c) = Self::class(layout) else {
             // SAFETY: the caller's layout (non-zero size), forwarded unchanged.
             return unsafe { System.alloc(layout) };
         };
-        self.with(|s| {
+        let ours = self.with(|s| {
+            if s.system() {
+                return None;
+            }
             let head = s.free[c];
-            if head.is_null() {
+            Some(if head.is_null() {
                 s.carve(MIN << c)
             } else {
                 // SAFETY: `head` is a block on this class's free list, put there by `dealloc`,
                 // which wrote the next free block (or null) into its first, 16-aligned word.
                 s.free[c] = unsafe { (head as *mut *mut u8).read() };
                 head
-            }
-        })
+            })
+        });
+        match ours {
+            Some(p) => p,
+            // SAFETY: the caller's layout (non-zero size), forwarded unchanged.
+            None => unsafe { System.alloc(layout) },
+        }
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
@@ -172,7 +235,10 @@ unsafe impl GlobalAlloc for Classes {
             // rejected at allocation too: the block came from System.alloc with this layout.
             return unsafe { System.dealloc(ptr, layout) };
         };
-        self.with(|s| {
+        let ours = self.with(|s| {
+            if !s.owns(ptr) {
+                return false;
+            }
             if ptr as usize + (MIN << c) == s.next {
                 // The last block carved: the region takes it back for any class.
                 s.next = ptr as usize;
@@ -183,7 +249,13 @@ unsafe impl GlobalAlloc for Classes {
                 unsafe { (ptr as *mut *mut u8).write(s.free[c]) };
                 s.free[c] = ptr;
             }
-        })
+            true
+        });
+        if !ours {
+            // SAFETY: not in a region of ours, so made by System.alloc (after `use_system`)
+            // with this layout.
+            unsafe { System.dealloc(ptr, layout) }
+        }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
@@ -191,6 +263,12 @@ unsafe impl GlobalAlloc for Classes {
         // (a power of two from a valid layout), does not overflow isize.
         let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
         let (from, to) = (Self::class(layout), Self::class(new));
+        // Before any `use_system` every block of a class is ours: no lock taken to ask.
+        if from.is_some() && SYSTEM.load(Ordering::Relaxed) && !self.with(|s| s.owns(ptr)) {
+            // SAFETY: not in a region of ours, so musl's (made after `use_system`), forwarded
+            // with the caller's layout and size unchanged.
+            return unsafe { System.realloc(ptr, layout, new_size) };
+        }
         if let (Some(a), Some(b)) = (from, to) {
             if a == b {
                 // Same class: the block already has room.
@@ -236,6 +314,50 @@ unsafe impl GlobalAlloc for Classes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Classes {
+        /// [`use_system`] for this allocator alone (the flag is the process's).
+        fn switch(&self) {
+            self.with(|s| s.system = s.carved <= REGIONS);
+        }
+    }
+
+    /// After the switch new blocks are musl's (outside every region), old ones still ours:
+    /// each freed and grown by its owner, bytes kept across growth either way.
+    #[test]
+    fn after_the_switch_blocks_are_musls_and_old_ones_still_ours() {
+        let a = Classes::new();
+        let l = |n| Layout::from_size_align(n, 8).unwrap();
+        // SAFETY: valid non-zero layouts.
+        let old: Vec<*mut u8> = (0..100).map(|i| unsafe { a.alloc(l(16 + i)) }).collect();
+        a.switch();
+        // SAFETY: valid non-zero layouts.
+        let new: Vec<*mut u8> = (0..100).map(|i| unsafe { a.alloc(l(16 + i)) }).collect();
+        a.with(|s| {
+            assert!(s.system);
+            s.system = false;
+            for p in &new {
+                let inside = s.regions[..s.carved]
+                    .iter()
+                    .any(|(b, n)| (*b..b + n).contains(&(*p as usize)));
+                assert!(!inside);
+            }
+            s.system = true;
+            assert!(old.iter().all(|p| s.owns(*p)));
+            assert!(!new.iter().any(|p| s.owns(*p)));
+        });
+        for (i, p) in old.iter().chain(&new).enumerate() {
+            let n = 16 + i % 100;
+            // SAFETY: `p` is a live block of `a` of layout `l(n)`, written within its size,
+            // grown once and freed once with the layout it then has.
+            unsafe {
+                p.write_bytes(7, n);
+                let q = a.realloc(*p, l(n), 5000);
+                assert!(std::slice::from_raw_parts(q, n).iter().all(|b| *b == 7));
+                a.dealloc(q, l(5000));
+            }
+        }
+    }
 
     #[test]
     fn classes_round_up_and_send_the_rest_to_musl() {

@@ -13,6 +13,7 @@
 //! client identifier cut to 254 bytes, so long container IDs share one); a new lease whose
 //! plugin is gone when the answer is written (its deadline passed) is released at once.
 
+use super::conns::{Conns, IDLE, Ticket};
 use super::flags::{Flags, Stop, USAGE};
 use super::gorpc::{self, Reply, Undo};
 use super::lease::{Bound, Client, Cmd, Mailbox, Timing, lock, log};
@@ -34,7 +35,7 @@ use std::os::fd::FromRawFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -60,6 +61,9 @@ struct Slot {
 
 struct Daemon {
     leases: Mutex<HashMap<Key, Slot>>,
+    /// The attachments a call is working on ([`Daemon::turn`]), and its signal when one ends.
+    busy: Mutex<HashSet<Key>>,
+    turn_over: Condvar,
     hostprefix: String,
     timing: Timing,
     generation: AtomicU64,
@@ -95,6 +99,9 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 /// `dhcp daemon ARGS…`: the exit status.
 pub fn main(args: &[String]) -> i32 {
+    // The daemon lives for months: its memory goes back to the system after a burst (the
+    // binary's own classes, made for short plugin runs, keep every freed block).
+    crate::alloc::use_system();
     let f = match Flags::parse(args) {
         Ok(f) => f,
         Err(Stop::Help) => {
@@ -134,6 +141,12 @@ fn run(f: Flags) -> std::result::Result<(), String> {
     let (listener, activated) = listen(&path).inspect_err(|_| {
         let _ = std::fs::remove_file(&f.pidfile);
     })?;
+    let store = Store::open(&path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&f.pidfile);
+        if !activated {
+            let _ = std::fs::remove_file(&path);
+        }
+    })?;
     let owned = [(!activated).then_some(&path), Some(&f.pidfile)];
     let files = owned.into_iter().flatten().filter(|p| !p.is_empty());
     let _ = CLEANUP.set(
@@ -153,6 +166,8 @@ fn run(f: Flags) -> std::result::Result<(), String> {
     crate::warn!("dhcp daemon: listening on {path}");
     let d: &'static Daemon = Box::leak(Box::new(Daemon {
         leases: Mutex::new(HashMap::new()),
+        busy: Mutex::new(HashSet::new()),
+        turn_over: Condvar::new(),
         hostprefix: f.hostprefix,
         timing: Timing {
             timeout: f.timeout,
@@ -161,23 +176,62 @@ fn run(f: Flags) -> std::result::Result<(), String> {
             broadcast: f.broadcast,
         },
         generation: AtomicU64::new(0),
-        store: Store::new(&path),
+        store,
     }));
     d.restore();
+    let conns: &'static Conns = Box::leak(Box::new(Conns::new()));
+    // Doubled on each failed accept in a row (out of file descriptors: no busy loop).
+    let mut backoff = Duration::ZERO;
     for conn in listener.incoming() {
         match conn {
             Ok(c) => {
-                if let Err(e) = spawn(move || serve(d, c), true) {
+                backoff = Duration::ZERO;
+                let job = move || {
+                    if let Some(ticket) = conns.admit(&c) {
+                        serve(d, &c, &ticket);
+                        // Unregistered before the connection is closed (see Conns).
+                        drop(ticket);
+                    }
+                    drop(c);
+                    give_back();
+                };
+                if let Err(e) = spawn(job, true) {
                     crate::warn!("dhcp daemon: {e}");
                 }
             }
             Err(e) => {
-                crate::warn!("dhcp daemon: accept: {e}");
-                std::thread::sleep(Duration::from_millis(100));
+                let out_of_fds = matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+                if backoff.is_zero() {
+                    let more = if out_of_fds {
+                        ": closing idle connections, backing off"
+                    } else {
+                        ""
+                    };
+                    crate::warn!("dhcp daemon: accept: {e}{more}");
+                }
+                if out_of_fds {
+                    conns.make_room();
+                }
+                backoff = (backoff * 2).clamp(ACCEPT_BACKOFF.0, ACCEPT_BACKOFF.1);
+                std::thread::sleep(backoff);
             }
         }
     }
     Ok(())
+}
+
+/// The listener's first and longest wait after a failed accept.
+const ACCEPT_BACKOFF: (Duration, Duration) = (Duration::from_millis(10), Duration::from_secs(1));
+
+/// After a connection: glibc's malloc (a build for the host's tests; the release binary is
+/// musl's, whose allocator returns emptied groups on its own) keeps freed memory in its
+/// per-thread arenas until asked to give it back.
+fn give_back() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own state, under its locks.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// The socket systemd passed, or a new one at `path`; `true` when systemd's.
@@ -221,14 +275,20 @@ fn listen(path: &str) -> std::result::Result<(UnixListener, bool), String> {
 }
 
 /// One connection: Go's net/rpc when it starts with `CONNECT`, else one cnibox JSON call.
-fn serve(d: &'static Daemon, mut c: UnixStream) {
-    let _ = c.set_read_timeout(Some(Duration::from_secs(30)));
+/// A connection silent for [`IDLE`] (or a JSON call not whole by then) is closed.
+fn serve(d: &'static Daemon, c: &UnixStream, ticket: &Ticket<'_>) {
+    let mut c = c;
+    let _ = c.set_read_timeout(Some(IDLE));
+    let _ = c.set_write_timeout(Some(IDLE));
+    let end = std::time::Instant::now() + IDLE;
     let mut first = [0u8];
     if c.read_exact(&mut first).is_err() {
         return;
     }
     if first[0] == b'C' {
         let handle = |method: &str, env: Env, stdin: Vec<u8>| -> (Reply, Undo<'_>) {
+            ticket.busy(true);
+            let _idle = Idle(ticket);
             let op = if method == "DHCP.Allocate" {
                 "add"
             } else {
@@ -242,17 +302,18 @@ fn serve(d: &'static Daemon, mut c: UnixStream) {
                 Err(e) => (Err(e), None),
             }
         };
-        return gorpc::serve(&c, first[0], &handle);
+        return gorpc::serve(c, first[0], &handle);
     }
     let mut buf = first.to_vec();
-    let call = match (&mut c).take(MAX_MESSAGE - 1).read_to_end(&mut buf) {
-        Ok(_) => serde_json::from_slice(&buf)
+    let call = match read_call(c, end, &mut buf) {
+        Ok(()) => serde_json::from_slice(&buf)
             .ok()
             .as_ref()
             .and_then(Call::from_json)
             .ok_or_else(|| Error::decode("bad call: not a cnibox dhcp call")),
-        Err(e) => Err(Error::io("read call", e)),
+        Err(e) => Err(e),
     };
+    ticket.busy(true);
     let added = call.as_ref().ok().map(key);
     let answer = |(r, new): (Option<CniResult>, bool)| -> Result<(Value, bool)> {
         Ok(match r {
@@ -271,6 +332,36 @@ fn serve(d: &'static Daemon, mut c: UnixStream) {
         && let Some(k) = added
     {
         d.lost(&k, &format!(" ({e})"));
+    }
+}
+
+/// A connection's call was answered: it is idle again (when dropped).
+struct Idle<'a, 'b>(&'a Ticket<'b>);
+
+impl Drop for Idle<'_, '_> {
+    fn drop(&mut self) {
+        self.0.busy(false);
+    }
+}
+
+/// The rest of a cnibox call (at most [`MAX_MESSAGE`] bytes in all, until the writer's end)
+/// into `buf`, whole by `end`.
+fn read_call(mut c: &UnixStream, end: std::time::Instant, buf: &mut Vec<u8>) -> Result<()> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(Error::io("read call", std::io::ErrorKind::TimedOut.into()));
+        }
+        let _ = c.set_read_timeout(Some(left));
+        let n = c.read(&mut chunk).map_err(|e| Error::io("read call", e))?;
+        if n == 0 {
+            return Ok(());
+        }
+        if (buf.len() + n) as u64 > MAX_MESSAGE - 1 {
+            return Err(Error::decode("bad call: longer than a call can be"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -397,9 +488,29 @@ impl Daemon {
         }
     }
 
+    /// The calls on attachment `k` take turns: an ADD from the check of the leases held to the
+    /// new lease's slot, a DEL from the slot's removal to the release. A runtime that retries
+    /// an ADD while the first still waits for the server then gets the first one's lease, and
+    /// no lease is acquired twice (the first one's thread would renew it for ever).
+    fn turn(&self, k: &Key) -> Turn<'_> {
+        let mut busy = lock(&self.busy);
+        while busy.contains(k) {
+            busy = self
+                .turn_over
+                .wait(busy)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        busy.insert(k.clone());
+        Turn {
+            d: self,
+            k: k.clone(),
+        }
+    }
+
     /// The lease of attachment `k`: the one held (its maintenance is woken, as upstream's
     /// Check), or a new one.
     fn add(&'static self, c: &Call, k: &Key) -> Result<(Msg, bool)> {
+        let _turn = self.turn(k);
         if let Some(s) = lock(&self.leases).get(k) {
             s.mailbox.post(Cmd::Check);
             return Ok((lock(&s.ack).clone(), false));
@@ -498,6 +609,7 @@ impl Daemon {
 
     /// DEL: release the lease and wait until it is sent.
     fn stop(&self, k: &Key) {
+        let _turn = self.turn(k);
         let slot = lock(&self.leases).remove(k);
         if let Some(s) = slot {
             s.mailbox.post(Cmd::Stop);
@@ -516,6 +628,19 @@ impl Daemon {
             leases.remove(k);
             self.store.remove(&name(k));
         }
+    }
+}
+
+/// A call's turn on an attachment ([`Daemon::turn`]), given up when dropped.
+struct Turn<'a> {
+    d: &'a Daemon,
+    k: Key,
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        lock(&self.d.busy).remove(&self.k);
+        self.d.turn_over.notify_all();
     }
 }
 

@@ -17,13 +17,43 @@
 //! [`MAX_MESSAGE`] bytes, counts at most the bytes left (every element takes one), values
 //! nest at most [`MAX_DEPTH`] deep, a stream defines at most [`MAX_TYPES`] types. Interfaces
 //! (type 8) and non-struct top-level values are refused: no call uses them.
+//!
+//! Memory is bounded per stream, not only per message: a message of one-byte elements (an
+//! empty struct, a zero) decodes to a node of tens of bytes each, and the types a stream
+//! defines live as long as it does. So the decoder counts what it holds in bytes ([`cost`]:
+//! each node, field and name, what they take in memory, not on the wire): the types at most
+//! [`MAX_TYPE_STATE`], the types and the value being decoded together at most [`MAX_STATE`].
+//! A stream past either bound ends in an error ("decoder state"), and its caller drops it.
+//! Upstream's plugin defines 2 types of 9 fields in all; its daemon 7 types.
+// Foreign bytes: every numeric conversion is checked (try_from, or a cast proven exact).
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 
 use std::io::Read;
 use std::rc::Rc;
 
 pub(crate) const MAX_MESSAGE: usize = 1 << 20;
+/// [`read_message`]'s error when the stream ends between messages (the peer hung up).
+pub(crate) const CLOSED: &str = "gob: end of stream";
 const MAX_DEPTH: usize = 24;
 const MAX_TYPES: usize = 128;
+/// The most the types a stream defined may hold ([`cost`]): 64 KiB, some 1,500 fields.
+pub(crate) const MAX_TYPE_STATE: usize = 64 << 10;
+/// The most a stream's decoder may hold at once, its types and the value being decoded: a
+/// message's bytes (a network config as one string) and room for the nodes of a call.
+pub(crate) const MAX_STATE: usize = MAX_MESSAGE + (256 << 10);
+
+/// What the decoder counts for each thing it holds, in bytes: a value node (a `Val`, or a
+/// struct field's slot with its name's reference), a type, a type's field (with its name's
+/// bytes added). Round figures above what they take, allocator rounding included.
+mod cost {
+    pub const NODE: usize = 64;
+    pub const TYPE: usize = 96;
+    pub const FIELD: usize = 64;
+}
 
 /// A decoded value, gob's kinds folded into the few shapes the calls need.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,9 +119,31 @@ enum Ty {
     Struct(Vec<(Rc<str>, i64)>),
 }
 
-/// The decoding side of one stream: the types its peer defined.
+/// The decoding side of one stream: the types its peer defined, and what they hold.
 pub(crate) struct Dec {
     types: Vec<(i64, Ty)>,
+    held: usize,
+}
+
+/// What a value being decoded may still take ([`cost`]).
+struct Budget(usize);
+
+impl Budget {
+    fn take(&mut self, n: usize) -> Result<(), String> {
+        self.0 = self.0.checked_sub(n).ok_or_else(|| {
+            format!("gob: the stream's decoder state passes its bound ({MAX_STATE} bytes)")
+        })?;
+        Ok(())
+    }
+}
+
+/// What type `t` holds ([`cost`]).
+fn type_cost(t: &Ty) -> usize {
+    let fields = match t {
+        Ty::Struct(f) => f.iter().map(|(n, _)| cost::FIELD + n.len()).sum(),
+        _ => 0,
+    };
+    cost::TYPE + fields
 }
 
 fn st(fields: &[(&str, i64)]) -> Ty {
@@ -131,7 +183,7 @@ impl Dec {
             (23, st(&[common, ("Key", 2), ("Elem", 2)])),
             (24, st(&[common])),
         ];
-        Dec { types }
+        Dec { types, held: 0 }
     }
 
     /// The next value on `r`, after the type definitions before it.
@@ -148,19 +200,29 @@ impl Dec {
     pub(crate) fn message(&mut self, msg: &[u8]) -> Result<Option<Val>, String> {
         let mut r = Bytes { b: msg, at: 0 };
         let id = r.int()?;
+        let mut left = Budget(MAX_STATE.saturating_sub(self.held));
         let v = if id < 0 {
-            let def = self.value(&mut r, 16, 0)?;
+            // i64::MIN has no positive counterpart: no type has that id.
+            let id = id.checked_neg().ok_or("gob: bad type id")?;
+            let def = self.value(&mut r, 16, 0, &mut left)?;
             let ty = wire_type(&def).ok_or("gob: bad type definition")?;
-            if self.types.len() >= MAX_TYPES || self.types.iter().any(|(i, _)| *i == -id) {
+            if self.types.len() >= MAX_TYPES || self.types.iter().any(|(i, _)| *i == id) {
                 return Err("gob: type redefined or too many types".into());
             }
-            self.types.push((-id, ty));
+            let held = self.held + type_cost(&ty);
+            if held > MAX_TYPE_STATE {
+                return Err(format!(
+                    "gob: the stream's decoder state passes its bound ({MAX_TYPE_STATE} bytes of types)"
+                ));
+            }
+            self.held = held;
+            self.types.push((id, ty));
             None
         } else {
             if !matches!(self.ty(id)?, Ty::Struct(_)) {
                 return Err("gob: a value that is not a struct".into());
             }
-            Some(self.value(&mut r, id, 0)?)
+            Some(self.value(&mut r, id, 0, &mut left)?)
         };
         if r.at != msg.len() {
             return Err("gob: extra data in message".into());
@@ -173,16 +235,24 @@ impl Dec {
         t.ok_or_else(|| format!("gob: unknown type id {id}"))
     }
 
-    fn value(&self, r: &mut Bytes, id: i64, depth: usize) -> Result<Val, String> {
+    /// A value of type `id`, charged to `left` node by node before it is made.
+    fn value(
+        &self,
+        r: &mut Bytes,
+        id: i64,
+        depth: usize,
+        left: &mut Budget,
+    ) -> Result<Val, String> {
         if depth > MAX_DEPTH {
             return Err("gob: values nested too deep".into());
         }
-        let list = |r: &mut Bytes, ids: &[i64]| -> Result<Val, String> {
+        left.take(cost::NODE)?;
+        let list = |r: &mut Bytes, ids: &[i64], left: &mut Budget| -> Result<Val, String> {
             let n = r.count()?;
             let mut l = Vec::new();
             for _ in 0..n {
                 for e in ids {
-                    l.push(self.value(r, *e, depth + 1)?);
+                    l.push(self.value(r, *e, depth + 1, left)?);
                 }
             }
             Ok(Val::List(l))
@@ -192,11 +262,12 @@ impl Dec {
             Ty::Int => Val::Int(r.int()?),
             Ty::Bytes => {
                 let n = r.count()?;
+                left.take(n)?;
                 Val::Bytes(r.take(n)?.to_vec())
             }
             Ty::Complex => Val::List(vec![Val::Uint(r.uint()?), Val::Uint(r.uint()?)]),
-            Ty::List(e) => list(r, &[*e])?,
-            Ty::Map(k, e) => list(r, &[*k, *e])?,
+            Ty::List(e) => list(r, &[*e], left)?,
+            Ty::Map(k, e) => list(r, &[*k, *e], left)?,
             Ty::Struct(fields) => {
                 let mut out = Vec::new();
                 let mut at: i64 = -1;
@@ -213,7 +284,7 @@ impl Dec {
                         .ok()
                         .and_then(|i| fields.get(i))
                         .ok_or("gob: field number out of range")?;
-                    out.push((name.clone(), self.value(r, *t, depth + 1)?));
+                    out.push((name.clone(), self.value(r, *t, depth + 1, left)?));
                 }
                 Val::Struct(out)
             }
@@ -246,7 +317,10 @@ fn wire_type(w: &Val) -> Option<Ty> {
 pub(crate) fn read_message(r: &mut impl Read) -> Result<Vec<u8>, String> {
     let io = |e: std::io::Error| format!("gob: read: {e}");
     let mut b = [0u8; 9];
-    r.read_exact(&mut b[..1]).map_err(io)?;
+    match r.read_exact(&mut b[..1]) {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(CLOSED.into()),
+        other => other.map_err(io)?,
+    }
     let n = if b[0] < 128 {
         u64::from(b[0])
     } else {
@@ -260,8 +334,15 @@ pub(crate) fn read_message(r: &mut impl Read) -> Result<Vec<u8>, String> {
     if n == 0 || n > MAX_MESSAGE as u64 {
         return Err(format!("gob: message of {n} bytes"));
     }
-    let mut msg = vec![0; n as usize];
-    r.read_exact(&mut msg).map_err(io)?;
+    // Grown as the bytes come: a peer that announces 1 MiB and sends nothing holds nothing.
+    let mut msg = Vec::new();
+    r.by_ref().take(n).read_to_end(&mut msg).map_err(io)?;
+    if msg.len() as u64 != n {
+        return Err(format!(
+            "gob: message of {n} bytes ends after {}",
+            msg.len()
+        ));
+    }
     Ok(msg)
 }
 
@@ -291,7 +372,7 @@ impl Bytes<'_> {
 
     fn int(&mut self) -> Result<i64, String> {
         let u = self.uint()?;
-        let i = (u >> 1) as i64;
+        let i = i64::try_from(u >> 1).map_err(|_| "gob: bad signed integer")?;
         Ok(if u & 1 == 1 { !i } else { i })
     }
 
@@ -311,21 +392,24 @@ pub(crate) struct Enc(pub(crate) Vec<u8>);
 
 impl Enc {
     pub(crate) fn uint(&mut self, v: u64) {
+        let b = v.to_be_bytes();
         if v < 128 {
-            self.0.push(v as u8);
+            self.0.push(b[7]);
             return;
         }
-        let b = v.to_be_bytes();
-        let skip = (v.leading_zeros() / 8) as usize;
-        self.0.push((skip as u8).wrapping_sub(8));
+        // The count of bytes that follow (1 to 8), negated.
+        let skip = b.iter().position(|x| *x != 0).unwrap_or(7);
+        self.0
+            .push([0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff][skip]);
         self.0.extend_from_slice(&b[skip..]);
     }
 
     pub(crate) fn int(&mut self, v: i64) {
+        // Zig-zag: `!v` of a negative `v` is not negative, so unsigned_abs is the value.
         self.uint(if v < 0 {
-            (!v as u64) << 1 | 1
+            (!v).unsigned_abs() << 1 | 1
         } else {
-            (v as u64) << 1
+            v.unsigned_abs() << 1
         });
     }
 
@@ -336,7 +420,8 @@ impl Enc {
 
     /// Field `i` of the struct being written (fields in increasing order, from `*last`).
     pub(crate) fn field(&mut self, last: &mut i64, i: i64) {
-        self.uint((i - *last) as u64);
+        // Fields are written in increasing order: the difference is positive.
+        self.uint(u64::try_from(i - *last).unwrap_or(0));
         *last = i;
     }
 

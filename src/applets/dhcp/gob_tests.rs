@@ -223,3 +223,72 @@ fn hostile_streams_are_errors() {
     over.extend(just_over);
     assert!(read_message(&mut &over[..]).unwrap_err().contains("bytes"));
 }
+
+/// Type id i64::MIN (zig-zagged: all ones) has no definition id to negate: an error, not an
+/// overflow.
+#[test]
+fn the_lowest_type_id_is_an_error() {
+    let mut body = Enc::default();
+    body.int(i64::MIN);
+    body.0.extend([0; 4]);
+    let mut s = Enc::default();
+    s.message(&body);
+    let e = values(&s.0).unwrap_err();
+    assert!(e.contains("bad type id"), "{e}");
+}
+
+/// What a stream's decoder holds is bounded in bytes, not only per message: one definition
+/// of many empty fields, many definitions of a few named fields, a value of many one-byte
+/// elements — each within the message bound — end in an error naming the decoder state;
+/// a call's config of nearly a whole message still decodes.
+#[test]
+fn decoder_state_is_bounded_per_stream() {
+    let state = |e: String| assert!(e.contains("decoder state"), "{e}");
+    // One definition, 100,000 empty fields (one byte each on the wire).
+    let mut d = Enc::default();
+    d.int(-65);
+    d.0.extend([3, 1, 1, 1, b'X', 1, 0xff, 0x82, 0, 1]);
+    d.uint(100_000);
+    d.0.extend(std::iter::repeat_n(0u8, 100_000));
+    d.0.extend([0, 0]);
+    let mut s = Enc::default();
+    s.message(&d);
+    assert!(s.0.len() <= MAX_MESSAGE);
+    state(values(&s.0).unwrap_err());
+    // Definitions of 100 fields named 32 bytes each: some ten fit, the next is refused.
+    let names: Vec<String> = (0..100).map(|i| format!("{i:032}")).collect();
+    let fields: Vec<(&str, i64)> = names.iter().map(|n| (n.as_str(), 5)).collect();
+    let mut s = Enc::default();
+    for id in 65..100 {
+        s.define(id, "T", &fields);
+    }
+    let mut dec = Dec::new();
+    let mut b = &s.0[..];
+    let e = std::iter::from_fn(|| Some(dec.read(&mut b)))
+        .find_map(Result::err)
+        .unwrap();
+    state(e);
+    // A value: struct { A []uint } with 900,000 zeros.
+    let mut s = Enc::default();
+    s.define(65, "T", &[("A", 66)]);
+    s.define(66, "", &[("", 2)]);
+    let mut v = Enc::default();
+    v.int(65);
+    v.uint(1);
+    v.uint(900_000);
+    v.0.extend(std::iter::repeat_n(0u8, 900_000));
+    v.uint(0);
+    s.message(&v);
+    state(values(&s.0).unwrap_err());
+    // The whole message one string: a network config as big as a call can carry.
+    let mut s = Enc::default();
+    s.define(65, "T", &[("A", 6)]);
+    let mut v = Enc::default();
+    v.int(65);
+    v.uint(1);
+    v.bytes(&vec![b'x'; MAX_MESSAGE - 64]);
+    v.uint(0);
+    s.message(&v);
+    let got = values(&s.0).unwrap();
+    assert_eq!(got[0].str("A").len(), MAX_MESSAGE - 64);
+}

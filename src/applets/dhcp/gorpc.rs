@@ -11,8 +11,14 @@
 //! side does not know): the result's `IPs` and `Routes` (`Dst`, `GW`, `Priority`, `Scope`),
 //! never `CNIVersion` (Go's plugin converts from the version the reply names, and v1.1.1 knows
 //! no 1.1.0).
+// Foreign bytes: every numeric conversion is checked (try_from, or a cast proven exact).
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 
-use super::gob::{Dec, Enc, Val};
+use super::gob::{CLOSED, Dec, Enc, Val};
 use crate::cni::env::{Command, Env};
 use crate::cni::result::{CniResult, IpConfig, Route};
 use crate::error::{Error, Result};
@@ -78,9 +84,9 @@ pub(crate) fn request(method: &str, env: &Env, stdin: &[u8]) -> Vec<u8> {
         &env.path,
     ];
     let values = values.map(|v| v.as_bytes());
-    for (i, v) in values.into_iter().chain([stdin]).enumerate() {
+    for (i, v) in (0..).zip(values.into_iter().chain([stdin])) {
         if !v.is_empty() {
-            m.field(&mut last, i as i64);
+            m.field(&mut last, i);
             m.bytes(v);
         }
     }
@@ -150,9 +156,10 @@ pub(crate) fn result(v: &Val) -> Result<CniResult> {
         let contiguous = mask.iter().map(|b| b.count_ones()).sum::<u32>() == prefix
             && mask.iter().all(|b| b.leading_ones() == b.count_ones());
         match ip_of(a) {
-            Some(ip) if mask.len() == a.len() && contiguous => {
-                IpNet::new(ip, prefix as u8).map_err(|e| bad(&e.to_string()))
-            }
+            Some(ip) if mask.len() == a.len() && contiguous => u8::try_from(prefix)
+                .ok()
+                .and_then(|p| IpNet::new(ip, p).ok())
+                .ok_or_else(|| bad(&format!("prefix length {prefix}"))),
             _ => Err(bad(&format!("address {a:?}/{mask:?}"))),
         }
     };
@@ -262,8 +269,21 @@ pub(crate) fn serve<'a>(s: &UnixStream, first: u8, handle: &Handler<'a>) {
     }
     let mut dec = Dec::new();
     let mut sent = [false; 3];
-    while let Ok(head) = dec.read(&mut r) {
-        let Ok(a) = dec.read(&mut r) else { return };
+    // A broken or hostile stream ends the connection, and with it its decoder's state.
+    let closed = |e: String| {
+        if e != CLOSED {
+            crate::warn!("dhcp daemon: net/rpc connection closed: {e}");
+        }
+    };
+    loop {
+        let head = match dec.read(&mut r) {
+            Ok(v) => v,
+            Err(e) => return closed(e),
+        };
+        let a = match dec.read(&mut r) {
+            Ok(v) => v,
+            Err(e) => return closed(e),
+        };
         let env = Env {
             container_id: a.str("ContainerID"),
             netns: a.str("Netns"),

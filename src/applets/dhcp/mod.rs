@@ -25,6 +25,7 @@
 //! runtime no longer lists. Every call has a deadline ([`proto::deadline`]); upstream waits
 //! for ever.
 
+mod conns;
 pub mod daemon;
 mod flags;
 pub(crate) mod gob;

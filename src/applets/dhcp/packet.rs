@@ -3,6 +3,12 @@
 //!
 //! Only what a client needs: a message with its fixed fields and options (split and joined as
 //! RFC 3396 says), and the lease values a result is made of.
+// Foreign bytes: every numeric conversion is checked (try_from, or a cast proven exact).
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
 
 use std::net::Ipv4Addr;
 
@@ -114,7 +120,7 @@ impl Msg {
             }
             for c in chunks {
                 b.push(*code);
-                b.push(c.len() as u8);
+                b.push(u8::try_from(c.len()).unwrap_or(u8::MAX)); // at most 255
                 b.extend_from_slice(c);
             }
         }
@@ -171,7 +177,7 @@ impl Msg {
         if mask.leading_ones() + mask.trailing_zeros() != 32 {
             return None;
         }
-        Some((self.yiaddr, mask.leading_ones() as u8))
+        Some((self.yiaddr, u8::try_from(mask.leading_ones()).ok()?))
     }
 
     /// The first router (option 3), as upstream's gateway.
@@ -229,7 +235,7 @@ fn checksum(data: &[u8], mut sum: u32) -> u16 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    !(sum as u16)
+    !u16::try_from(sum).unwrap_or(u16::MAX) // folded: at most 0xffff
 }
 
 /// An IPv4/UDP datagram from the client port to the server port carrying `payload`.
@@ -238,7 +244,8 @@ pub fn frame(src: Ipv4Addr, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
     let total = 20 + udp_len;
     let mut b = Vec::with_capacity(total);
     b.extend_from_slice(&[0x45, 0x10]);
-    b.extend_from_slice(&(total as u16).to_be_bytes());
+    // A message is at most a few KiB (options from one network config): lengths fit.
+    b.extend_from_slice(&u16::try_from(total).unwrap_or(u16::MAX).to_be_bytes());
     b.extend_from_slice(&[0, 0, 0, 0, 64, 17, 0, 0]);
     b.extend_from_slice(&src.octets());
     b.extend_from_slice(&dst.octets());
@@ -246,11 +253,11 @@ pub fn frame(src: Ipv4Addr, dst: Ipv4Addr, payload: &[u8]) -> Vec<u8> {
     b[10..12].copy_from_slice(&c.to_be_bytes());
     b.extend_from_slice(&CLIENT_PORT.to_be_bytes());
     b.extend_from_slice(&SERVER_PORT.to_be_bytes());
-    b.extend_from_slice(&(udp_len as u16).to_be_bytes());
+    b.extend_from_slice(&u16::try_from(udp_len).unwrap_or(u16::MAX).to_be_bytes());
     b.extend_from_slice(&[0, 0]);
     b.extend_from_slice(payload);
     // The pseudo header: addresses, protocol, UDP length.
-    let mut pseudo = 17u32 + udp_len as u32;
+    let mut pseudo = 17u32 + u32::try_from(udp_len).unwrap_or(u32::from(u16::MAX));
     for w in b[12..20].chunks(2) {
         pseudo += u32::from(u16::from_be_bytes([w[0], w[1]]));
     }
