@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pods per second as a kubelet sees them (issue 28 item 2): a private containerd per side
-# (cnibox, the reference plugins in /usr/lib/cni), each in a node namespace of its own, driven
+# (cnibox, the reference plugins: upstream v1.9.1 in REF_DIR, default
+# /var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni, .ci/fetch-unstable), each in a node namespace of its own, driven
 # over CRI by benches/cri-bench.py (the end-to-end test's client): COUNT pod sandboxes with a
 # hostPort and the bandwidth annotations, created, stopped and removed one at a time and 10 at
 # a time, the sides taking turns round by round. Prints pods/s, RunPodSandbox's median and the
@@ -78,7 +79,9 @@ JSON
     ctr -a "$t/containerd.sock" -n k8s.io images import --snapshotter native "$work/pause.tar" >/dev/null
 }
 start ours "" 236
-start ref /usr/lib/cni 237
+refdir=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
+[ -x "$refdir/bridge" ] || { echo "cri.sh: no reference v1.9.1 in $refdir (.ci/fetch-unstable containernetworking-plugins)" >&2; exit 0; }
+start ref "$refdir" 237
 
 # stat FILE LOG → "wall_ns run_median_ns errors cni_add_share"
 stat() { python3 -c 'import sys, json, statistics
@@ -101,7 +104,7 @@ med() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]
 echo "Pod sandboxes through containerd's CRI, as a kubelet drives them (containerd $(containerd --version | awk '{print $3}'), benches/cri.sh): $count pods with a hostPort and the bandwidth annotations, each created, stopped and removed, one at a time and 10 at a time, on bridge (ipMasq, hairpinMode) + host-local, portmap, bandwidth, firewall; median of $rounds round(s), the sides in turn, each with its own containerd and node namespace; load $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "part in CNI = time in the plugins' ADDs (timing shim, benches/cni-shim.c) / time in RunPodSandbox; reference/cnibox > 1: cnibox is faster."
 echo
-echo "| CRI | reference | cnibox | reference/cnibox |"
+echo "| CRI | reference v1.9.1 | cnibox | reference/cnibox |"
 echo "|---|---|---|---|"
 for par in 1 10; do
     wo=$(med "${walls[ours$par]}"); wr=$(med "${walls[ref$par]}")
