@@ -21,11 +21,13 @@ if [ ! -x "$dir/usr/lib/podman/netavark" ]; then
 fi
 if [ "$(chroot "$dir" dpkg-query -W -f '${db:Status-Abbrev}\n' "${pkgs[@]}" 2>/dev/null | grep -c '^ii')" != ${#pkgs[@]} ]; then
     # Into the root that exists: its own apt, unstable's packages, no recommends (buildah, criu,
-    # passt, … are not needed for a rootful container from a --rootfs).
+    # passt, … are not needed for a rootful container from a --rootfs). Check-Valid-Until=false:
+    # a mirror that is a snapshot serves an unstable Release whose Valid-Until has passed
+    # (debootstrap does not look at it, apt refuses it).
     cp -L /etc/resolv.conf "$dir/etc/resolv.conf"
     unshare --mount --propagation private sh -ec '
         mount -t proc proc "$1/proc"; d=$1; shift
-        chroot "$d" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+        chroot "$d" env DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Check-Valid-Until=false update -q
         chroot "$d" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
         chroot "$d" apt-get clean' sh "$dir" "${pkgs[@]}" ||
         { echo "peers-root.sh: could not install ${pkgs[*]} into $dir (podman.sh leaves its podman 5 side out)" >&2; exit 1; }
