@@ -119,7 +119,7 @@ demo: build
 bench:
 	$(CARGO) bench --bench core
 
-# netavark's columns need Debian's netavark (1.4) and a Debian 13 root for 1.14 and podman 5,
+# netavark's columns need Debian's netavark (1.4) and a Debian unstable root for 1.17 and podman 5.8,
 # made once outside the repository (benches/peers-root.sh: debootstrap, then apt-get in it);
 # without them compare.sh leaves those columns and rows out with a note. compare.sh also runs
 # benches/podman.sh and benches/cri.sh (~4 min of a full run; CLIENTS=0 skips them).
@@ -129,7 +129,7 @@ bench-compare: build
 
 # The peers (issue 28), printed, nothing written: podman's default network against netavark,
 # `podman run --rm` on CNI (cnibox on iptables and nftables, reference) and on netavark (1.4
-# under podman 4.3, 1.14 under podman 5), pods through containerd's CRI.
+# under podman 4.3, 1.17 under podman 5.8), pods through containerd's CRI.
 bench-peers: build
 	-benches/peers-root.sh
 	PEERS_ONLY=1 benches/compare.sh $(BIN)

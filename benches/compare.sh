@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Whole-process comparison of cnibox against the reference Go plugins (v1.9.1, REF_DIR) and
+# Whole-process comparison of cnibox against the reference Go plugins (upstream v1.9.1: REF_DIR,
+# default /var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni, made by
+# `.ci/fetch-unstable containernetworking-plugins`; Debian 12's v1.1.1 in /usr/lib/cni is an
+# extra column of the scenario rows, ratios and targets are against v1.9.1) and
 # against the kernel floor (benches/floor.rs: the same system calls replayed from one running
 # process), on the same inputs in one run, interleaving the sides sample by sample so machine
 # drift cancels out. Prints medians and ratios and writes BENCHMARKS.md (tables, targets
@@ -14,8 +17,8 @@
 # bridge macvlan tap host-device flannel chain podman), prints them and writes nothing.
 # PEERS_ONLY=1 runs only podman's default network against netavark (section 3a) and prints it.
 # netavark (the peer podman users pick instead of CNI): Debian 12's /usr/lib/podman/netavark
-# (1.4, iptables only) and, from a Debian 13 root in NETAVARK_ROOT (default
-# /var/cache/cnibox-bench/trixie, made once by `benches/peers-root.sh`), netavark 1.14 with its
+# (1.4, iptables only) and, from a Debian unstable root in NETAVARK_ROOT (default
+# /var/cache/cnibox-bench/unstable, made once by `benches/peers-root.sh`), netavark 1.17 with its
 # nftables and iptables drivers; a side that is missing is left out with a note.
 # The clients' view (issue 28 item 2: `podman run --rm` on CNI and on netavark, pods through
 # containerd's CRI) comes from benches/podman.sh and benches/cri.sh (the clients hook below;
@@ -26,11 +29,11 @@ out=BENCHMARKS.md; reps=15; quick=0
 while [ $# -gt 0 ]; do
     case $1 in --out) out=$2; shift ;; --quick) reps=5; quick=1 ;; esac; shift
 done
-# The reference: upstream v1.9.1 (Debian unstable's package, unpacked by .ci/fetch-unstable);
-# REF_DIR=/usr/lib/cni measures Debian 12's v1.1.1 instead.
 ref=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
+ref11=/usr/lib/cni   # Debian 12's v1.1.1: an extra column, left out when missing
 here=$(cd "$(dirname "$0")" && pwd)
-[ -x "$ref/bridge" ] || { echo "compare.sh: reference plugins not found in $ref (.ci/fetch-unstable containernetworking-plugins)" >&2; exit 1; }
+[ -x "$ref/bridge" ] || { echo "compare.sh: reference plugins v1.9.1 not found in $ref (.ci/fetch-unstable containernetworking-plugins)" >&2; exit 1; }
+[ -x "$ref11/bridge" ] || { echo "compare.sh: no reference v1.1.1 in $ref11 (Debian 12's containernetworking-plugins): no v1.1.1 column" >&2; ref11=""; }
 work=$(mktemp -d /tmp/cnibox-compare.XXXXXX)
 nss=()
 cleanup() {
@@ -53,15 +56,16 @@ rows=(); targets=()
 # tgt TARGET MEASURED met|missed; ge A B K: "met" when A/B ≥ K.
 tgt() { targets+=("| $1 | $2 | $3 |"); }
 ge() { awk -v a="$1" -v b="$2" -v k="$3" 'BEGIN {print (b > 0 && a / b >= k) ? "met" : "missed"}'; }
-# row NAME REF OURS [FLOOR [NETAVARK_1.4 NETAVARK_1.14]]: times in ns (shown in ms) or, with
-# RAW=1, plain numbers.
+# row NAME REF OURS [FLOOR [NETAVARK_1.4 NETAVARK_1.17 [REF_1.1.1]]]: times in ns (shown in ms)
+# or, with RAW=1, plain numbers. REF is v1.9.1 (the ratios), REF_1.1.1 an extra column.
 row() {
-    local r=$2 o=$3 f=${4:-} n4=${5:-} n14=${6:-} rs os fs n4s n14s
+    local r=$2 o=$3 f=${4:-} n4=${5:-} n17=${6:-} r11=${7:-} rs os fs n4s n17s r11s
     if [ "${RAW:-0}" = 1 ]; then rs=$r os=$o fs=$f; else rs=$(ms "$r") os=$(ms "$o") fs=$(ms "$f"); fi
-    n4s=$(ms "$n4"); n14s=$(ms "$n14")
-    rows+=("| $1 | $rs | $n4s | $n14s | $os | $fs | $(ratio2 "$o" "$f") | $(ratio "$r" "$o") | $(ratio "$n14" "$o") |")
+    n4s=$(ms "$n4"); n17s=$(ms "$n17"); r11s=$(ms "$r11")
+    rows+=("| $1 | $rs | $r11s | $n4s | $n17s | $os | $fs | $(ratio2 "$o" "$f") | $(ratio "$r" "$o") | $(ratio "$n17" "$o") |")
     printf '%-58s ref %10s  cnibox %10s  floor %9s  cnibox/floor %5s  ref/cnibox %6s' "$1" "$rs" "$os" "$fs" "$(ratio2 "$o" "$f")" "$(ratio "$r" "$o")"
-    [ -n "$n4$n14" ] && printf '  netavark 1.4 %9s  1.14 %9s  1.14/cnibox %6s' "$n4s" "$n14s" "$(ratio "$n14" "$o")"
+    [ -n "$n4$n17" ] && printf '  netavark 1.4 %9s  1.17 %9s  1.17/cnibox %6s' "$n4s" "$n17s" "$(ratio "$n17" "$o")"
+    [ -n "$r11" ] && printf '  ref 1.1.1 %9s' "$r11s"
     echo
 }
 # floor_tgt NAME K REF OURS FLOOR: "ref/cnibox ≥ K"; when even the floor is not K× faster than
@@ -172,12 +176,12 @@ record() { # key node backend plugins…
     fi
 }
 # A netavark sample (benches/netavark.sh, podman's default network): NAME nv4 is the host's
-# netavark, nv14 the one in $nvroot, run in a mount namespace of its own where the root gets
+# netavark, nv17 the one in $nvroot, run in a mount namespace of its own where the root gets
 # /proc, a sysfs of the node namespace and /run/netns (netavark.sh mounts them). The chroot
 # program's own cost, measured on a no-op program (nv_chroot_ns), is taken off each call.
 nvsample() { # node name driver cid → A D E
     local nd=$1 name=$2 drv=$3 cid=$4 ns out root=/ nv=$nv4_bin data=$work/nv-$1 cut=0
-    [ "$name" = nv14 ] && { root=$nvroot; nv=/usr/lib/podman/netavark; data=${nvdata#"$nvroot"}/$nd; cut=$nv_chroot_ns; }
+    [ "$name" = nv17 ] && { root=$nvroot; nv=/usr/lib/podman/netavark; data=${nvdata#"$nvroot"}/$nd; cut=$nv_chroot_ns; }
     newns; ns=$NS
     out=$(nsenter --net="/run/netns/$nd" unshare --mount --propagation slave env SPAWNER="$spawner" \
         bash "$here/netavark.sh" "$root" "$nv" "$drv" "$cid" "/run/netns/$ns" "$data") || true
@@ -185,8 +189,8 @@ nvsample() { # node name driver cid → A D E
     [ "$E" = 0 ] && { A=$((A - cut)); D=$((D - cut)); }
     ip netns del "$ns"
 }
-# scenario KEY LABEL SIDES PLUGINS…: SIDES is a list of NAME:BACKEND (NAME ours, ref, floor,
-# nv4 or nv14; floor replays ours, nv4/nv14 run netavark with BACKEND as its firewall driver and
+# scenario KEY LABEL SIDES PLUGINS…: SIDES is a list of NAME:BACKEND (NAME ours, ref (v1.9.1),
+# r11 (v1.1.1), floor, nv4 or nv17; floor replays ours, nv4/nv17 run netavark with BACKEND as its firewall driver and
 # are left out when not available). Every side gets its own node namespace and one untimed warm-up sample;
 # then REPS rounds of one sample per side. Sets SA_<side> and SD_<side> (medians, ns).
 scenario() {
@@ -194,24 +198,24 @@ scenario() {
     unset "${!SA_@}" "${!SD_@}"
     declare -gA node=() adds=() dels=() errs=()
     for s in $sides; do
-        name=${s%%:*}; bk=${s#*:}; dir=$work/ours; [ "$name" = ref ] && dir=$ref
+        name=${s%%:*}; bk=${s#*:}; dir=$work/ours; [ "$name" = ref ] && dir=$ref; [ "$name" = r11 ] && dir=$ref11
         [ "$name" = floor ] && [ -n "$floor_why" ] && continue
-        case $name in nv4) [ -z "$nv4_bin" ] && continue ;; nv14) [ -z "$nvroot" ] && continue ;; esac
+        case $name in nv4) [ -z "$nv4_bin" ] && continue ;; nv17) [ -z "$nvroot" ] && continue ;; r11) { [ -z "$ref11" ] || [ ! -x "$ref11/${1#=}" ]; } && continue ;; esac
         newns; node[$s]=$NS; prep "$key" "$NS" "$dir"; adds[$s]=""; dels[$s]=""; errs[$s]=0
         case $name in
         floor) record "$key" "$NS" "$bk" "$@" || unset "node[$s]" ;;
-        nv4|nv14) nvsample "$NS" "$name" "$bk" w ;;
+        nv4|nv17) nvsample "$NS" "$name" "$bk" w ;;
         *) sample "$NS" "$dir" "$bk" w "$@" ;;
         esac
     done
     for i in $(seq "$reps"); do
         for s in $sides; do
             [ -z "${node[$s]:-}" ] && continue
-            name=${s%%:*}; bk=${s#*:}; dir=$work/ours; [ "$name" = ref ] && dir=$ref
+            name=${s%%:*}; bk=${s#*:}; dir=$work/ours; [ "$name" = ref ] && dir=$ref; [ "$name" = r11 ] && dir=$ref11
             if [ "$name" = floor ]; then
                 newns; floor_cmd run "$key" "/run/netns/${node[$s]}" "/run/netns/$NS"; ip netns del "$NS"
                 read -r A D E <<<"$FL"; floor_div=$((floor_div + ${E:-1}))
-            elif [ "$name" = nv4 ] || [ "$name" = nv14 ]; then
+            elif [ "$name" = nv4 ] || [ "$name" = nv17 ]; then
                 nvsample "${node[$s]}" "$name" "$bk" "$name$i"
             else
                 sample "${node[$s]}" "$dir" "$bk" "$name$i" "$@"
@@ -232,20 +236,20 @@ v() { local n="$1"; echo "${!n:-}"; }
 # (its 87-podman-bridge.conflist: bridge with ipMasq and hairpinMode + host-local, portmap with
 # one hostPort, firewall, tuning; benches/chain.sh PODMAN=1) or through netavark
 # (benches/netavark.sh, the same subnet, bridge name and port). Sides: cnibox on both netfilter
-# backends, the reference (iptables), netavark 1.4 (Debian 12, iptables only) and 1.14 (Debian
-# 13, from a debootstrapped root, nftables and iptables), the floor of cnibox's nftables chain.
+# backends, the reference (iptables), netavark 1.4 (Debian 12, iptables only) and 1.17 (Debian
+# unstable, from a debootstrapped root, nftables and iptables), the floor of cnibox's nftables chain.
 nv4_bin=""; nvroot=""; nvdata=""; nv_chroot_ns=0; nv_notes=()
 if [ -x /usr/lib/podman/netavark ]; then
     nv4_bin=/usr/lib/podman/netavark; nv4_ver=$("$nv4_bin" --version 2>/dev/null | awk '{print $2}')
 else
     nv_notes+=("no netavark 1.4 (Debian 12's netavark package: /usr/lib/podman/netavark)")
 fi
-r=${NETAVARK_ROOT:-/var/cache/cnibox-bench/trixie}
-if [ -x "$r/usr/lib/podman/netavark" ] && nv14_ver=$(chroot "$r" /usr/lib/podman/netavark --version 2>/dev/null | awk '{print $2}'); then
+r=${NETAVARK_ROOT:-/var/cache/cnibox-bench/unstable}
+if [ -x "$r/usr/lib/podman/netavark" ] && nv17_ver=$(chroot "$r" /usr/lib/podman/netavark --version 2>/dev/null | awk '{print $2}'); then
     nvroot=$r; nvdata=$(mktemp -d "$nvroot/tmp/cnibox-compare.XXXXXX")
     # What `chroot ROOT` adds to a call (exec of the chroot program, the chroot): the same
     # no-op program spawned directly and through chroot, interleaved; the difference of the
-    # medians is taken off every netavark 1.14 call. Every other side is spawned directly by
+    # medians is taken off every netavark 1.17 call. Every other side is spawned directly by
     # the floor binary (posix_spawn), as a runtime spawns a plugin or podman netavark: there
     # the harness adds nothing to subtract.
     if [ -n "$noop" ] && [ -n "$spawner" ]; then
@@ -255,28 +259,28 @@ if [ -x "$r/usr/lib/podman/netavark" ] && nv14_ver=$(chroot "$r" /usr/lib/podman
             "$spawner" --time-exec "$work/t" chroot "$nvroot" "${nvdata#"$nvroot"}/noop"; c+=("$(<"$work/t")")
         done
         nv_chroot_ns=$(awk -v c="$(med "${c[*]}")" -v d="$(med "${d[*]}")" 'BEGIN {printf "%d", c - d}')
-        echo "chroot adds $(ms "$nv_chroot_ns") ms to a call (no-op program: $(ms "$(med "${d[*]}")") ms direct); taken off netavark 1.14's calls"
+        echo "chroot adds $(ms "$nv_chroot_ns") ms to a call (no-op program: $(ms "$(med "${d[*]}")") ms direct); taken off netavark 1.17's calls"
     else
-        nv_notes+=("the chroot program's cost (~1 ms a call) is not taken off netavark 1.14's calls (no floor binary or no musl-gcc)")
+        nv_notes+=("the chroot program's cost (~1 ms a call) is not taken off netavark 1.17's calls (no floor binary or no musl-gcc)")
     fi
 else
-    nv_notes+=("no netavark 1.14 (a Debian 13 root in $r: benches/peers-root.sh makes it)")
+    nv_notes+=("no netavark 1.17 (a Debian unstable root in $r: benches/peers-root.sh makes it)")
 fi
 for n in "${nv_notes[@]}"; do echo "compare.sh: $n" >&2; done
-nv_label() { echo "$( [ -n "$nv4_bin" ] && echo "netavark 1.4 = $nv4_ver")$( [ -n "$nvroot" ] && echo "${nv4_bin:+, }netavark 1.14 = $nv14_ver")"; }
+nv_label() { echo "$( [ -n "$nv4_bin" ] && echo "netavark 1.4 = $nv4_ver")$( [ -n "$nvroot" ] && echo "${nv4_bin:+, }netavark 1.17 = $nv17_ver")"; }
 peers_rows() {
     local ok bk
-    PODMAN=1 scenario podman "podman default network" "ours:nftables ours:iptables ref:iptables nv4:iptables nv14:nftables nv14:iptables floor:nftables" bridge portmap firewall tuning
-    row "podman default network ADD, nftables (ms; reference, netavark 1.4: iptables)" "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)" "$(v SA_nv4_iptables)" "$(v SA_nv14_nftables)"
-    row "podman default network DEL, nftables (ms; reference, netavark 1.4: iptables)" "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)" "$(v SD_nv4_iptables)" "$(v SD_nv14_nftables)"
-    row "podman default network ADD, iptables (ms)" "$SA_ref_iptables" "$SA_ours_iptables" "" "$(v SA_nv4_iptables)" "$(v SA_nv14_iptables)"
-    row "podman default network DEL, iptables (ms)" "$SD_ref_iptables" "$SD_ours_iptables" "" "$(v SD_nv4_iptables)" "$(v SD_nv14_iptables)"
+    PODMAN=1 scenario podman "podman default network" "ours:nftables ours:iptables ref:iptables r11:iptables nv4:iptables nv17:nftables nv17:iptables floor:nftables" bridge portmap firewall tuning
+    row "podman default network ADD, nftables (ms; reference, netavark 1.4: iptables)" "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)" "$(v SA_nv4_iptables)" "$(v SA_nv17_nftables)" "$(v "SA_r11_iptables")"
+    row "podman default network DEL, nftables (ms; reference, netavark 1.4: iptables)" "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)" "$(v SD_nv4_iptables)" "$(v SD_nv17_nftables)" "$(v "SD_r11_iptables")"
+    row "podman default network ADD, iptables (ms)" "$SA_ref_iptables" "$SA_ours_iptables" "" "$(v SA_nv4_iptables)" "$(v SA_nv17_iptables)" "$(v "SA_r11_iptables")"
+    row "podman default network DEL, iptables (ms)" "$SD_ref_iptables" "$SD_ours_iptables" "" "$(v SD_nv4_iptables)" "$(v SD_nv17_iptables)" "$(v "SD_r11_iptables")"
     for bk in nftables iptables; do
         if [ -n "$nvroot" ]; then
-            tgt "podman default network ADD ≥ 5× faster than netavark 1.14, both on $bk" "$(ratio "$(v "SA_nv14_$bk")" "$(v "SA_ours_$bk")")" "$(ge "$(v "SA_nv14_$bk")" "$(v "SA_ours_$bk")" 5)"
-            tgt "podman default network DEL ≥ 3× faster than netavark 1.14, both on $bk" "$(ratio "$(v "SD_nv14_$bk")" "$(v "SD_ours_$bk")")" "$(ge "$(v "SD_nv14_$bk")" "$(v "SD_ours_$bk")" 3)"
+            tgt "podman default network ADD ≥ 5× faster than netavark 1.17, both on $bk" "$(ratio "$(v "SA_nv17_$bk")" "$(v "SA_ours_$bk")")" "$(ge "$(v "SA_nv17_$bk")" "$(v "SA_ours_$bk")" 5)"
+            tgt "podman default network DEL ≥ 3× faster than netavark 1.17, both on $bk" "$(ratio "$(v "SD_nv17_$bk")" "$(v "SD_ours_$bk")")" "$(ge "$(v "SD_nv17_$bk")" "$(v "SD_ours_$bk")" 3)"
         else
-            tgt "podman default network ADD ≥ 5× / DEL ≥ 3× faster than netavark 1.14, both on $bk" "not measured: no netavark 1.14" "missed"
+            tgt "podman default network ADD ≥ 5× / DEL ≥ 3× faster than netavark 1.17, both on $bk" "not measured: no netavark 1.17" "missed"
         fi
     done
 }
@@ -284,30 +288,30 @@ if [ "${PEERS_ONLY:-0}" = 1 ]; then peers_rows; printf '%s\n' "${targets[@]}"; e
 
 # 3b. IPv4, IPv6 and dual-stack (issues 23 and 28): every applet that takes addresses, with
 # host-local ranges of each family (benches/chain.sh FAMILY; flannel: its subnet file), the
-# chain and podman's default network (netavark beside it: 1.4 on iptables, 1.14 on nftables),
-# ours and the peers in the same rounds. The reference is upstream v1.9.1, which waits 1-2 s
-# for duplicate address detection in ptp and macvlan (Debian 12's v1.1.1, REF_DIR=/usr/lib/cni:
-# ptp waits, macvlan returns the address still tentative); its bridge runs without it (as ours). cnibox: no detection where no duplicate can exist (ptp; bridge without
+# chain and podman's default network (netavark beside it: 1.4 on iptables, 1.17 on nftables),
+# ours and the peers in the same rounds. The reference (v1.9.1) waits for duplicate address
+# detection (1-2 s) in ptp and macvlan, not in bridge; Debian's v1.1.1 beside it waits in ptp
+# only (its macvlan returns the address still tentative). cnibox: no detection where no duplicate can exist (ptp; bridge without
 # enabledad), fast detection waited for elsewhere (macvlan). host-device gets an ipam section
-# in these rows only. No reference for tap and flannel (v1.1.1 has neither; upstream moved
-# flannel out, and tap's rows stay as they were).
+# in these rows only. No reference for flannel (neither release ships it), no v1.1.1 for tap.
 family_rows() {
     local a fam v4 sides plugs ob rb what podman
     for a in ${V6_APPLETS:-ptp bridge macvlan tap host-device flannel chain podman}; do
-        sides="ours: floor: ref:"; plugs=$a; ob=""; rb=""; what="$a+host-local"; podman=0
+        sides="ours: floor: ref: r11:"; plugs=$a; ob=""; rb=""; what="$a+host-local"; podman=0
         case $a in
-        tap|flannel) sides="ours: floor:"; what=$a ;;
+        tap) sides="ours: floor: ref: r11:"; what=$a ;;
+        flannel) sides="ours: floor:"; what=$a ;;
         host-device) what="host-device+host-local" ;;
-        chain) sides="ours:nftables floor:nftables ref:iptables"; plugs="bridge portmap firewall bandwidth"; ob=nftables; rb=iptables; what="chain (nftables; reference: iptables)" ;;
-        podman) sides="ours:nftables floor:nftables ref:iptables nv4:iptables nv14:nftables"; plugs="bridge portmap firewall tuning"; ob=nftables; rb=iptables; podman=1
+        chain) sides="ours:nftables floor:nftables ref:iptables r11:iptables"; plugs="bridge portmap firewall bandwidth"; ob=nftables; rb=iptables; what="chain (nftables; reference: iptables)" ;;
+        podman) sides="ours:nftables floor:nftables ref:iptables r11:iptables nv4:iptables nv17:nftables"; plugs="bridge portmap firewall tuning"; ob=nftables; rb=iptables; podman=1
             what="podman default network (nftables; reference, netavark 1.4: iptables)" ;;
         esac
         for fam in v4 v6 dual; do
             export FAMILY=$fam
             # shellcheck disable=SC2086
             PODMAN=$podman scenario "$a" "$a $fam" "$sides" $plugs
-            row "$what ADD, $fam (ms)" "$(v "SA_ref_$rb")" "$(v "SA_ours_$ob")" "$(v "SA_floor_$ob")" "$(v SA_nv4_iptables)" "$(v SA_nv14_nftables)"
-            [ $fam = v6 ] || row "$what DEL, $fam (ms)" "$(v "SD_ref_$rb")" "$(v "SD_ours_$ob")" "$(v "SD_floor_$ob")" "$(v SD_nv4_iptables)" "$(v SD_nv14_nftables)"
+            row "$what ADD, $fam (ms)" "$(v "SA_ref_$rb")" "$(v "SA_ours_$ob")" "$(v "SA_floor_$ob")" "$(v SA_nv4_iptables)" "$(v SA_nv17_nftables)" "$(v "SA_r11_$rb")"
+            [ $fam = v6 ] || row "$what DEL, $fam (ms)" "$(v "SD_ref_$rb")" "$(v "SD_ours_$ob")" "$(v "SD_floor_$ob")" "$(v SD_nv4_iptables)" "$(v SD_nv17_nftables)" "$(v "SD_r11_$rb")"
             printf -v "FA_${a//-/_}_${fam}" '%s' "$(v "SA_ours_$ob")"
         done
         unset FAMILY
@@ -322,34 +326,34 @@ family_rows() {
 if [ "${V6_ONLY:-0}" = 1 ]; then family_rows; exit 0; fi
 
 # bridge + host-local ADD and DEL into a fresh container namespace.
-scenario bridge "bridge+host-local" "ours: ref: floor:" bridge
-row "bridge+host-local ADD (ms)" "$SA_ref_" "$SA_ours_" "$(v SA_floor_)"
-row "bridge+host-local DEL (ms)" "$SD_ref_" "$SD_ours_" "$(v SD_floor_)"
+scenario bridge "bridge+host-local" "ours: ref: r11: floor:" bridge
+row "bridge+host-local ADD (ms)" "$SA_ref_" "$SA_ours_" "$(v SA_floor_)" "" "" "$(v "SA_r11_")"
+row "bridge+host-local DEL (ms)" "$SD_ref_" "$SD_ours_" "$(v SD_floor_)" "" "" "$(v "SD_r11_")"
 floor_tgt "bridge+host-local ADD ≥ 5× faster" 5 "$SA_ref_" "$SA_ours_" "$(v SA_floor_)"
 floor_tgt "bridge+host-local DEL ≥ 1.5× faster" 1.5 "$SD_ref_" "$SD_ours_" "$(v SD_floor_)"
 [ -n "$(v SD_floor_)" ] && tgt "bridge+host-local DEL within 1.2× of its floor" "cnibox/floor $(ratio2 "$SD_ours_" "$SD_floor_")" "$(ge "$SD_floor_" "$SD_ours_" 0.8333)"
 
 # the chain bridge(+ipMasq) → portmap → firewall → bandwidth. cnibox on both netfilter backends;
-# the reference runs on iptables (its default here); the floor replays cnibox's nftables chain.
-scenario chain "chain" "ours:nftables ours:iptables ref:iptables floor:nftables" bridge portmap firewall bandwidth
-row "chain ADD, nftables (ms; reference: iptables)" "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)"
-row "chain DEL, nftables (ms; reference: iptables)" "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)"
-row "chain ADD, iptables (ms)" "$SA_ref_iptables" "$SA_ours_iptables"
-row "chain DEL, iptables (ms)" "$SD_ref_iptables" "$SD_ours_iptables"
+# the reference (v1.1.1) has only iptables; the floor replays cnibox's nftables chain.
+scenario chain "chain" "ours:nftables ours:iptables ref:iptables r11:iptables floor:nftables" bridge portmap firewall bandwidth
+row "chain ADD, nftables (ms; reference: iptables)" "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)" "" "" "$(v "SA_r11_iptables")"
+row "chain DEL, nftables (ms; reference: iptables)" "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)" "" "" "$(v "SD_r11_iptables")"
+row "chain ADD, iptables (ms)" "$SA_ref_iptables" "$SA_ours_iptables" "" "" "" "$(v "SA_r11_iptables")"
+row "chain DEL, iptables (ms)" "$SD_ref_iptables" "$SD_ours_iptables" "" "" "" "$(v "SD_r11_iptables")"
 floor_tgt "chain ADD with nftables ≥ 10× faster" 10 "$SA_ref_iptables" "$SA_ours_nftables" "$(v SA_floor_nftables)"
 floor_tgt "chain DEL with nftables ≥ 3× faster" 3 "$SD_ref_iptables" "$SD_ours_nftables" "$(v SD_floor_nftables)"
 peers_rows
 
-# The newer applets on their own (tuning: on the interface of an untimed ptp). Without a
-# reference where Debian's v1.1.1 has none (tap, flannel). This kernel has no ipvlan, dummy,
+# The newer applets on their own (tuning: on the interface of an untimed ptp). No reference for
+# flannel (neither release ships it), no v1.1.1 column for tap (Debian's v1.1.1 has none). This kernel has no ipvlan, dummy,
 # vrf or vlan link kinds: those are measured nowhere here (their tests run in the qemu VM).
 for a in ptp macvlan tuning tap host-device flannel; do
-    sides="ours: ref: floor:"; case $a in tap|flannel) sides="ours: floor:" ;; esac
+    sides="ours: ref: r11: floor:"; case $a in flannel) sides="ours: floor:" ;; esac
     plug=$a; [ $a = tuning ] && plug="=ptp tuning"
     # shellcheck disable=SC2086
     scenario "$a" "$a" "$sides" $plug
-    row "$a ADD (ms)" "$(v SA_ref_)" "$SA_ours_" "$(v SA_floor_)"
-    row "$a DEL (ms)" "$(v SD_ref_)" "$SD_ours_" "$(v SD_floor_)"
+    row "$a ADD (ms)" "$(v SA_ref_)" "$SA_ours_" "$(v SA_floor_)" "" "" "$(v "SA_r11_")"
+    row "$a DEL (ms)" "$(v SD_ref_)" "$SD_ours_" "$(v SD_floor_)" "" "" "$(v "SD_r11_")"
 done
 family_rows
 [ -z "$floor_why" ] && [ "$floor_div" != 0 ] && echo "floor: $floor_div replay divergences (FLOOR_VERBOSE=1 shows them)" >&2
@@ -437,7 +441,7 @@ for impl in ours ref; do
     w=$(( ${EPOCHREALTIME/./}000-t ))
     if [ $impl = ours ]; then cw=$w; ce=$errs; else rw=$w; re=$errs; fi
 done
-rows+=("| 64 concurrent host-local ADDs, wall (ms) [errors] | $(ms "$rw") [$re] |  |  | $(ms "$cw") [$ce] |  |  | $(ratio "$rw" "$cw") |  |")
+rows+=("| 64 concurrent host-local ADDs, wall (ms) [errors] | $(ms "$rw") [$re] |  |  |  | $(ms "$cw") [$ce] |  |  | $(ratio "$rw" "$cw") |  |")
 echo "64 concurrent host-local ADDs: ref $(ms "$rw") [$re] cnibox $(ms "$cw") [$ce]"
 
 # 6. peak RSS of a bridge ADD (the first on a fresh node: it creates the bridge), median of
@@ -483,7 +487,7 @@ fi
 
 # >>> clients hook (issue 28 item 2, clients lane): `podman run --rm` (benches/podman.sh: podman
 # 4.3 on CNI with cnibox on iptables and nftables and with the reference, on netavark 1.4, podman 5
-# on netavark 1.14) and pods through containerd's CRI (benches/cri.sh: cnibox, the reference),
+# on netavark 1.17) and pods through containerd's CRI (benches/cri.sh: cnibox, the reference),
 # each run as  benches/X.sh CNIBOX_BINARY [--quick]  (full: ~1 + ~3 min, --quick: ~0.5 + ~1 min
 # on the 2-core VM). Each prints a markdown paragraph and table, placed under "Pods and
 # containers as clients see them" after the growth section; a script that prints nothing (a
@@ -511,20 +515,20 @@ fi
 {
     echo "# cnibox vs reference plugins vs the kernel floor"
     echo
-    echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores (a machine shared with other jobs: absolute times drift, the interleaved ratios hold), $("$work/ours/cnibox" --version | head -1), kernel $(uname -r), reference: containernetworking-plugins $(cat "$ref/../../../.version" 2>/dev/null || dpkg-query -W -f '${Version}' containernetworking-plugins 2>/dev/null || echo "in $ref") ($ref)."
+    echo "Run $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores (a machine shared with other jobs: absolute times drift, the interleaved ratios hold), $("$work/ours/cnibox" --version | head -1), kernel $(uname -r), reference: upstream containernetworking-plugins v1.9.1 ($ref)$( [ -n "$ref11" ] && echo ", Debian 12's $(dpkg-query -W -f '${Version}' containernetworking-plugins 2>/dev/null || echo v1.1.1) beside it (column reference v1.1.1; ratios and targets are against v1.9.1)")."
     echo "Medians of $reps interleaved samples (reference, cnibox, floor, in turn; each side in its own node namespace after one untimed warm-up sample)."
     echo "floor = the same system calls cnibox made, replayed from one running process (benches/floor.rs; what it includes: benches/NOTES.md, \"The floor\")$( [ -n "$floor_why" ] && echo " — not measured in this run: $floor_why")$( [ -z "$floor_why" ] && [ "$floor_div" != 0 ] && echo " — $floor_div replay divergences in this run")."
     echo "netavark: podman's own network stack, in the podman default network rows only ($(nv_label)$( [ ${#nv_notes[@]} -gt 0 ] && printf '; %s' "${nv_notes[@]}")); benches/NOTES.md, \"The peers\"."
-    echo "cnibox/floor: > 1 is what cnibox adds to the kernel's work; reference/cnibox and netavark 1.14/cnibox: > 1 means cnibox is faster or smaller."
+    echo "cnibox/floor: > 1 is what cnibox adds to the kernel's work; reference/cnibox and netavark 1.17/cnibox: > 1 means cnibox is faster or smaller."
     echo
     # A netavark that was not measured has no column (the note above says why).
-    { echo "| measurement | reference | netavark 1.4 | netavark 1.14 | cnibox | floor | cnibox/floor | reference/cnibox | netavark 1.14/cnibox |"
-      echo "|---|---|---|---|---|---|---|---|---|"
+    { echo "| measurement | reference v1.9.1 | reference v1.1.1 | netavark 1.4 | netavark 1.17 | cnibox | floor | cnibox/floor | reference/cnibox | netavark 1.17/cnibox |"
+      echo "|---|---|---|---|---|---|---|---|---|---|"
       printf '%s\n' "${rows[@]}"; } |
-        awk -F'|' -v OFS='|' -v n4="$nv4_bin" -v n14="$nvroot" '{
+        awk -F'|' -v OFS='|' -v r11="$ref11" -v n4="$nv4_bin" -v n17="$nvroot" '{
             line = ""
             for (i = 1; i <= NF; i++) {
-                if ((i == 4 && n4 == "") || ((i == 5 || i == 10) && n14 == "")) continue
+                if ((i == 4 && r11 == "") || (i == 5 && n4 == "") || ((i == 6 || i == 11) && n17 == "")) continue
                 line = line (line == "" && i == 1 ? "" : "|") $i
             }
             print line }'

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Pods per second as a kubelet sees them (issue 28 item 2): a private containerd per side
-# (cnibox, the reference plugins in /usr/lib/cni), each in a node namespace of its own, driven
+# (cnibox, the reference plugins: upstream v1.9.1 in REF_DIR, default
+# /var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni, .ci/fetch-unstable), each in a node namespace of its own, driven
 # over CRI by benches/cri-bench.py (the end-to-end test's client): COUNT pod sandboxes with a
 # hostPort and the bandwidth annotations, created, stopped and removed one at a time and 10 at
 # a time, the sides taking turns round by round. Prints pods/s, RunPodSandbox's median and the
@@ -11,10 +12,6 @@
 # markdown paragraph and table (compare.sh places it in BENCHMARKS.md), notes on stderr.
 #   benches/cri.sh CNIBOX_BINARY [--quick]      (root; containerd, ctr, runc, gcc, python3 grpcio)
 # CRI_PODS (50) and CRI_ROUNDS (3, --quick 1) override the pods per round and the rounds.
-# CRI_CONTAINERD=DIR runs the containerd, ctr and containerd-shim-runc-v2 of DIR (default: the
-# ones in PATH, Debian 12's 1.6), e.g. containerd 2.1 from `.ci/fetch-unstable containerd`:
-#   CRI_CONTAINERD=/var/cache/cnibox-unstable/containerd/usr/bin benches/cri.sh ...
-# A 2.x containerd gets the e2e test's config version 3 (tests/e2e/cri/containerd-v3.toml).
 # The network is the one the e2e test gives containerd (bridge with ipMasq and hairpinMode +
 # host-local, portmap, bandwidth, firewall). It reports; it never fails on numbers.
 set -euo pipefail
@@ -24,18 +21,9 @@ rounds=3; count=${CRI_PODS:-50}
 rounds=${CRI_ROUNDS:-$rounds}
 here=$(cd "$(dirname "$0")" && pwd)
 e2e=$here/../tests/e2e/cri
-if [ -n "${CRI_CONTAINERD:-}" ]; then
-    # Its own directory first, so that containerd starts its own shim.
-    PATH=$(cd "$CRI_CONTAINERD" && pwd):$PATH
-fi
-for t in containerd containerd-shim-runc-v2 ctr runc gcc python3 nsenter; do
+for t in containerd ctr runc gcc python3 nsenter; do
     command -v $t >/dev/null || { echo "cri.sh: $t missing: no CRI rows" >&2; exit 0; }
 done
-containerd_version=$(containerd --version | awk '{print $3}')
-case $containerd_version in
-    1.*) containerd_config=containerd.toml ;;
-    *) containerd_config=containerd-v3.toml ;;
-esac
 python3 -c 'import grpc, grpc_tools' 2>/dev/null || { echo "cri.sh: python3 grpcio/grpcio-tools missing: no CRI rows" >&2; exit 0; }
 work=$(mktemp -d /tmp/cnibox-cri-bench.XXXXXX)
 image=cnibox.bench/pause:1
@@ -74,7 +62,7 @@ start() { # side plugin-dir n
         cp "$work/shim" "$t/bin/$a"
     done
     # The e2e test's containerd config, the one copy (its @DIR@ and @IMAGE@ filled in here).
-    sed -e "s|@DIR@|$t|g" -e "s|@IMAGE@|$image|g" "$e2e/$containerd_config" > "$t/config.toml"
+    sed -e "s|@DIR@|$t|g" -e "s|@IMAGE@|$image|g" "$here/../tests/e2e/cri/containerd.toml" > "$t/config.toml"
     cat > "$t/net.d/10-k8s.conflist" <<JSON
 {"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[
  {"type":"bridge","bridge":"cni-bench","isGateway":true,"ipMasq":true,"hairpinMode":true,
@@ -91,7 +79,9 @@ JSON
     ctr -a "$t/containerd.sock" -n k8s.io images import --snapshotter native "$work/pause.tar" >/dev/null
 }
 start ours "" 236
-start ref "${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}" 237
+refdir=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
+[ -x "$refdir/bridge" ] || { echo "cri.sh: no reference v1.9.1 in $refdir (.ci/fetch-unstable containernetworking-plugins)" >&2; exit 0; }
+start ref "$refdir" 237
 
 # stat FILE LOG → "wall_ns run_median_ns errors cni_add_share"
 stat() { python3 -c 'import sys, json, statistics
@@ -111,10 +101,10 @@ for r in $(seq "$rounds"); do
     done
 done
 med() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "Pod sandboxes through containerd's CRI, as a kubelet drives them (containerd $containerd_version, benches/cri.sh): $count pods with a hostPort and the bandwidth annotations, each created, stopped and removed, one at a time and 10 at a time, on bridge (ipMasq, hairpinMode) + host-local, portmap, bandwidth, firewall; median of $rounds round(s), the sides in turn, each with its own containerd and node namespace; load $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "Pod sandboxes through containerd's CRI, as a kubelet drives them (containerd $(containerd --version | awk '{print $3}'), benches/cri.sh): $count pods with a hostPort and the bandwidth annotations, each created, stopped and removed, one at a time and 10 at a time, on bridge (ipMasq, hairpinMode) + host-local, portmap, bandwidth, firewall; median of $rounds round(s), the sides in turn, each with its own containerd and node namespace; load $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "part in CNI = time in the plugins' ADDs (timing shim, benches/cni-shim.c) / time in RunPodSandbox; reference/cnibox > 1: cnibox is faster."
 echo
-echo "| CRI | reference | cnibox | reference/cnibox |"
+echo "| CRI | reference v1.9.1 | cnibox | reference/cnibox |"
 echo "|---|---|---|---|"
 for par in 1 10; do
     wo=$(med "${walls[ours$par]}"); wr=$(med "${walls[ref$par]}")

@@ -25,9 +25,7 @@ set -euo pipefail
 bin=${1:?usage: growth.sh CNIBOX_BINARY [N]}
 n=${2:-250}
 [ "$n" -ge 20 ] && [ "$n" -le 250 ] || { echo "growth.sh: N must be 20..250 (one /24)" >&2; exit 1; }
-# The reference: upstream v1.9.1 (Debian unstable's package, unpacked by .ci/fetch-unstable);
-# REF_DIR=/usr/lib/cni measures Debian 12's v1.1.1 instead.
-ref=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
+ref=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}   # upstream v1.9.1 (.ci/fetch-unstable)
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d /tmp/cnibox-growth.XXXXXX)
 nss=()
@@ -48,7 +46,7 @@ if [ -n "${GROWTH_BASE:-}" ]; then
     install_bin "$GROWTH_BASE" "$work/base"
     variants+=("base-iptables $work/base iptables" "base-nftables $work/base nftables")
 fi
-if [ -x "$ref/bridge" ]; then variants+=("reference $ref -"); else echo "growth.sh: no reference plugins in $ref" >&2; fi
+if [ -x "$ref/bridge" ]; then variants+=("reference $ref -"); else echo "growth.sh: no reference plugins v1.9.1 in $ref (.ci/fetch-unstable containernetworking-plugins)" >&2; fi
 newns() { NS="cnibox-growth-$$-${#nss[@]}"; ip netns add "$NS"; nss+=("$NS"); }
 # One plugin exec inside the node namespace, timed in there (nsenter and bash start-up are not
 # counted): prints nanoseconds, or "E" with the plugin's output on stderr.

@@ -6,10 +6,14 @@
 #              network (which names no firewall backend: iptables)
 #   cnft       the same with that network written out as a conflist whose bridge (ipMasq),
 #              portmap and firewall name the nftables backend: cnibox on nftables
-#   ref        Debian 12's podman 4.3, CNI backend, the reference plugins (/usr/lib/cni)
+#   ref        Debian 12's podman 4.3, CNI backend, the reference plugins: upstream v1.9.1
+#              (REF_DIR, default /var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni,
+#              fetched by `.ci/fetch-unstable containernetworking-plugins`)
+#   ref11      the same with Debian 12's v1.1.1 (/usr/lib/cni), an extra column
 #   nv4        Debian 12's podman 4.3, netavark backend: /usr/lib/podman/netavark, 1.4 (iptables)
-#   nv14       Debian 13's podman 5, netavark 1.14 on its nftables driver, run from the trixie root
-#              of benches/peers-root.sh (NETAVARK_ROOT, default /var/cache/cnibox-bench/trixie)
+#   nv17       Debian unstable's podman 5.8, netavark 1.17 on its nftables driver, run from the
+#              unstable root of benches/peers-root.sh (NETAVARK_ROOT, default
+#              /var/cache/cnibox-bench/unstable)
 #              in a mount namespace of its own per sample (nothing is mounted on the host)
 # Every network call goes through the timing shim (benches/cni-shim.c): in front of each plugin
 # in the CNI sides' plugin directory, in front of netavark in the netavark sides'
@@ -26,21 +30,22 @@ reps=${PODMAN_REPS:-$reps}
 here=$(cd "$(dirname "$0")" && pwd)
 for t in podman gcc nsenter; do command -v $t >/dev/null || { echo "podman.sh: $t missing: no podman rows" >&2; exit 0; }; done
 [ -x /bin/busybox ] || { echo "podman.sh: /bin/busybox (busybox-static) missing: no podman rows" >&2; exit 0; }
-nvroot=${NETAVARK_ROOT:-/var/cache/cnibox-bench/trixie}
-# The reference side's plugins: upstream v1.9.1 (REF_DIR=/usr/lib/cni for Debian 12's v1.1.1).
+nvroot=${NETAVARK_ROOT:-/var/cache/cnibox-bench/unstable}
 refdir=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
-sides="cnibox cnft ref"; notes=()
+sides="cnibox cnft"; notes=()
+if [ -x "$refdir/bridge" ]; then sides+=" ref"; else notes+=("no reference v1.9.1 in $refdir (.ci/fetch-unstable containernetworking-plugins)"); fi
+if [ -x /usr/lib/cni/bridge ]; then sides+=" ref11"; else notes+=("no reference v1.1.1 (Debian 12's containernetworking-plugins)"); fi
 if [ -x /usr/lib/podman/netavark ]; then sides+=" nv4"; else notes+=("no netavark 1.4 (Debian 12's netavark package)"); fi
 if [ -x "$nvroot/usr/bin/podman" ] && [ -x "$nvroot/usr/lib/podman/netavark" ]; then
-    sides+=" nv14"
+    sides+=" nv17"
 else
-    notes+=("no podman 5 with netavark 1.14 (a Debian 13 root with podman in $nvroot: benches/peers-root.sh makes it)")
+    notes+=("no podman 5.8 with netavark 1.17 (a Debian unstable root with podman in $nvroot: benches/peers-root.sh makes it)")
 fi
 work=$(mktemp -d /tmp/cnibox-podman-bench.XXXXXX)
 declare -A node=()
 # One `podman run` or other podman command of a side, in its node namespace; prints the time
-# from podman's exec to its exit (µs) on fd 3. nv14 runs in a mount namespace of its own where
-# trixie's root is made a mount point (runc makes / a slave mount) and gets /proc, a sysfs of the
+# from podman's exec to its exit (µs) on fd 3. nv17 runs in a mount namespace of its own where
+# unstable's root is made a mount point (runc makes / a slave mount) and gets /proc, a sysfs of the
 # node namespace, the host's cgroup hierarchy, /dev, a /run of the side's own (its work
 # directory's run/: podman's and netavark's state, kept from sample to sample as a host's /run),
 # /run/netns (rbind: nsfs mounts and all) and the work directory at the same path (on a tmpfs
@@ -48,7 +53,7 @@ declare -A node=()
 # mounts are made before the clock starts; chroot's exec (~1 ms) is inside the time.
 pm() { # side podman-args…
     local s=$1 t=$work/$1 root=""; shift
-    [ "$s" = nv14 ] && root=$nvroot
+    [ "$s" = nv17 ] && root=$nvroot
     CONTAINERS_CONF=$t/containers.conf CONTAINERS_STORAGE_CONF=$t/storage.conf CNIBOX_STATE_DIR=$t/state HOME=$t \
         nsenter --net="/run/netns/${node[$s]}" unshare --mount --propagation slave bash -c '
         r=$1 w=$2 t=$3; shift 3
@@ -88,10 +93,11 @@ for s in $sides; do
     backend=cni; fw=""
     case $s in
     cnibox|cnft) cp "$bin" "$t/cnibox"; for a in bridge host-local portmap firewall tuning loopback; do ln -s ../cnibox "$t/real/$a"; done ;;
-    ref) for a in bridge host-local portmap firewall tuning loopback; do ln -s "$refdir/$a" "$t/real/$a"; done ;;
-    nv4|nv14) backend=netavark; ln -s /usr/lib/podman/netavark "$t/real/netavark" ;;
+    ref|ref11) d=$refdir; [ "$s" = ref11 ] && d=/usr/lib/cni
+        for a in bridge host-local portmap firewall tuning loopback; do ln -s "$d/$a" "$t/real/$a"; done ;;
+    nv4|nv17) backend=netavark; ln -s /usr/lib/podman/netavark "$t/real/netavark" ;;
     esac
-    [ "$s" = nv14 ] && fw='firewall_driver = "nftables"'
+    [ "$s" = nv17 ] && fw='firewall_driver = "nftables"'
     # podman 4.3's default network as it builds it in memory (libnetwork/cni), with the
     # nftables backends named: a file of that name replaces the built-in one.
     [ "$s" = cnft ] && cat > "$t/net.d/87-podman-bridge.conflist" <<JSON
@@ -166,15 +172,15 @@ done
 sleep 0.5   # a cleanup process of the last samples
 for s in $sides; do read -r n c < <(logged "$s"); nets[$s]+="$n "; calls[$s]+="$c "; done
 med() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)] + 0}'; }
-declare -A label=([cnibox]="cnibox (CNI)" [cnft]="cnibox (CNI), nftables" [ref]="reference (CNI)" [nv4]="netavark 1.4" [nv14]="netavark 1.14")
+declare -A label=([cnibox]="cnibox (CNI)" [cnft]="cnibox (CNI), nftables" [ref]="reference v1.9.1 (CNI)" [ref11]="reference v1.1.1 (CNI)" [nv4]="netavark 1.4" [nv17]="netavark 1.17")
 echo "\`podman run --rm --network podman -p 8080:80\` of busybox \`true\` from a --rootfs, start to exit and removal: median of $reps samples, the sides in turn, each with its own store and node namespace (benches/podman.sh); load $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "network = the time podman waited for its network calls per run (CNI ADD + DEL of every plugin, or netavark setup + teardown), timed around each call by benches/cni-shim.c; share = network / run; side/cnibox: against cnibox on the same firewall (iptables: podman's own default network; nftables: that network with the nftables backends named), > 1: cnibox's side is faster.$( [ ${#notes[@]} -gt 0 ] && printf ' Not measured: %s.' "$(IFS=';'; echo "${notes[*]}")")"
 echo
 echo "| podman run --rm | podman | firewall | run (ms) | network (ms) | share | calls per run | run: side/cnibox | network: side/cnibox | errors |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-for s in cnibox cnft ref nv4 nv14; do
+for s in cnibox cnft ref ref11 nv4 nv17; do
     [[ " $sides " == *" $s "* ]] || continue
-    c=cnibox; [ "$s" = nv14 ] && c=cnft
+    c=cnibox; [ "$s" = nv17 ] && c=cnft
     mo=0; no=0
     [[ " $sides " == *" $c "* ]] && { mo=$(med "${ts[$c]}"); no=$(med "${nets[$c]}"); }
     awk -v l="${label[$s]}" -v v="${ver[$s]}" -v fw="${fwl[$s]}" -v r="$(med "${ts[$s]}")" -v n="$(med "${nets[$s]}")" -v c="$(med "${calls[$s]}")" \
