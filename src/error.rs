@@ -120,6 +120,22 @@ pub fn errno_is_not_found(errno: i32) -> bool {
     )
 }
 
+/// Longest `msg` or `details` printed: a hostile or broken config can be megabytes, and parts
+/// of it end up in messages (a bad name, a serde error quoting a value).
+const MAX_ERROR_TEXT: usize = 1024;
+
+/// `s` cut to [`MAX_ERROR_TEXT`] bytes (on a character boundary), saying how much was cut.
+pub(crate) fn bounded(s: &str) -> String {
+    if s.len() <= MAX_ERROR_TEXT {
+        return s.to_string();
+    }
+    let mut end = MAX_ERROR_TEXT;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.details.is_empty() {

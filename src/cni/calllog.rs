@@ -12,7 +12,7 @@
 //! costs one environment lookup.
 
 use super::env::Env;
-use super::error::{Error, Result};
+use super::error::{Error, Result, bounded};
 use serde_json::Value;
 use std::ffi::OsString;
 use std::time::Instant;
@@ -67,7 +67,7 @@ impl Call {
             Err(Error { code, msg, .. }) => {
                 format!(
                     r#""error":{{"code":{code},"msg":{}}}"#,
-                    quote(&super::skel::bounded(msg))
+                    quote(&bounded(msg))
                 )
             }
         };

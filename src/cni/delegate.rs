@@ -14,7 +14,7 @@
 //! When an IPAM ADD fails, its DEL runs before the error is returned (SPEC.md: a plugin whose
 //! delegate failed "should execute again with DEL"), so a half-done allocation is released.
 
-use super::config::Request;
+use super::applet::{Applet, Request};
 use super::env::{Command, Env};
 use super::error::{Error, Result};
 use super::gojson;
@@ -105,10 +105,10 @@ pub fn find_in(name: &str, env: &Env) -> Result<PathBuf> {
 /// `Some(Some(applet))` when it is this binary and `name` one of its applets (in-process),
 /// `Some(None)` when it is this binary under a name that is no applet.
 pub fn resolve(
-    applets: &'static [&'static skel::Applet],
+    applets: &'static [&'static Applet],
     name: &str,
     path: &Path,
-) -> Option<Option<&'static skel::Applet>> {
+) -> Option<Option<&'static Applet>> {
     is_self(path).then(|| applets.iter().copied().find(|a| a.name == name))
 }
 
@@ -116,8 +116,8 @@ pub fn resolve(
 /// same driver, so the output is what its process would print), else the program at `path`.
 /// Its stdout, `None` when it printed nothing.
 pub fn invoke(
-    applets: &'static [&'static skel::Applet],
-    applet: Option<&'static skel::Applet>,
+    applets: &'static [&'static Applet],
+    applet: Option<&'static Applet>,
     path: &Path,
     config: &[u8],
     env: Env,

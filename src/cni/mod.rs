@@ -1,5 +1,6 @@
 //! The CNI protocol: environment, configuration, results per spec version, errors, delegation.
 
+pub mod applet;
 pub(crate) mod calllog;
 pub mod config;
 pub(crate) mod delegate;
@@ -12,8 +13,7 @@ pub mod version;
 /// The crate's error type; the protocol layer prints it as CNI error JSON.
 pub(crate) use crate::error;
 pub use crate::error::{Context, Error, Result};
-pub use config::Request;
+pub use applet::{Applet, Request};
 pub use env::Command;
 pub use result::CniResult;
-pub use skel::Applet;
 pub use version::Version;

@@ -8,33 +8,16 @@
 //! huge input is never echoed back, and a panic hook turns a bug into a CNI error on stdout and
 //! exit status 1 instead of an abort signal.
 
+use super::applet::{Applet, Request};
 use super::calllog;
-use super::config::{NetConf, Request};
+use super::config::NetConf;
 use super::env::{Command, Env, validate_network_name};
-use super::error::{Error, Result, code};
+use super::error::{Error, Result, bounded, code};
 use super::gojson;
-use super::result::{CniResult, pretty};
+use super::result::pretty;
 use super::version::{self, Version};
 use serde_json::Value;
 use std::io::{Read, Write};
-
-/// ADD's handler: the result to print.
-pub type AddHandler = fn(&Request) -> Result<CniResult>;
-/// The other verbs' handlers: success prints nothing.
-pub type Handler = fn(&Request) -> Result<()>;
-
-/// One row of the applet table.
-pub struct Applet {
-    pub name: &'static str,
-    pub versions: &'static [Version],
-    pub add: AddHandler,
-    pub del: Handler,
-    pub check: Handler,
-    /// `None`: STATUS succeeds without doing anything (as the Go skel does).
-    pub status: Option<Handler>,
-    /// `None`: GC succeeds without doing anything.
-    pub gc: Option<Handler>,
-}
 
 /// Run `applet` as a CNI plugin process: returns the exit status. `applets` is the whole table,
 /// for in-process delegation to applets of this same binary.
@@ -287,21 +270,6 @@ pub fn version_text(asked: Version, versions: &[Version]) -> String {
     let list: Vec<&str> = versions.iter().map(|v| v.as_str()).collect();
     let v = serde_json::json!({"cniVersion": asked.as_str(), "supportedVersions": list});
     format!("{v}\n")
-}
-
-/// Longest `msg` or `details` printed: a hostile or broken config can be megabytes, and parts
-/// of it end up in messages (a bad name, a serde error quoting a value).
-const MAX_ERROR_TEXT: usize = 1024;
-
-pub(crate) fn bounded(s: &str) -> String {
-    if s.len() <= MAX_ERROR_TEXT {
-        return s.to_string();
-    }
-    let mut end = MAX_ERROR_TEXT;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes cut)", &s[..end], s.len() - end)
 }
 
 pub fn error_json(e: &Error, ver: Version) -> String {

@@ -1,7 +1,7 @@
 //! Per-device and per-namespace IP settings over netlink instead of `/proc/sys`: the IPv4
-//! settings of one link (`IFLA_AF_SPEC`/`AF_INET`/`IFLA_INET_CONF`, written with RTM_SETLINK),
-//! the IPv6 `accept_ra` of a link (read from the `IFLA_INET6_CONF` of an RTM_GETLINK reply) and
-//! a namespace's `forwarding` (RTM_GETNETCONF for "all").
+//! settings of one link (`IFLA_AF_SPEC`/`AF_INET`/`IFLA_INET_CONF`, written with RTM_SETLINK)
+//! and a namespace's `forwarding` (RTM_GETNETCONF for "all"). A link's IPv6 `accept_ra` is read
+//! with the link itself (`link::parse`, from the `IFLA_INET6_CONF` of an RTM_GETLINK reply).
 //!
 //! Why not `/proc/sys`: the kernel looks up a `/proc/sys/net/…` path through dentries that every
 //! network namespace has its own copies of, all hashed alike (`proc_sys_compare` rejects the
@@ -17,10 +17,6 @@ const AF_INET: u8 = libc::AF_INET as u8;
 const AF_INET6: u16 = libc::AF_INET6 as u16;
 /// IFLA_INET_CONF (linux/if_link.h): the IPv4 devconf of a link, by IPV4_DEVCONF_* number.
 const IFLA_INET_CONF: u16 = 1;
-/// IFLA_INET6_CONF: the IPv6 devconf of a link, an array of s32 indexed by DEVCONF_*.
-const IFLA_INET6_CONF: u16 = 5;
-/// DEVCONF_ACCEPT_RA (linux/ipv6.h).
-const DEVCONF_ACCEPT_RA: usize = 3;
 /// IPV4_DEVCONF_ARP_NOTIFY (linux/ip.h), 1-based as IFLA_INET_CONF's attribute types are.
 const IPV4_DEVCONF_ARP_NOTIFY: u16 = 22;
 const RTM_GETNETCONF: u16 = 82;
@@ -29,14 +25,6 @@ const NETCONFA_IFINDEX: u16 = 1;
 const NETCONFA_FORWARDING: u16 = 2;
 /// NETCONFA_IFINDEX_ALL: the namespace's `conf/all` (for IPv4, `ip_forward` is the same value).
 const NETCONFA_IFINDEX_ALL: i32 = -1;
-
-/// The IPv6 `accept_ra` of a link from its `IFLA_AF_SPEC` payload (None: the link has no IPv6,
-/// or the attribute is not there).
-pub(super) fn ipv6_accept_ra(af_spec: &[u8]) -> Option<i32> {
-    let (_, v6) = wire::attrs(af_spec).find(|(ty, _)| *ty == AF_INET6)?;
-    let (_, conf) = wire::attrs(v6).find(|(ty, _)| *ty == IFLA_INET6_CONF)?;
-    wire::get_u32(conf, DEVCONF_ACCEPT_RA * 4).map(|v| v as i32)
-}
 
 impl Handle {
     /// `arp_notify` on for link `index`, as writing 1 to `net/ipv4/conf/<link>/arp_notify` does

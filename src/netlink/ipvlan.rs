@@ -1,11 +1,9 @@
 //! ipvlan links: created on a parent, directly in a target namespace.
 
-use super::link::{IFLA_LINK, IFLA_NET_NS_FD, link_info, link_msg, name_mtu};
+use super::link::{IFLA_IPVLAN_MODE, IFLA_LINK, IFLA_NET_NS_FD, link_info, link_msg, name_mtu};
 use super::wire::Writer;
 use super::{Handle, RTM_NEWLINK, Result};
 use crate::netns::NetNs;
-
-pub(super) const IFLA_IPVLAN_MODE: u16 = 1;
 
 /// `enum ipvlan_mode` (linux/if_link.h).
 pub const IPVLAN_MODE_L2: u16 = 0;

@@ -91,6 +91,16 @@ pub(super) const IFLA_INFO_DATA: u16 = 2;
 pub(super) const IFLA_INFO_SLAVE_KIND: u16 = 4;
 pub(super) const IFLA_INFO_SLAVE_DATA: u16 = 5;
 pub(super) const IFLA_VLAN_ID: u16 = 1;
+/// The per-kind attributes of IFLA_INFO_DATA that `parse` reads, beside the link core so that
+/// the kind modules (`macvlan`, `ipvlan`, `vrf`) import it and it imports none of them.
+pub(super) const IFLA_IPVLAN_MODE: u16 = 1;
+pub(super) const IFLA_VRF_TABLE: u16 = 1;
+pub(super) const IFLA_MACVLAN_MODE: u16 = 1;
+/// IFLA_INET6_CONF (inside IFLA_AF_SPEC/AF_INET6): the IPv6 devconf of a link, an array of s32
+/// indexed by DEVCONF_*.
+const IFLA_INET6_CONF: u16 = 5;
+/// DEVCONF_ACCEPT_RA (linux/ipv6.h).
+const DEVCONF_ACCEPT_RA: usize = 3;
 pub(super) const IFLA_BRPORT_STATE: u16 = 1;
 pub(super) const IFLA_BRPORT_MODE: u16 = 4;
 pub(super) const IFLA_BRPORT_LEARNING: u16 = 8;
@@ -133,7 +143,7 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
             IFLA_LINK_NETNSID => l.link_netnsid = wire::get_u32(v, 0).map(|n| n as i32),
             IFLA_IFALIAS => l.alias = Some(wire::get_str(v)),
             IFLA_TXQLEN => l.txqlen = wire::get_u32(v, 0).unwrap_or(0),
-            IFLA_AF_SPEC => l.ipv6_accept_ra = super::devconf::ipv6_accept_ra(v),
+            IFLA_AF_SPEC => l.ipv6_accept_ra = ipv6_accept_ra(v),
             IFLA_LINKINFO => {
                 let (mut data, mut slave_kind, mut slave_data) = (None, None, None);
                 for (ty, v) in wire::attrs(v) {
@@ -152,17 +162,17 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
                 }
                 if let (Some("ipvlan"), Some(d)) = (l.kind.as_deref(), data) {
                     l.ipvlan_mode = wire::attrs(d)
-                        .find(|(ty, _)| *ty == super::ipvlan::IFLA_IPVLAN_MODE)
+                        .find(|(ty, _)| *ty == IFLA_IPVLAN_MODE)
                         .and_then(|(_, v)| wire::get_u16(v, 0));
                 }
                 if let (Some("vrf"), Some(d)) = (l.kind.as_deref(), data) {
                     l.vrf_table = wire::attrs(d)
-                        .find(|(ty, _)| *ty == super::vrf::IFLA_VRF_TABLE)
+                        .find(|(ty, _)| *ty == IFLA_VRF_TABLE)
                         .and_then(|(_, v)| wire::get_u32(v, 0));
                 }
                 if let (Some("macvlan"), Some(d)) = (l.kind.as_deref(), data) {
                     l.macvlan_mode = wire::attrs(d)
-                        .find(|(ty, _)| *ty == super::macvlan::IFLA_MACVLAN_MODE)
+                        .find(|(ty, _)| *ty == IFLA_MACVLAN_MODE)
                         .and_then(|(_, v)| wire::get_u32(v, 0));
                 }
                 if let (Some("bridge"), Some(d)) = (slave_kind.as_deref(), slave_data) {
@@ -183,6 +193,14 @@ pub(super) fn parse(body: &[u8]) -> Option<Link> {
         }
     }
     Some(l)
+}
+
+/// The IPv6 `accept_ra` of a link from its `IFLA_AF_SPEC` payload (None: the link has no IPv6,
+/// or the attribute is not there).
+fn ipv6_accept_ra(af_spec: &[u8]) -> Option<i32> {
+    let (_, v6) = wire::attrs(af_spec).find(|(ty, _)| *ty == libc::AF_INET6 as u16)?;
+    let (_, conf) = wire::attrs(v6).find(|(ty, _)| *ty == IFLA_INET6_CONF)?;
+    wire::get_u32(conf, DEVCONF_ACCEPT_RA * 4).map(|v| v as i32)
 }
 
 /// struct ifinfomsg for `index` in `family`, setting the `change` flags to `flags`.

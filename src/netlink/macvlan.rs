@@ -1,11 +1,12 @@
 //! macvlan links: created on a parent, directly in a target namespace.
 
-use super::link::{IFLA_ADDRESS, IFLA_LINK, IFLA_NET_NS_FD, link_info, link_msg, name_mtu};
+use super::link::{
+    IFLA_ADDRESS, IFLA_LINK, IFLA_MACVLAN_MODE, IFLA_NET_NS_FD, link_info, link_msg, name_mtu,
+};
 use super::wire::Writer;
 use super::{Handle, RTM_NEWLINK, Result};
 use crate::netns::NetNs;
 
-pub(super) const IFLA_MACVLAN_MODE: u16 = 1;
 const IFLA_MACVLAN_BC_QUEUE_LEN: u16 = 7;
 
 /// `enum macvlan_mode` (linux/if_link.h).

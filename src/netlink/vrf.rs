@@ -1,10 +1,8 @@
 //! VRF (l3mdev) links: a device owning a routing table; its slaves route through that table.
 
-use super::link::{link_info, link_msg, name_mtu};
+use super::link::{IFLA_VRF_TABLE, link_info, link_msg, name_mtu};
 use super::wire::Writer;
 use super::{Handle, RTM_NEWLINK, Result};
-
-pub(super) const IFLA_VRF_TABLE: u16 = 1;
 
 pub(super) fn vrf_msg(name: &str, table: u32) -> Vec<u8> {
     link_msg(RTM_NEWLINK, 0, |w| {

@@ -9,11 +9,12 @@
 
 use super::cache::{self, Rt};
 use super::load::{NetList, Plugin, at_least};
+use crate::cni::Applet;
 use crate::cni::delegate;
 use crate::cni::env::{Command, Env};
 use crate::cni::error::{Error, Result, code};
 use crate::cni::result::{CniResult, compact};
-use crate::cni::skel::{self, Applet};
+use crate::cni::skel;
 use crate::cni::version::Version;
 use crate::undo::ErrorList;
 use serde_json::{Map, Value};

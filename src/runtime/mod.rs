@@ -15,9 +15,10 @@ pub(crate) mod cache;
 pub(crate) mod chain;
 pub(crate) mod load;
 
+use crate::cni::Applet;
 use crate::cni::env::{validate_container_id, validate_ifname, validate_network_name};
 use crate::cni::error::{Error, Result};
-use crate::cni::skel::{self, Applet};
+use crate::cni::skel;
 use crate::cni::version::Version;
 use std::path::{Component, Path, PathBuf};
 

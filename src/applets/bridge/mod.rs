@@ -20,7 +20,7 @@ use port::{setup_port_vlans, wait_oper_up, wait_port_forwarding};
 use super::shared::veth::create_veth;
 use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
-use crate::cni::config::Request;
+use crate::cni::Request;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::result::{CniResult, Interface};
 use crate::cni::{Applet, Command, Context, Error, Result, Version, delegate};
