@@ -16,8 +16,9 @@
 
 mod survey;
 
+use crate::cni::Applet;
 use crate::cni::error::Error;
-use crate::cni::skel::{self, Applet};
+use crate::cni::skel;
 use crate::runtime::cache::Rt;
 use crate::runtime::chain::Runner;
 use crate::runtime::var;
