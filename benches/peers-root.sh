@@ -32,4 +32,11 @@ if [ "$(chroot "$dir" dpkg-query -W -f '${db:Status-Abbrev}\n' "${pkgs[@]}" 2>/d
         chroot "$d" apt-get clean' sh "$dir" "${pkgs[@]}" ||
         { echo "peers-root.sh: could not install ${pkgs[*]} into $dir (podman.sh leaves its podman 5 side out)" >&2; exit 1; }
 fi
+# netavark 1.4, the peer an older node (Debian 12, podman 4.3) runs: the host's own package
+# (/usr/lib/podman/netavark). Installed without its recommends; podman 4.3 keeps using CNI where a
+# containers.conf names it (the tests' and podman.sh's do).
+if [ ! -x /usr/lib/podman/netavark ] && command -v apt-get >/dev/null; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends netavark >/dev/null ||
+        echo "peers-root.sh: could not install Debian's netavark (no netavark 1.4 column)" >&2
+fi
 echo "$dir: $(chroot "$dir" /usr/lib/podman/netavark --version), podman $(chroot "$dir" dpkg-query -W -f '${Version}' podman)"

@@ -216,6 +216,8 @@ struct Cri {
     containerd: Option<Child>,
     /// Every pod namespace a status showed: removed on drop if containerd did not.
     netns_seen: RefCell<Vec<String>>,
+    /// Extra environment for containerd (what a systemd drop-in's `Environment=` gives it).
+    env: Vec<(String, String)>,
 }
 
 impl Cri {
@@ -268,6 +270,7 @@ impl Cri {
             fam,
             containerd: None,
             netns_seen: RefCell::new(Vec::new()),
+            env: Vec::new(),
         };
         if fam.has_v6() {
             add_v6_link_ns(n, &cri.node, &cri.client);
@@ -395,6 +398,7 @@ impl Cri {
             .arg(self.cd.exe("containerd"))
             .args(["--config", &self.path("config.toml")])
             .env("PATH", path)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -1093,4 +1097,170 @@ fn containerd21_status_dhcp_daemon() {
     assert_ready(&cri, "dhcp with its daemon");
     drop(daemon);
     assert_not_ready(&cri, "dhcp after its daemon stopped", &[&sock]);
+}
+
+/// README's containerd recipe for `CNIBOX_LOG` ("Turning `CNIBOX_LOG` on"), run as written
+/// with its two paths moved into `root` (the systemd unit directory and the log): the drop-in
+/// file it makes. The last line must be the restart that applies it, which the test does itself.
+fn readme_dropin(root: &Path, log: &Path) -> PathBuf {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split_once("**Turning `CNIBOX_LOG` on.**")
+        .expect("README has the CNIBOX_LOG recipes")
+        .1;
+    let block = section
+        .split_once("```sh\n")
+        .and_then(|(_, b)| b.split_once("```"))
+        .expect("the containerd recipe is a sh block")
+        .0;
+    let lines: Vec<&str> = block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(
+        lines.last().copied(),
+        Some("systemctl daemon-reload && systemctl restart containerd"),
+        "{block}"
+    );
+    let units = root.join("systemd");
+    let script = lines[..lines.len() - 1]
+        .join("\n")
+        .replace("/etc/systemd/system", &units.display().to_string())
+        .replace("/var/log/cnibox.log", &log.display().to_string());
+    let out = exec(Path::new("sh"), &["-ec", &script], &[], "");
+    assert!(out.status_ok, "README's recipe: {out:?}\n{script}");
+    let dir = units.join("containerd.service.d");
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(
+        files[0].extension().is_some_and(|e| e == "conf"),
+        "{files:?}"
+    );
+    files[0].clone()
+}
+
+/// The `Environment=` assignments of a unit file's `[Service]` section, as systemd reads them
+/// (systemd.exec(5): whitespace-separated `KEY=VALUE` words, double quotes group), strictly:
+/// anything else in the file fails the test.
+fn service_environment(unit: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(unit).unwrap();
+    let mut section = "";
+    let mut env = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if line.starts_with('[') && line.ends_with(']') {
+            section = line;
+            continue;
+        }
+        assert_eq!(section, "[Service]", "{unit:?}: {line}");
+        let value = line
+            .strip_prefix("Environment=")
+            .unwrap_or_else(|| panic!("{unit:?}: not an Environment= line: {line}"));
+        let (mut word, mut quoted, mut words) = (String::new(), false, Vec::new());
+        for c in value.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                c if c.is_whitespace() && !quoted => {
+                    if !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                }
+                c => word.push(c),
+            }
+        }
+        assert!(!quoted, "{unit:?}: unbalanced quotes: {line}");
+        words.extend((!word.is_empty()).then_some(word));
+        for w in words {
+            let (k, v) = w.split_once('=').unwrap_or_else(|| panic!("{unit:?}: {w}"));
+            env.push((k.to_string(), v.to_string()));
+        }
+    }
+    env
+}
+
+/// The call log's lines for one container.
+fn log_lines(log: &Path, id: &str) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|l| l["containerID"] == id)
+        .collect()
+}
+
+/// Issue 38 item 2: README's systemd drop-in gives containerd `CNIBOX_LOG`, and every plugin
+/// call of a pod lands in the log — through a restart of containerd with the pod running (the
+/// recipe's `systemctl restart`): the pod keeps running, and its DEL goes through the restarted
+/// containerd into the same log. k3s's containerd is k3s's child and inherits k3s's
+/// environment the same way (k3s is in no Debian archive: not run here).
+fn call_log_through_dropin(test: &str, cd: Containerd) {
+    let Some(mut cri) = Cri::new(test, cd, Fam::Dual, Install::Links) else {
+        return;
+    };
+    let log = cri.tmp.join("log/cnibox.log");
+    let dropin = readme_dropin(&cri.tmp, &log);
+    std::fs::create_dir_all(log.parent().unwrap()).unwrap();
+    cri.env = service_environment(&dropin);
+    assert_eq!(
+        cri.env,
+        vec![("CNIBOX_LOG".to_string(), log.display().to_string())]
+    );
+    cri.start();
+    cri.import_image();
+    let id = cri.run(&["pod-logged", "--port", "8080:80/tcp"]);
+    let pod = cri.pod(&id);
+    // The pod network's plugins on eth0 (bridge's ADD runs host-local in-process: one line per
+    // plugin of the list), and containerd's own loopback network on lo, in `netns`.
+    let calls = |lines: &[Value], verb: &str, netns: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l["verb"] == verb && l["netns"] == netns)
+            .map(|l| {
+                assert!(l.get("error").is_none(), "{l}");
+                let (applet, ifname) = (l["applet"].as_str().unwrap(), &l["ifname"]);
+                assert_eq!(
+                    ifname,
+                    if applet == "loopback" { "lo" } else { "eth0" },
+                    "{l}"
+                );
+                applet.to_string()
+            })
+            .collect()
+    };
+    let mut chain = vec!["loopback", "bridge", "portmap", "bandwidth", "firewall"];
+    let lines = log_lines(&log, &id);
+    assert_eq!(calls(&lines, "ADD", &pod.netns), chain, "{lines:#?}");
+    assert_eq!(lines.len(), chain.len(), "{lines:#?}");
+
+    // The recipe's restart, with the pod running.
+    cri.kill();
+    cri.start();
+    assert_eq!(cri.pod(&id).netns, pod.netns);
+    cri.py(&["stop", &id]);
+    cri.py(&["remove", &id]);
+    // StopPodSandbox's DELs in the pod's namespace (the pod network's plugins in reverse order,
+    // loopback first), then RemovePodSandbox's repeat of them with the namespace gone (CNI
+    // allows a DEL without one).
+    let lines = log_lines(&log, &id);
+    chain[1..].reverse();
+    assert_eq!(calls(&lines, "DEL", &pod.netns), chain, "{lines:#?}");
+    assert_eq!(calls(&lines, "DEL", ""), chain, "{lines:#?}");
+    assert_eq!(lines.len(), 3 * chain.len(), "{lines:#?}");
+}
+
+#[test]
+fn containerd16_call_log_from_readme_dropin() {
+    call_log_through_dropin("containerd16_call_log_from_readme_dropin", Containerd::V16);
+}
+
+#[test]
+fn containerd21_call_log_from_readme_dropin() {
+    call_log_through_dropin("containerd21_call_log_from_readme_dropin", Containerd::V21);
 }

@@ -263,11 +263,12 @@ impl Pod {
             &runroot,
         ];
         argv.extend_from_slice(args);
-        let (conf, sconf, state, home) = (
+        let (conf, sconf, state, home, log) = (
             t("containers.conf"),
             t("storage.conf"),
             t("cnibox-state"),
             t(""),
+            t("cnibox.log"),
         );
         exec(
             Path::new("timeout"),
@@ -277,6 +278,8 @@ impl Pod {
                 ("CONTAINERS_STORAGE_CONF", &sconf),
                 ("CNIBOX_STATE_DIR", &state),
                 ("HOME", &home),
+                // README's podman recipe: the call log through podman's environment.
+                ("CNIBOX_LOG", &log),
             ],
             "",
         )
@@ -869,4 +872,41 @@ fn podman_ipv6_ports_and_masquerade() {
         assert!(left.is_empty(), "after rm: {left:?}");
     }
     pod.assert_clean(&netns);
+}
+
+/// Issue 38 item 2, README's podman recipe (`CNIBOX_LOG=… podman run …`; every podman call
+/// of these tests runs with it): one log line per plugin of podman's chain for the container's
+/// ADD, and its DELs in reverse order when it is removed, in a dual-stack network.
+#[test]
+fn podman_call_log_from_its_environment() {
+    let Some(pod) = Pod::new(
+        "podman_call_log_from_its_environment",
+        common::lab::unique_n(),
+    ) else {
+        return;
+    };
+    let net = pod.network(&["--ipv6"]);
+    let id = pod.run("logged", &net, &[], &["sleep", "600"]);
+    let (v4, v6) = pod.ips(&id, &net);
+    assert!(!v4.is_empty() && !v6.is_empty(), "dual-stack: {v4} {v6}");
+    let log = pod.tmp.join("cnibox.log");
+    let lines = |verb: &str| -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .filter(|l| l["containerID"] == id.as_str() && l["verb"] == verb)
+            .map(|l| {
+                assert!(l.get("error").is_none(), "{l}");
+                assert_eq!(l["ifname"], "eth0", "{l}");
+                l["applet"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let chain = ["bridge", "portmap", "firewall", "tuning"];
+    assert_eq!(lines("ADD"), chain);
+    pod.pm(&["rm", "-f", "-t", "0", &id]);
+    let mut del = lines("DEL");
+    del.reverse();
+    assert_eq!(del, chain, "DELs in reverse order");
 }
