@@ -1,8 +1,8 @@
 //! `cnibox status [--json] [--gc [--yes]] [--grace SECONDS]`: a node doctor for CNI. For each
 //! network configuration of NETCONFPATH (default /etc/cni/net.d) it lists the attachments
 //! libcni's result cache records (CNI_CACHE_DIR) and what the node holds for each —
-//! host-local reservations, host-side interfaces, ipMasq/portmap iptables rules — and the
-//! orphans, each with why (`survey.rs`). Exit status: 0 no orphans, 1 orphans, 2 error.
+//! host-local reservations, host-side interfaces, the ipMasq, portmap and firewall rules of
+//! iptables and nftables — and the orphans, each with why (`survey.rs`, `rules.rs`). Exit status: 0 no orphans, 1 orphans, 2 error.
 //!
 //! `--gc` removes the orphans through the runtime's own paths (`runtime::chain`, as `cnitool`
 //! runs them, plugins in-process when they are this binary): the list's DEL, with the cached
@@ -14,6 +14,7 @@
 //! than `--grace` (default 30 s) with no cache entry may be an ADD in flight: it is left alone
 //! and its owner passed to GC as valid. Runtime-side like `runtime/`; nothing imports it.
 
+mod rules;
 mod survey;
 
 use crate::cni::Applet;
@@ -198,11 +199,19 @@ fn plan(s: &Survey) -> Vec<Step> {
                 .iter()
                 .filter(move |o| o.network == n.name && o.kind == k)
         };
-        let leftover = mine(Kind::Reservation).chain(mine(Kind::Rule)).any(|o| {
-            !dels
-                .iter()
-                .any(|(dn, c, _)| *dn == n.name && *c == o.container_id)
-        });
+        // portmap's nftables rules name only a container: one no cached attachment of any
+        // network has is left to the GC of every list with portmap.
+        let has_portmap = list.plugins.iter().any(|p| p.kind == "portmap");
+        let unnamed = s
+            .orphans
+            .iter()
+            .any(|o| o.kind == Kind::Rule && o.network.is_empty() && has_portmap);
+        let leftover = unnamed
+            || mine(Kind::Reservation).chain(mine(Kind::Rule)).any(|o| {
+                !dels
+                    .iter()
+                    .any(|(dn, c, _)| *dn == n.name && *c == o.container_id)
+            });
         if !leftover {
             continue;
         }

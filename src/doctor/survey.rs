@@ -1,13 +1,16 @@
 //! What the node holds for each network configuration: the attachments libcni's cache records
-//! (`runtime::cache`), host-local's reservations in each host-local `dataDir`, and the ipMasq
-//! and portmap rules of the iptables nat table (comments `name: "<net>" id: "<cid>"`, as the
-//! Go plugins and cnibox write them); and which of them are orphans, with why.
+//! (`runtime::cache`), host-local's reservations in each host-local `dataDir`, the rules of
+//! ipMasq, portmap and firewall in iptables and nftables (`rules.rs`), and the host-side
+//! interfaces of attachments; and which of them are orphans, with why.
 
+use super::rules::{self, Found, Owner};
 use crate::cni::gojson;
 use crate::runtime::cache::{self, Rt};
 use crate::runtime::load::{self, NetList};
+use ipnet::IpNet;
 use serde_json::Value;
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -42,6 +45,7 @@ pub(crate) enum Kind {
     Cache,
     Reservation,
     Rule,
+    Interface,
 }
 
 impl Kind {
@@ -50,6 +54,7 @@ impl Kind {
             Kind::Cache => "cache",
             Kind::Reservation => "reservation",
             Kind::Rule => "rule",
+            Kind::Interface => "interface",
         }
     }
 }
@@ -77,6 +82,10 @@ pub(crate) struct Survey {
     pub(crate) orphans: Vec<Orphan>,
     /// Owners (network, container ID, ifname) whose ADD may be in flight: left alone.
     pub(crate) in_flight: Vec<(String, String, String)>,
+    /// The addresses of reservations whose owner is live or may be in flight.
+    held: Vec<IpAddr>,
+    /// Every reservation's address and the container ID it names.
+    reserved: Vec<(IpAddr, String)>,
     pub(crate) notes: Vec<String>,
 }
 
@@ -119,6 +128,25 @@ fn stores(list: &NetList) -> Vec<PathBuf> {
     out
 }
 
+/// The subnets of every host-local range of the list (`ranges` and the older `subnet`).
+fn subnets(list: &NetList) -> Vec<IpNet> {
+    let mut out = Vec::new();
+    let ipams = list.plugins.iter().filter_map(|p| p.conf.get("ipam"));
+    for ipam in ipams {
+        let ranges = gojson::member(ipam, "ranges").and_then(Value::as_array);
+        let sets = ranges.into_iter().flatten().filter_map(Value::as_array);
+        let mut found: Vec<&Value> = sets.flatten().collect();
+        found.push(ipam);
+        for r in found {
+            let subnet = gojson::member(r, "subnet").and_then(Value::as_str);
+            if let Some(net) = subnet.and_then(|s| s.parse::<IpNet>().ok()) {
+                out.push(net);
+            }
+        }
+    }
+    out
+}
+
 fn result_addresses(r: Option<&Value>) -> (Vec<String>, Vec<String>) {
     let Some(r) = r else {
         return (Vec::new(), Vec::new());
@@ -150,6 +178,7 @@ fn result_addresses(r: Option<&Value>) -> (Vec<String>, Vec<String>) {
 
 /// A reservation file: `(address, path, owner (cid, ifname or ""), age, symlink)`.
 struct Reservation {
+    ip: IpAddr,
     path: PathBuf,
     owner: Option<(String, String)>,
     age: Duration,
@@ -175,9 +204,9 @@ fn reservations(dir: &Path) -> std::io::Result<Vec<Reservation>> {
     };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if name.parse::<std::net::IpAddr>().is_err() {
+        let Ok(ip) = name.parse::<IpAddr>() else {
             continue;
-        }
+        };
         let path = e.path();
         let Ok(meta) = std::fs::symlink_metadata(&path) else {
             continue;
@@ -197,6 +226,7 @@ fn reservations(dir: &Path) -> std::io::Result<Vec<Reservation>> {
             }
         });
         out.push(Reservation {
+            ip,
             path,
             owner,
             age,
@@ -207,40 +237,119 @@ fn reservations(dir: &Path) -> std::io::Result<Vec<Reservation>> {
     Ok(out)
 }
 
-/// `(network, cid)` of a rule commented `name: \"N\" id: \"C\"` (iptables-save's quoting).
-fn rule_owner(rule: &str) -> Option<(String, String)> {
-    let start = rule.find("name: \\\"")? + 8;
-    let rest = &rule[start..];
-    let end = rest.find("\\\"")?;
-    let net = &rest[..end];
-    let rest = &rest[end..];
-    let id = rest.find("id: \\\"")? + 6;
-    let rest = &rest[id..];
-    let end = rest.find("\\\"")?;
-    Some((net.to_string(), rest[..end].to_string()))
-}
-
-/// The commented ipMasq and portmap rules of the nat table, both families: `(rule, network,
-/// cid)`. No iptables tools: none.
-fn nat_rules(notes: &mut Vec<String>) -> Vec<(String, String, String)> {
-    use crate::netfilter::iptables::{Iptables, Proto};
-    let mut out = Vec::new();
-    for proto in [Proto::V4, Proto::V6] {
-        let Ok(ipt) = Iptables::new(proto) else {
-            continue;
-        };
-        match ipt.save("nat") {
-            Ok(saved) => {
-                for (chain, spec) in saved.rules() {
-                    if let Some((net, cid)) = rule_owner(spec) {
-                        out.push((format!("{proto:?} nat -A {chain} {spec}"), net, cid));
-                    }
-                }
-            }
-            Err(e) => notes.push(format!("iptables: {}", e.msg)),
+/// Count a rule to its live attachment, or make it an orphan with why. A rule is judged when
+/// it names a configured network, an attachment in the cache, or (firewall's, which name only
+/// an address) an address in a configured network's ranges; a rule of an ADD that may be in
+/// flight is left alone.
+fn judge_rule(
+    s: &mut Survey,
+    configured: &HashSet<String>,
+    nets: &[(String, Vec<IpNet>)],
+    f: Found,
+) {
+    let owns = |a: &Attachment| match &f.owner {
+        Owner::Address(ip) => a
+            .addresses
+            .iter()
+            .any(|x| x.parse::<IpNet>().is_ok_and(|n| n.addr() == *ip)),
+        o => o.is(&a.network, &a.rt.ifname, &a.rt.container_id),
+    };
+    let in_flight = match &f.owner {
+        Owner::Address(ip) => s.held.contains(ip),
+        o => s.in_flight.iter().any(|(n, c, i)| o.is(n, i, c)),
+    };
+    if in_flight {
+        return;
+    }
+    let mut live = false;
+    let mut gone: Option<(String, String, String, String)> = None;
+    for a in s.attachments.iter_mut().filter(|a| owns(a)) {
+        if a.live() {
+            a.rules += 1;
+            live = true;
+        } else {
+            let rt = &a.rt;
+            gone = Some((
+                a.network.clone(),
+                rt.container_id.clone(),
+                rt.ifname.clone(),
+                rt.netns.clone(),
+            ));
         }
     }
-    out
+    if live {
+        return;
+    }
+    let (network, container_id, ifname, why) = match gone {
+        Some((net, cid, ifname, netns)) => (
+            net,
+            cid,
+            ifname,
+            format!("its attachment's netns {netns} is gone"),
+        ),
+        None => {
+            let network = match &f.owner {
+                Owner::Address(ip) => nets
+                    .iter()
+                    .find(|(_, subnets)| subnets.iter().any(|n| n.contains(ip)))
+                    .map(|(n, _)| n.clone()),
+                Owner::Container(_) => Some(String::new()),
+                o => o
+                    .network()
+                    .filter(|n| configured.contains(*n))
+                    .map(String::from),
+            };
+            let Some(network) = network else {
+                return; // Not a network of this node's configuration: not ours to judge.
+            };
+            let cid = match &f.owner {
+                // The reservation of the address, when there is one, names its owner.
+                Owner::Address(ip) => s
+                    .reserved
+                    .iter()
+                    .find(|(r, _)| r == ip)
+                    .map(|(_, c)| c.clone())
+                    .unwrap_or_default(),
+                o => o.container_id().unwrap_or_default().to_string(),
+            };
+            let why = match &f.owner {
+                Owner::Address(ip) => format!("no live attachment has address {ip}"),
+                _ => "no cached attachment".to_string(),
+            };
+            (network, cid, String::new(), why)
+        }
+    };
+    s.orphans.push(Orphan {
+        kind: Kind::Rule,
+        network,
+        object: f.object,
+        container_id,
+        ifname,
+        why,
+    });
+}
+
+/// The host-side interfaces of attachments whose netns is gone that are still there: the
+/// kernel deletes a veth with its namespace, so something still holds that namespace.
+fn interfaces(s: &mut Survey) {
+    for a in s.attachments.iter().filter(|a| !a.live()) {
+        for i in &a.host_ifaces {
+            if Path::new("/sys/class/net").join(i).exists() {
+                s.orphans.push(Orphan {
+                    kind: Kind::Interface,
+                    network: a.network.clone(),
+                    object: i.clone(),
+                    container_id: a.rt.container_id.clone(),
+                    ifname: a.rt.ifname.clone(),
+                    why: format!(
+                        "its attachment's netns {} is gone (something still holds the \
+                         namespace)",
+                        a.rt.netns
+                    ),
+                });
+            }
+        }
+    }
 }
 
 /// Survey the node. `grace`: a reservation younger than this with no cache entry may be an
@@ -251,6 +360,8 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
         attachments: Vec::new(),
         orphans: Vec::new(),
         in_flight: Vec::new(),
+        held: Vec::new(),
+        reserved: Vec::new(),
         notes: Vec::new(),
     };
     for name in load::names(conf_dir)? {
@@ -324,6 +435,7 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
                     ""
                 };
                 let Some((cid, ifname)) = r.owner else {
+                    s.reserved.push((r.ip, String::new()));
                     s.orphans.push(Orphan {
                         kind: Kind::Reservation,
                         network: n.name.clone(),
@@ -334,6 +446,7 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
                     });
                     continue;
                 };
+                s.reserved.push((r.ip, cid.clone()));
                 let owner = s.attachments.iter_mut().find(|a| {
                     a.network == n.name
                         && a.rt.container_id == cid
@@ -342,6 +455,7 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
                 let why = match owner {
                     Some(a) if a.live() => {
                         a.reservations.push(object);
+                        s.held.push(r.ip);
                         continue;
                     }
                     Some(a) => format!("its attachment's netns {} is gone", a.rt.netns),
@@ -352,6 +466,7 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
                             r.age.as_secs()
                         ));
                         s.in_flight.push((n.name.clone(), cid, ifname));
+                        s.held.push(r.ip);
                         continue;
                     }
                     None => "no cached attachment".to_string(),
@@ -367,56 +482,21 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
             }
         }
     }
-    for (rule, net, cid) in nat_rules(&mut s.notes) {
-        if !configured.contains(&net) {
-            continue;
-        }
-        let mut of = s
-            .attachments
-            .iter_mut()
-            .filter(|a| a.network == net && a.rt.container_id == cid)
-            .peekable();
-        let why = if of.peek().is_none() {
-            if s.in_flight.iter().any(|(n, c, _)| *n == net && *c == cid) {
-                continue;
-            }
-            "no cached attachment".to_string()
-        } else {
-            let mut live = false;
-            let mut gone = String::new();
-            for a in of {
-                if a.live() {
-                    a.rules += 1;
-                    live = true;
-                } else {
-                    gone.clone_from(&a.rt.netns);
-                }
-            }
-            if live {
-                continue;
-            }
-            format!("its attachment's netns {gone} is gone")
-        };
-        s.orphans.push(Orphan {
-            kind: Kind::Rule,
-            network: net,
-            object: rule,
-            container_id: cid,
-            ifname: String::new(),
-            why,
-        });
+    let mut found = rules::iptables(&mut s.notes);
+    found.extend(rules::nftables(&mut s.notes));
+    let nets: Vec<(String, Vec<IpNet>)> = s
+        .networks
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                n.list.as_ref().map(subnets).unwrap_or_default(),
+            )
+        })
+        .collect();
+    for f in found {
+        judge_rule(&mut s, &configured, &nets, f);
     }
+    interfaces(&mut s);
     Ok(s)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn rule_owners_are_read_from_iptables_save_comments() {
-        let r = r#"-s 10.1.0.2/32 -m comment --comment "name: \"net1\" id: \"abc\"" -j CNI-x"#;
-        assert_eq!(super::rule_owner(r), Some(("net1".into(), "abc".into())));
-        let r = r#"-p tcp -m comment --comment "dnat name: \"n\" id: \"c\"" -j CNI-DN-1"#;
-        assert_eq!(super::rule_owner(r), Some(("n".into(), "c".into())));
-        assert_eq!(super::rule_owner("-j MASQUERADE"), None);
-    }
 }

@@ -32,7 +32,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 /// Multicast destinations the nftables chain leaves alone (checked when compiled, not at run time).
 const MULTICAST_V4: Ipv4Net = Ipv4Net::new_assert(Ipv4Addr::new(224, 0, 0, 0), 4);
 const MULTICAST_V6: Ipv6Net = Ipv6Net::new_assert(Ipv6Addr::new(0xff00, 0, 0, 0, 0, 0, 0, 0), 8);
-const NFT_TABLE: &str = "cni_plugins_masquerade";
+const NFT_TABLE: &str = super::MASQ_TABLE;
 const NFT_CHAIN: &str = "masq_checks";
 /// Attachment records (`attachment`) of the handles of each attachment's nftables rules.
 const HINTS: &str = "ipmasq";

@@ -64,6 +64,17 @@ impl Backend {
     }
 }
 
+/// The nftables tables whose rules name their attachment in a comment, as the Go plugins name
+/// them (cnibox shares them): ipMasq's (`inet`, owner comments), firewall's (`inet`, owner
+/// comments) and portmap's (`ip` and `ip6`, the container ID). The plugins and the node doctor
+/// use these.
+pub const MASQ_TABLE: &str = "cni_plugins_masquerade";
+pub const FIREWALL_TABLE: &str = "cni_plugins_firewall";
+pub const HOSTPORT_TABLE: &str = "cni_hostport";
+/// The iptables filter chain of firewall's per-address rules (`-d IP/32 … -j ACCEPT`,
+/// `-s IP/32 -j ACCEPT`: no comment names their owner, upstream's layout).
+pub const FIREWALL_FORWARD_CHAIN: &str = "CNI-FORWARD";
+
 /// knftables' CommentLengthMax, which the Go plugins truncate their comments to.
 pub const NFT_COMMENT_MAX: usize = 128;
 

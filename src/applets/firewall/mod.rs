@@ -59,11 +59,11 @@ pub static APPLET: Applet = Applet {
     gc: Some(gc),
 };
 
-const FORWARD_CHAIN: &str = "CNI-FORWARD";
+const FORWARD_CHAIN: &str = crate::netfilter::FIREWALL_FORWARD_CHAIN;
 const DEFAULT_ADMIN: &str = "CNI-ADMIN";
 const STAGE1: &str = "CNI-ISOLATION-STAGE-1";
 const STAGE2: &str = "CNI-ISOLATION-STAGE-2";
-const NFT_TABLE: &str = "cni_plugins_firewall";
+const NFT_TABLE: &str = crate::netfilter::FIREWALL_TABLE;
 const NFT_FORWARD: &str = "cni-forward";
 const NFT_ADMIN: &str = "admin";
 const NFT_STAGE1: &str = "isolation-stage-1";

@@ -58,7 +58,7 @@ pub static APPLET: Applet = Applet {
 const TOP_DNAT: &str = "CNI-HOSTPORT-DNAT";
 const SETMARK: &str = "CNI-HOSTPORT-SETMARK";
 const MARK_MASQ: &str = "CNI-HOSTPORT-MASQ";
-const NFT_TABLE: &str = "cni_hostport";
+const NFT_TABLE: &str = crate::netfilter::HOSTPORT_TABLE;
 const OWNERS: &str = "portmap-nft";
 /// The nftables chains holding per-container rules (commented with the container ID).
 const OWNED_CHAINS: [&str; 3] = ["hostports", "hostip_hostports", "masquerading"];
