@@ -1264,3 +1264,100 @@ fn containerd16_call_log_from_readme_dropin() {
 fn containerd21_call_log_from_readme_dropin() {
     call_log_through_dropin("containerd21_call_log_from_readme_dropin", Containerd::V21);
 }
+
+/// Issue 38 item 1: `cnibox status --gc --yes` beside a running containerd 2.1 removes the
+/// leaked reservations of a dual-stack network and touches none of its live pods: both stay
+/// ready, keep their addresses and reservations, and still reach each other. The network has a
+/// name of its own so that the doctor sees only this test's attachments in libcni's shared
+/// cache (/var/lib/cni).
+#[test]
+fn containerd21_doctor_leaves_live_pods_alone() {
+    let test = "containerd21_doctor_leaves_live_pods_alone";
+    let Some(mut cri) = Cri::new(test, Containerd::V21, Fam::Dual, Install::Links) else {
+        return;
+    };
+    cri.start();
+    cri.import_image();
+    let mut net = cri.pod_network();
+    let name = format!("k8s-doctor-{}", cri.n);
+    net["name"] = json!(name);
+    cri.switch_network(&net);
+    let (a, b) = (cri.run(&["pod-a"]), cri.run(&["pod-b"]));
+    let (pa, pb) = (cri.pod(&a), cri.pod(&b));
+    let store = cri.tmp.join("ipam").join(&name);
+    let files = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(&store)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|f| f.parse::<IpAddr>().is_ok())
+            .collect();
+        v.sort();
+        v
+    };
+    let live = files();
+    assert_eq!(live.len(), 4, "{live:?}");
+    // Leaks: one reservation per family whose owner is gone, old enough not to be in flight.
+    let n = cri.n;
+    let ghosts = [format!("10.{n}.0.200"), format!("fd00:{n}::200")];
+    for g in &ghosts {
+        let p = store.join(g);
+        std::fs::write(&p, "ghost-pod\r\neth0").unwrap();
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    let binary = std::env::var_os("CNIBOX_STATIC")
+        .map(PathBuf::from)
+        .unwrap_or_else(bin);
+    let (conf, plugins) = (cri.path("net.d"), cri.path("bin"));
+    let status = |args: &[&str]| {
+        let mut a = vec![
+            format!("--net={}", cri.node.path()),
+            binary.display().to_string(),
+            "status".to_string(),
+            "--json".to_string(),
+        ];
+        a.extend(args.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = a.iter().map(String::as_str).collect();
+        exec_unchecked(
+            Path::new("nsenter"),
+            &refs,
+            &[("NETCONFPATH", &conf), ("CNI_PATH", &plugins)],
+            "",
+        )
+    };
+    let out = status(&[]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+    let orphans = v["orphans"].to_string();
+    for g in &ghosts {
+        assert!(orphans.contains(g.as_str()), "{g}: {v:#}");
+    }
+    for id in [&a, &b] {
+        assert!(
+            !orphans.contains(id.as_str()),
+            "live pod {id} judged orphan: {v:#}"
+        );
+    }
+    let out = status(&["--gc", "--yes"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(files(), live, "only the leaks go");
+    for (id, p) in [(&a, &pa), (&b, &pb)] {
+        let now = cri.pod(id);
+        assert_eq!(now.ips, p.ips, "{id}");
+    }
+    for (from, to) in [(&pa, &pb), (&pb, &pa)] {
+        for ip in &to.ips {
+            assert!(
+                in_pod(&from.netns, &["ping", "-c", "1", "-W", "5", ip]),
+                "{} -> {ip} after the doctor's GC",
+                from.ips[0]
+            );
+        }
+    }
+}
