@@ -589,6 +589,127 @@ fn held_namespace_leaves_an_interface_orphan() {
     }
 }
 
+/// Unmounts on drop (also when the test fails).
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = exec_unchecked(
+            Path::new("umount"),
+            &["-l", &self.0.display().to_string()],
+            &[],
+            "",
+        );
+    }
+}
+
+/// Issue 38 item 1, a full disk during ADD: the plugins succeed, the runtime's cache write
+/// fails (libcni then returns the error and undoes nothing; cnibox's cnitool does the same),
+/// so the reservations and ipMasq rules have no cache entry. Once past the grace period they
+/// are orphans, and `--gc --yes` removes them (the list's GC keeps the live attachment).
+#[test]
+fn full_disk_during_add_leaks_are_found_and_collected() {
+    for fam in FAMILIES {
+        let test = format!("doctor full disk {}", fam.tag());
+        if !require_root(&test) {
+            return;
+        }
+        let w = Node::new(&format!("full-{}", fam.tag()), Impl::Ours);
+        let n = unique_n();
+        let net = format!("df{n}");
+        let data = w.sb.path("ipam");
+        let list = json!({"cniVersion": "1.1.0", "name": net, "plugins": [
+            {"type": "bridge", "bridge": format!("dfbr{n}"), "isGateway": true, "ipMasq": true,
+             "ipam": ipam(fam, n, &data)}]});
+        std::fs::write(w.sb.path("net.d/10-df.conflist"), list.to_string()).unwrap();
+        let live = NetNs::create();
+        let out = w.cnitool("add", &net, &live.path());
+        assert!(out.status_ok, "{test}: ADD: {out:?}");
+        // The cache on a small tmpfs, filled up: the next ADD's cache write fails.
+        let cache = w.sb.path("cache");
+        let keep = std::fs::read_dir(cache.join("results"))
+            .unwrap()
+            .flatten()
+            .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
+            .collect::<Vec<_>>();
+        let mount = exec(
+            Path::new("mount"),
+            &[
+                "-t",
+                "tmpfs",
+                "-o",
+                "size=64k",
+                "tmpfs",
+                &cache.display().to_string(),
+            ],
+            &[],
+            "",
+        );
+        assert!(mount.status_ok, "{mount:?}");
+        let _mounted = Mounted(cache.clone());
+        std::fs::create_dir_all(cache.join("results")).unwrap();
+        for (name, bytes) in &keep {
+            std::fs::write(cache.join("results").join(name), bytes).unwrap();
+        }
+        let filler = cache.join("filler");
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![0u8; 4096];
+        while std::io::Write::write_all(&mut f, &block).is_ok() {}
+        drop(f);
+        let full = NetNs::create();
+        let out = w.cnitool("add", &net, &full.path());
+        assert!(
+            !out.status_ok,
+            "{test}: the cache write should fail: {out:?}"
+        );
+        assert!(
+            out.stdout.contains("cached result") || out.stderr.contains("cached result"),
+            "{test}: {out:?}"
+        );
+        let store = data.join(&net);
+        let leaked: Vec<PathBuf> = reservation_files(&store)
+            .into_iter()
+            .filter(|f| {
+                !std::fs::read_to_string(f)
+                    .unwrap()
+                    .contains(&*keep_cid(&keep))
+            })
+            .collect();
+        assert_eq!(leaked.len(), fam.addr_count(), "{test}: {leaked:?}");
+        for f in &leaked {
+            backdate(f);
+        }
+        let (out, v) = w.status(&[]);
+        assert_eq!(out.code, Some(1), "{test}: {out:?}");
+        let found = orphans(&v);
+        for f in &leaked {
+            let f = f.display().to_string();
+            assert!(
+                found.iter().any(|(k, _, o)| k == "reservation" && *o == f),
+                "{test}: {f}: {v:#}"
+            );
+        }
+        assert!(
+            found.iter().any(|(k, _, _)| k == "rule"),
+            "{test}: the ipMasq rules: {v:#}"
+        );
+        let (out, v) = w.status(&["--gc", "--yes"]);
+        assert_eq!(out.code, Some(0), "{test}: {}\n{}", out.stdout, out.stderr);
+        assert!(orphans(&v).is_empty(), "{test}: {v:#}");
+        assert_eq!(reservation_files(&store).len(), fam.addr_count(), "{test}");
+        std::fs::remove_file(&filler).unwrap();
+        let _ = w.cnitool("del", &net, &live.path());
+        let _ = w.node.exec(&["ip", "link", "del", &format!("dfbr{n}")]);
+    }
+}
+
+/// The container ID of the one cache record in `keep`.
+fn keep_cid(keep: &[(std::ffi::OsString, Vec<u8>)]) -> String {
+    assert_eq!(keep.len(), 1);
+    let v: Value = serde_json::from_slice(&keep[0].1).unwrap();
+    v["containerId"].as_str().unwrap().to_string()
+}
+
 #[test]
 fn a_panic_is_an_error_and_an_empty_node_is_clean() {
     let sb = Sandbox::new("doctor-panic");
