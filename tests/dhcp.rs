@@ -1068,3 +1068,101 @@ fn a_restarted_daemon_keeps_its_leases() {
     released(&lab, &ip, &d);
     assert_eq!(records(&d.socket), 0);
 }
+
+/// Issue 38 item 1, dhcp leases in `cnibox status`: the daemon's lease record of an attachment
+/// whose runtime was killed before its cache write is an orphan (past `--grace`); the live
+/// attachment's is counted to it; `--gc --yes` runs the list's GC, the daemon releases the
+/// orphan's lease (dnsmasq drops it) and removes its record, and the live lease stays.
+#[test]
+fn the_doctor_finds_and_collects_an_orphan_lease() {
+    if !require_root("dhcp the_doctor_finds_and_collects_an_orphan_lease") || !have("dnsmasq") {
+        return;
+    }
+    let lab = lab("dhcp-doctor");
+    let d = daemon(&lab, &[]);
+    let cnitool = lab.sb.link("cnitool");
+    std::fs::create_dir_all(lab.sb.path("net.d")).unwrap();
+    let list = json!({"cniVersion": "1.1.0", "name": "dhcpnet", "plugins": [
+        {"type": "macvlan", "master": "up0",
+         "ipam": {"type": "dhcp", "daemonSocketPath": d.socket}}]});
+    std::fs::write(lab.sb.path("net.d/10-dhcp.conflist"), list.to_string()).unwrap();
+    let p = |r: &str| lab.sb.path(r).display().to_string();
+    let (conf, path, cache, state) = (
+        p("net.d"),
+        lab.sb.bin.display().to_string(),
+        p("cache"),
+        lab.sb.state_dir(),
+    );
+    let vars = [
+        ("NETCONFPATH", conf.as_str()),
+        ("CNI_PATH", path.as_str()),
+        ("CNI_CACHE_DIR", cache.as_str()),
+        ("CNIBOX_STATE_DIR", state.as_str()),
+    ];
+    let in_node = |prog: &Path, args: &[&str]| {
+        let prog = prog.display().to_string();
+        let mut a = vec!["netns", "exec", &lab.node.name, &prog];
+        a.extend_from_slice(args);
+        exec(Path::new("ip"), &a, &vars, "")
+    };
+    let (live, killed) = (NetNs::create(), NetNs::create());
+    let mut ips = Vec::new();
+    for c in [&live, &killed] {
+        let out = in_node(&cnitool, &["add", "dhcpnet", &c.path()]);
+        assert!(out.status_ok, "ADD: {out:?}");
+        let r: Value = serde_json::from_str(&out.stdout).unwrap();
+        ips.push(leased(&lab, &r));
+    }
+    assert_eq!(records(&d.socket), 2);
+    // The runtime of `killed` died before writing its cache entry.
+    let mut killed_cid = String::new();
+    for f in std::fs::read_dir(lab.sb.path("cache/results"))
+        .unwrap()
+        .flatten()
+    {
+        let v: Value = serde_json::from_slice(&std::fs::read(f.path()).unwrap()).unwrap();
+        if v["netns"] == killed.path() {
+            killed_cid = v["containerId"].as_str().unwrap().to_string();
+            std::fs::remove_file(f.path()).unwrap();
+        }
+    }
+    let status = |args: &[&str]| {
+        let mut a = vec!["status", "--json", "--grace", "0"];
+        a.extend_from_slice(args);
+        let out = in_node(&bin(), &a);
+        let v: Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("status output not JSON ({e}): {out:?}"));
+        (out, v)
+    };
+    let (out, v) = status(&[]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let leases: Vec<&Value> = v["orphans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["kind"] == "lease")
+        .collect();
+    assert_eq!(leases.len(), 1, "{v:#}");
+    assert_eq!(leases[0]["containerID"], killed_cid.as_str(), "{v:#}");
+    assert!(
+        leases[0]["object"].as_str().unwrap().contains(&ips[1]),
+        "{v:#}"
+    );
+    let att = &v["networks"][0]["attachments"][0];
+    assert_eq!(att["leases"].as_array().map(Vec::len), Some(1), "{v:#}");
+
+    let (out, v) = status(&["--gc", "--yes"]);
+    assert_eq!(out.code, Some(0), "{out:?}\n{v:#}");
+    wait_or(
+        "the orphan's release",
+        || {
+            read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {}", ips[1]))
+                && !read(&lab.leases).contains(&ips[1])
+        },
+        || format!("{}\n{}", read(&lab.server_log), read(&d.log)),
+    );
+    assert_eq!(records(&d.socket), 1, "the live lease's record stays");
+    assert!(read(&lab.leases).contains(&ips[0]), "the live lease stays");
+    let out = in_node(&cnitool, &["del", "dhcpnet", &live.path()]);
+    assert!(out.status_ok, "DEL: {out:?}");
+}

@@ -92,7 +92,7 @@ fn to_json(s: &Survey) -> Value {
                     json!({"containerID": a.rt.container_id, "ifname": a.rt.ifname,
                            "netns": a.rt.netns, "netnsState": format!("{:?}", a.netns).to_lowercase(),
                            "addresses": a.addresses, "hostInterfaces": a.host_ifaces,
-                           "reservations": a.reservations, "rules": a.rules,
+                           "reservations": a.reservations, "leases": a.leases, "rules": a.rules,
                            "cacheFile": a.cache_file})
                 })
                 .collect();
@@ -207,11 +207,14 @@ fn plan(s: &Survey) -> Vec<Step> {
             .iter()
             .any(|o| o.kind == Kind::Rule && o.network.is_empty() && has_portmap);
         let leftover = unnamed
-            || mine(Kind::Reservation).chain(mine(Kind::Rule)).any(|o| {
-                !dels
-                    .iter()
-                    .any(|(dn, c, _)| *dn == n.name && *c == o.container_id)
-            });
+            || mine(Kind::Reservation)
+                .chain(mine(Kind::Rule))
+                .chain(mine(Kind::Lease))
+                .any(|o| {
+                    !dels
+                        .iter()
+                        .any(|(dn, c, _)| *dn == n.name && *c == o.container_id)
+                });
         if !leftover {
             continue;
         }

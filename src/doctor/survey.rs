@@ -30,6 +30,8 @@ pub(crate) struct Attachment {
     pub(crate) addresses: Vec<String>,
     pub(crate) host_ifaces: Vec<String>,
     pub(crate) reservations: Vec<String>,
+    /// The dhcp daemon's lease records of the attachment.
+    pub(crate) leases: Vec<String>,
     pub(crate) rules: usize,
     pub(crate) cache_file: PathBuf,
 }
@@ -46,6 +48,7 @@ pub(crate) enum Kind {
     Reservation,
     Rule,
     Interface,
+    Lease,
 }
 
 impl Kind {
@@ -55,6 +58,7 @@ impl Kind {
             Kind::Reservation => "reservation",
             Kind::Rule => "rule",
             Kind::Interface => "interface",
+            Kind::Lease => "lease",
         }
     }
 }
@@ -352,6 +356,131 @@ fn interfaces(s: &mut Survey) {
     }
 }
 
+/// The lease-record directories (`<daemonSocketPath>.leases`) of the list's dhcp IPAMs.
+fn lease_dirs(list: &NetList) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for ipam in list.plugins.iter().filter_map(|p| p.conf.get("ipam")) {
+        let kind = gojson::member(ipam, "type").and_then(Value::as_str);
+        if kind != Some("dhcp") {
+            continue;
+        }
+        let socket = gojson::member(ipam, "daemonSocketPath")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .unwrap_or("/run/cni/dhcp.sock");
+        let d = PathBuf::from(format!("{socket}.leases"));
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// One lease record of cnibox's dhcp daemon (`applets/dhcp/store.rs` writes them: a regular
+/// file named by 32 hex digits, `{"ack": "<hex DHCPACK>", "at": <unix s>, "call": {…}}`):
+/// (network, container ID, ifname, netns, leased address, age). Read without following a
+/// symlink, at most 4 MiB; anything else is not a record.
+fn lease_record(path: &Path) -> Option<(String, String, String, String, String, Duration)> {
+    let name = path.file_name()?.to_str()?;
+    if name.len() != 32 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !meta.file_type().is_file() || meta.len() > 4 << 20 {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
+    let call = v.get("call")?;
+    let field = |k: &str| {
+        call.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    // The DHCPACK's yiaddr: bytes 16..20.
+    let ack = v.get("ack").and_then(Value::as_str).unwrap_or("");
+    let octet = |i: usize| {
+        ack.get(2 * i..2 * i + 2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+    };
+    let ip = (16..20)
+        .map(octet)
+        .collect::<Option<Vec<u8>>>()
+        .map(|o| format!("{}.{}.{}.{}", o[0], o[1], o[2], o[3]))
+        .unwrap_or_default();
+    let at = v.get("at").and_then(Value::as_u64).unwrap_or(0);
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let age = Duration::from_secs(now.saturating_sub(at));
+    Some((
+        field("network"),
+        field("containerID"),
+        field("ifName"),
+        field("netns"),
+        ip,
+        age,
+    ))
+}
+
+/// The dhcp daemon's lease records of each configured network: counted to their live
+/// attachment, left alone while younger than `grace` with no cache entry (an ADD in flight),
+/// else orphans.
+fn leases(s: &mut Survey, grace: Duration) {
+    let dirs: Vec<(String, PathBuf)> = s
+        .networks
+        .iter()
+        .flat_map(|n| {
+            let dirs = n.list.as_ref().map(lease_dirs).unwrap_or_default();
+            dirs.into_iter().map(|d| (n.name.clone(), d))
+        })
+        .collect();
+    for (network, dir) in dirs {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let path = e.path();
+            let Some((net, cid, ifname, _, ip, age)) = lease_record(&path) else {
+                continue;
+            };
+            if net != network {
+                continue;
+            }
+            let object = format!("{} ({ip})", path.display());
+            let owner = s
+                .attachments
+                .iter_mut()
+                .find(|a| a.network == net && a.rt.container_id == cid && a.rt.ifname == ifname);
+            let why = match owner {
+                Some(a) if a.live() => {
+                    a.leases.push(object);
+                    continue;
+                }
+                Some(a) => format!("its attachment's netns {} is gone", a.rt.netns),
+                None if age < grace => {
+                    s.notes.push(format!(
+                        "{object}: no cache entry yet, {} s old: an ADD may be in flight \
+                         (left alone)",
+                        age.as_secs()
+                    ));
+                    s.in_flight.push((net, cid, ifname));
+                    continue;
+                }
+                None => "no cached attachment".to_string(),
+            };
+            s.orphans.push(Orphan {
+                kind: Kind::Lease,
+                network: net,
+                object,
+                container_id: cid,
+                ifname,
+                why,
+            });
+        }
+    }
+}
+
 /// Survey the node. `grace`: a reservation younger than this with no cache entry may be an
 /// ADD in flight.
 pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Result<Survey> {
@@ -414,6 +543,7 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
             addresses,
             host_ifaces,
             reservations: Vec::new(),
+            leases: Vec::new(),
             rules: 0,
             cache_file: rec.file,
         });
@@ -498,5 +628,6 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
         judge_rule(&mut s, &configured, &nets, f);
     }
     interfaces(&mut s);
+    leases(&mut s, grace);
     Ok(s)
 }
