@@ -38,11 +38,18 @@ done
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/cnibox-cold.XXXXXX")
 mnt=$work/mnt loop="" cg=$blkio/cnibox-cold-$$ nss=()
 cleanup() {
-    local n
+    local n p
+    # A sample cut short (a signal, an error) may still run in the throttled group: its
+    # processes are this script's, ended by pid before the mount can go.
+    if [ -d "$cg" ]; then
+        for _ in 1 2 3 4 5 6 7 8 9 10; do
+            p=$(cat "$cg/cgroup.procs"); [ -z "$p" ] && break
+            kill -9 $p 2>/dev/null || true; sleep 0.1
+        done
+    fi
     for n in "${nss[@]}"; do ip netns del "$n" 2>/dev/null || true; done
     mountpoint -q "$mnt" && umount "$mnt"
     [ -n "$loop" ] && losetup -d "$loop"
-    # The cgroup's processes were the samples' (all exited); rmdir fails loudly otherwise.
     [ -d "$cg" ] && rmdir "$cg"
     rm -rf "$work"
 }
