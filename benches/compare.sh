@@ -485,6 +485,26 @@ if [ -f "$here/growth.sh" ]; then
 fi
 # <<< growth hook
 
+# >>> cold hook (issue 37 item 2, edge lane): benches/cold.sh CNIBOX_BINARY [--quick] (cold
+# starts on an SD-card-class loop device, page cache at rest; ~1.5 min full, root, losetup and
+# the cgroup v1 blkio throttle) prints a markdown section placed after the growth section; its
+# "target: " lines are rows of the targets table. A machine that cannot do it leaves a note
+# with the reason instead. COLD_START=0 skips it.
+cold_md=""
+if [ "${COLD_START:-1}" != 0 ] && [ -f "$here/cold.sh" ]; then
+    cqa=(); [ $quick = 1 ] && cqa=(--quick)
+    cout=$(bash "$here/cold.sh" "$work/ours/cnibox" "${cqa[@]}" 2>"$work/cold.err") || echo "compare.sh: cold.sh failed" >&2
+    cat "$work/cold.err" >&2
+    while IFS= read -r l; do
+        case $l in "target: "*) targets+=("${l#target: }") ;; *) cold_md+="$l"$'\n' ;; esac
+    done <<<"${cout:-}"
+    if [ -z "${cout:-}" ]; then
+        why=$(grep -h "^cold.sh: " "$work/cold.err" | tail -1 || true)
+        cold_md="## Cold starts on SD-card-class storage (issue 37)"$'\n\n'"benches/cold.sh: not measured in this run (${why#cold.sh: })."$'\n'
+    fi
+fi
+# <<< cold hook
+
 # >>> clients hook (issue 28 item 2, clients lane): `podman run --rm` (benches/podman.sh: podman
 # 4.3 on CNI with cnibox on iptables and nftables and with the reference, on netavark 1.4, podman 5
 # on netavark 1.17) and pods through containerd's CRI (benches/cri.sh: cnibox, the reference),
@@ -501,7 +521,11 @@ if [ "${CLIENTS:-1}" != 0 ]; then
         [ -f "$here/$c.sh" ] && { cout=$(bash "$here/$c.sh" "$work/ours/cnibox" "${qa[@]}" 2>"$work/$c.err") || echo "compare.sh: $c.sh failed" >&2; }
         cat "$work/$c.err" >&2 2>/dev/null || true
         if [ -n "$cout" ]; then
-            clients_md+="$cout"$'\n\n'
+            # "target: " lines (cri.sh's pods/s targets, issue 37) go to the targets table.
+            while IFS= read -r l; do
+                case $l in "target: "*) targets+=("${l#target: }") ;; *) clients_md+="$l"$'\n' ;; esac
+            done <<<"$cout"
+            clients_md+=$'\n'
         else
             why=$(grep -h "^$c.sh: " "$work/$c.err" 2>/dev/null | tail -1 || true); why=${why#"$c.sh: "}
             clients_md+="benches/$c.sh: not measured in this run (${why:-it failed or is missing; see its stderr})."$'\n\n'
@@ -544,6 +568,7 @@ fi
     printf '%s\n' "${targets[@]}"
     echo
     [ -n "$growth_md" ] && printf '%s\n' "$growth_md"
+    [ -n "$cold_md" ] && printf '%s\n' "$cold_md"   # cold hook (issue 37)
     if [ -n "$clients_md" ]; then
         echo "## Pods and containers as clients see them (issue 28), from this run"
         echo

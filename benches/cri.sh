@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Pods per second as a kubelet sees them (issue 28 item 2): a private containerd per side
-# (cnibox, the reference plugins: upstream v1.9.1 in REF_DIR, default
-# /var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni, .ci/fetch-unstable), each in a node namespace of its own, driven
-# over CRI by benches/cri-bench.py (the end-to-end test's client): COUNT pod sandboxes with a
-# hostPort and the bandwidth annotations, created, stopped and removed one at a time and 10 at
-# a time, the sides taking turns round by round. Prints pods/s, RunPodSandbox's median and the
-# part of RunPodSandbox spent in CNI ADDs: every plugin in bin_dir is a timing shim
+# Pods per second as a kubelet sees them (issue 28 item 2, issue 37 item 3): a private containerd
+# per side (cnibox; the reference plugins: upstream v1.9.1 in REF_DIR, default
+# /var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni, .ci/fetch-unstable, and
+# Debian 12's v1.1.1 in /usr/lib/cni, left out when missing), each in a node namespace of its
+# own, for each containerd: Debian 12's 1.6 (/usr/bin, config version 2:
+# tests/e2e/cri/containerd.toml) and 2.1 (Debian unstable's, unpacked by `.ci/fetch-unstable
+# containerd` in CNIBOX_UNSTABLE, default /var/cache/cnibox-unstable; config version 3:
+# tests/e2e/cri/containerd-v3.toml; left out with a note when missing), one containerd version
+# after the other. Driven over CRI by benches/cri-bench.py (the end-to-end test's client):
+# COUNT pod sandboxes with a hostPort and the bandwidth annotations, created, stopped and
+# removed one at a time and 10 at a time, the sides taking turns round by round. Prints pods/s,
+# RunPodSandbox's median, the part of it spent in CNI ADDs and the rest (containerd's own work:
+# sandbox container, shim, mounts): every plugin in bin_dir is a timing shim
 # (benches/cni-shim.c, a static C program that spawns the real plugin and logs its time; a
-# plugin a plugin runs, the reference's host-local, is in its caller's time only), on both
-# sides, so both pay the shim's exec (~0.1-0.2 ms a plugin call) in pods/s. The output is a
-# markdown paragraph and table (compare.sh places it in BENCHMARKS.md), notes on stderr.
+# plugin a plugin runs, the reference's host-local, is in its caller's time only), on all
+# sides, so all pay the shim's exec (~0.1-0.2 ms a plugin call) in pods/s. The output is a
+# markdown paragraph and table (compare.sh places it in BENCHMARKS.md; its lines starting
+# "target: " are rows of the targets table), notes on stderr.
 #   benches/cri.sh CNIBOX_BINARY [--quick]      (root; containerd, ctr, runc, gcc, python3 grpcio)
-# CRI_PODS (50) and CRI_ROUNDS (3, --quick 1) override the pods per round and the rounds.
+# CRI_PODS (50) and CRI_ROUNDS (3, --quick 1) override the pods per round and the rounds;
+# CRI_CONTAINERDS ("1.6 2.1") picks the containerds.
 # The network is the one the e2e test gives containerd (bridge with ipMasq and hairpinMode +
 # host-local, portmap, bandwidth, firewall). It reports; it never fails on numbers.
 set -euo pipefail
@@ -28,18 +36,26 @@ python3 -c 'import grpc, grpc_tools' 2>/dev/null || { echo "cri.sh: python3 grpc
 work=$(mktemp -d /tmp/cnibox-cri-bench.XXXXXX)
 image=cnibox.bench/pause:1
 declare -A pid=() node=()
+# stop SIDE: its pods first (their DELs go through the plugins), then its containerd, by its
+# pid, then the shims it started (their command line names its directory) that outlived it.
+stop() {
+    local s=$1 p d=$work/$1
+    for p in $(CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$d/containerd.sock" list 2>/dev/null |
+        python3 -c 'import sys, json; print(" ".join(i["id"] for i in json.load(sys.stdin)["items"]))' 2>/dev/null); do
+        CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$d/containerd.sock" stop "$p" >/dev/null 2>&1 || true
+        CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$d/containerd.sock" remove "$p" >/dev/null 2>&1 || true
+    done
+    kill "${pid[$s]}" 2>/dev/null || true; wait "${pid[$s]}" 2>/dev/null || true
+    unset "pid[$s]"
+    for p in /proc/[0-9]*; do
+        grep -qF "$d/" "$p/cmdline" 2>/dev/null && kill -9 "${p#/proc/}" 2>/dev/null || true
+    done
+    awk -v w="$d/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
+    ip netns del "${node[$s]}" 2>/dev/null || true; unset "node[$s]"
+}
 cleanup() {
     local s p
-    for s in "${!pid[@]}"; do
-        # Pods first (their DELs go through the plugins), then containerd, by its pid.
-        for p in $(CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$work/$s/containerd.sock" list 2>/dev/null |
-            python3 -c 'import sys, json; print(" ".join(i["id"] for i in json.load(sys.stdin)["items"]))' 2>/dev/null); do
-            CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$work/$s/containerd.sock" stop "$p" >/dev/null 2>&1 || true
-            CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$work/$s/containerd.sock" remove "$p" >/dev/null 2>&1 || true
-        done
-        kill "${pid[$s]}" 2>/dev/null || true; wait "${pid[$s]}" 2>/dev/null || true
-    done
-    # Shims this run started (their command line names its sockets) that outlived containerd.
+    for s in "${!pid[@]}"; do stop "$s"; done
     for p in /proc/[0-9]*; do
         grep -qF "$work" "$p/cmdline" 2>/dev/null && kill -9 "${p#/proc/}" 2>/dev/null || true
     done
@@ -53,16 +69,30 @@ gcc -static -Os -o "$work/pause" "$e2e/pause.c"
 gcc -static -O2 -o "$work/shim" "$here/cni-shim.c"
 CRI_PY_OUT=$work/py python3 "$e2e/cri.py" build-image "$work/pause" "$image" "$work/pause.tar" >/dev/null
 
-start() { # side plugin-dir n
-    local s=$1 src=$2 n=$3 t=$work/$1 a
+refdir=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
+[ -x "$refdir/bridge" ] || { echo "cri.sh: no reference v1.9.1 in $refdir (.ci/fetch-unstable containernetworking-plugins)" >&2; exit 0; }
+ref11=/usr/lib/cni
+sides="ours ref"
+[ -x "$ref11/bridge" ] && sides+=" r11" || echo "cri.sh: no v1.1.1 in $ref11: no v1.1.1 column" >&2
+cds=()
+for cv in ${CRI_CONTAINERDS:-1.6 2.1}; do
+    case $cv in
+    1.6) cds+=("1.6:/usr/bin") ;;
+    2.1) d=${CNIBOX_UNSTABLE:-/var/cache/cnibox-unstable}/containerd/usr/bin
+        if [ -x "$d/containerd" ]; then cds+=("2.1:$d"); else echo "cri.sh: no containerd 2.1 in $d (.ci/fetch-unstable containerd): no containerd 2.1 rows" >&2; fi ;;
+    esac
+done
+
+start() { # side plugin-dir n containerd-bin-dir config-template
+    local s=$1 src=$2 n=$3 cbin=$4 tpl=$5 t=$work/$1 a
     mkdir -p "$t"/{bin,real,net.d,root,state,opt,ipam}
-    [ "$s" = ours ] && cp "$bin" "$t/cnibox"
+    [ "$src" = ours ] && cp "$bin" "$t/cnibox"
     for a in bridge host-local portmap bandwidth firewall loopback; do
-        if [ "$s" = ours ]; then ln -s ../cnibox "$t/real/$a"; else ln -s "$src/$a" "$t/real/$a"; fi
+        if [ "$src" = ours ]; then ln -s ../cnibox "$t/real/$a"; else ln -s "$src/$a" "$t/real/$a"; fi
         cp "$work/shim" "$t/bin/$a"
     done
     # The e2e test's containerd config, the one copy (its @DIR@ and @IMAGE@ filled in here).
-    sed -e "s|@DIR@|$t|g" -e "s|@IMAGE@|$image|g" "$here/../tests/e2e/cri/containerd.toml" > "$t/config.toml"
+    sed -e "s|@DIR@|$t|g" -e "s|@IMAGE@|$image|g" "$tpl" > "$t/config.toml"
     cat > "$t/net.d/10-k8s.conflist" <<JSON
 {"cniVersion":"1.0.0","name":"k8s-pod-network","plugins":[
  {"type":"bridge","bridge":"cni-bench","isGateway":true,"ipMasq":true,"hairpinMode":true,
@@ -71,48 +101,99 @@ start() { # side plugin-dir n
  {"type":"bandwidth","capabilities":{"bandwidth":true}},
  {"type":"firewall"}]}
 JSON
-    node[$s]=cnibox-cri-bench-$$-$s; ip netns add "${node[$s]}"; ip -n "${node[$s]}" link set lo up
-    nsenter --net="/run/netns/${node[$s]}" containerd --config "$t/config.toml" > "$t/containerd.log" 2>&1 &
+    node[$s]=cnibox-cri-bench-$$-${s//./}; ip netns add "${node[$s]}"; ip -n "${node[$s]}" link set lo up
+    # Its package's directory first in PATH: containerd starts its own shim.
+    PATH=$cbin:$PATH nsenter --net="/run/netns/${node[$s]}" "$cbin/containerd" --config "$t/config.toml" > "$t/containerd.log" 2>&1 &
     pid[$s]=$!
     for _ in $(seq 600); do [ -S "$t/containerd.sock" ] && break; sleep 0.1; done
     CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$t/containerd.sock" version >/dev/null
-    ctr -a "$t/containerd.sock" -n k8s.io images import --snapshotter native "$work/pause.tar" >/dev/null
+    "$cbin/ctr" -a "$t/containerd.sock" -n k8s.io images import --snapshotter native "$work/pause.tar" >/dev/null
 }
-start ours "" 236
-refdir=${REF_DIR:-/var/cache/cnibox-unstable/containernetworking-plugins/usr/lib/cni}
-[ -x "$refdir/bridge" ] || { echo "cri.sh: no reference v1.9.1 in $refdir (.ci/fetch-unstable containernetworking-plugins)" >&2; exit 0; }
-start ref "$refdir" 237
 
-# stat FILE LOG → "wall_ns run_median_ns errors cni_add_share"
+# stat FILE LOG LABEL → "wall_ns run_median_ns errors cni_add_share cni_all_ns" (cni_all_ns: every
+# plugin call of the round, ADD, DEL and the rest); the plugin time a pod by command on stderr
 stat() { python3 -c 'import sys, json, statistics
 d = json.load(open(sys.argv[1]))
 for e in d["errors"][:3]: print("cri-bench:", e, file=sys.stderr)
-add = sum(int(l.split()[2]) for l in open(sys.argv[2]) if l.startswith("ADD "))
-print(d["wall_ns"], int(statistics.median(d["run_ns"] or [0])), len(d["errors"]), add / max(1, sum(d["run_ns"])))' "$1" "$2"; }
-declare -A walls=() runs=() errs=() cnis=()
-for r in $(seq "$rounds"); do
-    for par in 1 10; do
-        for s in ours ref; do
-            : > "$work/$s/cni-times.log"
-            CRI_PY_OUT=$work/py python3 "$here/cri-bench.py" "$work/$s/containerd.sock" "b$r-$par" "$count" "$par" 30000 > "$work/out"
-            read -r w m e c < <(stat "$work/out" "$work/$s/cni-times.log")
-            walls[$s$par]+="$w "; runs[$s$par]+="$m "; errs[$s$par]=$(( ${errs[$s$par]:-0} + e )); cnis[$s$par]+="$c "
+lines = [l.split() for l in open(sys.argv[2])]
+add = sum(int(l[2]) for l in lines if l[0] == "ADD")
+print(d["wall_ns"], int(statistics.median(d["run_ns"] or [0])), len(d["errors"]), add / max(1, sum(d["run_ns"])),
+      sum(int(l[2]) for l in lines))
+n = max(1, len(d["run_ns"]))
+by = {}
+for l in lines: by[l[0]] = by.get(l[0], 0) + int(l[2])
+print("cri.sh: %s: plugin time a pod, by command: %s" % (sys.argv[3], ", ".join(
+    "%s %.1f ms (%d calls)" % (c, t / n / 1e6, sum(1 for l in lines if l[0] == c)) for c, t in sorted(by.items()))), file=sys.stderr)' "$@"; }
+declare -A walls=() runs=() errs=() cnis=() cdver=() nocni=()
+for c in "${cds[@]}"; do
+    cv=${c%%:*} cbin=${c#*:}
+    tpl=$e2e/containerd.toml; [ "$cv" != 1.6 ] && tpl=$e2e/containerd-v3.toml
+    n=236
+    for s in $sides; do
+        case $s in ours) src=ours ;; ref) src=$refdir ;; r11) src=$ref11 ;; esac
+        start "$cv-$s" "$src" "$n" "$cbin" "$tpl"; n=$((n + 1))
+    done
+    cdver[$cv]=$("$cbin/containerd" --version | awk '{print $3}')
+    for r in $(seq "$rounds"); do
+        for par in 1 10; do
+            for s in $sides; do
+                k=$cv-$s
+                : > "$work/$k/cni-times.log"
+                CRI_PY_OUT=$work/py python3 "$here/cri-bench.py" "$work/$k/containerd.sock" "b$r-$par" "$count" "$par" 30000 > "$work/out"
+                read -r w m e sh all < <(stat "$work/out" "$work/$k/cni-times.log" "$k par $par round $r")
+                [ $par = 1 ] && nocni[$k]+="$((w - all)) "
+                walls[$k$par]+="$w "; runs[$k$par]+="$m "; errs[$k$par]=$(( ${errs[$k$par]:-0} + e )); cnis[$k$par]+="$sh "
+            done
         done
     done
+    for s in $sides; do stop "$cv-$s"; done
 done
+[ ${#cds[@]} -gt 0 ] || { echo "cri.sh: no containerd to run" >&2; exit 0; }
 med() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-echo "Pod sandboxes through containerd's CRI, as a kubelet drives them (containerd $(containerd --version | awk '{print $3}'), benches/cri.sh): $count pods with a hostPort and the bandwidth annotations, each created, stopped and removed, one at a time and 10 at a time, on bridge (ipMasq, hairpinMode) + host-local, portmap, bandwidth, firewall; median of $rounds round(s), the sides in turn, each with its own containerd and node namespace; load $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "part in CNI = time in the plugins' ADDs (timing shim, benches/cni-shim.c) / time in RunPodSandbox; reference/cnibox > 1: cnibox is faster."
+has11=0; [[ $sides == *r11* ]] && has11=1
+echo "Pod sandboxes through containerd's CRI, as a kubelet drives them (containerd $(for c in "${cds[@]}"; do printf '%s ' "${cdver[${c%%:*}]}"; done| sed 's/ $//; s/ / and /'), benches/cri.sh): $count pods with a hostPort and the bandwidth annotations, each created, stopped and removed, one at a time and 10 at a time, on bridge (ipMasq, hairpinMode) + host-local, portmap, bandwidth, firewall; median of $rounds round(s), the sides in turn, each with its own containerd and node namespace; load $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "part in CNI = time in the plugins' ADDs (timing shim, benches/cni-shim.c) / time in RunPodSandbox; outside CNI = RunPodSandbox's median × (1 − part in CNI): containerd's own work (sandbox container, shim, mounts); reference/cnibox > 1: cnibox is faster."
 echo
-echo "| CRI | reference v1.9.1 | cnibox | reference/cnibox |"
-echo "|---|---|---|---|"
-for par in 1 10; do
-    wo=$(med "${walls[ours$par]}"); wr=$(med "${walls[ref$par]}")
-    ro=$(med "${runs[ours$par]}"); rr=$(med "${runs[ref$par]}")
-    co=$(med "${cnis[ours$par]}"); cr=$(med "${cnis[ref$par]}")
-    awk -v c="$count" -v p="$par" -v wo="$wo" -v wr="$wr" -v ro="$ro" -v rr="$rr" -v eo="${errs[ours$par]}" -v er="${errs[ref$par]}" -v co="$co" -v cr="$cr" 'BEGIN {
-        at = (p == 1 ? "one" : p) " at a time"
-        printf "| pods/s, %s [errors] | %.1f [%d] | %.1f [%d] | %.2f× |\n", at, c / (wr / 1e9), er, c / (wo / 1e9), eo, wr / wo
-        printf "| RunPodSandbox median, %s (ms) | %.1f | %.1f | %.2f× |\n", at, rr / 1e6, ro / 1e6, rr / ro
-        printf "| RunPodSandbox: part in CNI ADDs, %s | %.0f %% | %.0f %% | |\n", at, cr * 100, co * 100 }'
+if [ $has11 = 1 ]; then
+    echo "| CRI | containerd | reference v1.9.1 | reference v1.1.1 | cnibox | v1.9.1/cnibox |"
+    echo "|---|---|---|---|---|---|"
+else
+    echo "| CRI | containerd | reference v1.9.1 | cnibox | v1.9.1/cnibox |"
+    echo "|---|---|---|---|---|"
+fi
+tl=()
+for c in "${cds[@]}"; do
+    cv=${c%%:*}
+    for par in 1 10; do
+        o=$cv-ours$par r=$cv-ref$par q=$cv-r11$par
+        line=$(awk -v c="$count" -v p="$par" -v cv="${cdver[$cv]}" -v h="$has11" \
+            -v wo="$(med "${walls[$o]}")" -v wr="$(med "${walls[$r]}")" -v wq="$(med "${walls[$q]:-0}")" \
+            -v ro="$(med "${runs[$o]}")" -v rr="$(med "${runs[$r]}")" -v rq="$(med "${runs[$q]:-0}")" \
+            -v co="$(med "${cnis[$o]}")" -v cr="$(med "${cnis[$r]}")" -v cq="$(med "${cnis[$q]:-0}")" \
+            -v no="$(med "${nocni[$cv-ours]}")" -v nr="$(med "${nocni[$cv-ref]}")" -v nq="$(med "${nocni[$cv-r11]:-0}")" \
+            -v eo="${errs[$o]}" -v er="${errs[$r]}" -v eq="${errs[$q]:-0}" 'BEGIN {
+            at = (p == 1 ? "one" : p) " at a time"
+            q = (h == 1)
+            printf "| pods/s, %s [errors] | %s | %.1f [%d] |", at, cv, c / (wr / 1e9), er
+            if (q) printf " %.1f [%d] |", c / (wq / 1e9), eq
+            printf " %.1f [%d] | %.2f× |\n", c / (wo / 1e9), eo, wr / wo
+            printf "| RunPodSandbox median, %s (ms) | %s | %.1f |", at, cv, rr / 1e6
+            if (q) printf " %.1f |", rq / 1e6
+            printf " %.1f | %.2f× |\n", ro / 1e6, rr / ro
+            printf "| RunPodSandbox: part in CNI ADDs, %s | %s | %.0f %% |", at, cv, cr * 100
+            if (q) printf " %.0f %% |", cq * 100
+            printf " %.0f %% | |\n", co * 100
+            printf "| RunPodSandbox outside CNI, %s (ms) | %s | %.1f |", at, cv, rr * (1 - cr) / 1e6
+            if (q) printf " %.1f |", rq * (1 - cq) / 1e6
+            printf " %.1f | %.2f× |\n", ro * (1 - co) / 1e6, (ro * (1 - co) > 0 ? rr * (1 - cr) / (ro * (1 - co)) : 0)
+            if (p == 1) {
+                printf "| pods/s, one at a time, were the plugins free (the round'\''s wall less every plugin call'\''s time) | %s | %.1f |", cv, c / (nr / 1e9)
+                if (q) printf " %.1f |", c / (nq / 1e9)
+                printf " %.1f | %.2f× (v1.9.1 as measured / this) |\n", c / (no / 1e9), wr / no
+            }
+            if (p == 10) printf "target: | pods/s 10 at a time through containerd %s ≥ 2.5× v1.9.1 | %.2f× | %s |\n", cv, wr / wo, (wo > 0 && wr / wo >= 2.5) ? "met" : "missed" }')
+        while IFS= read -r l; do case $l in "target: "*) tl+=("$l") ;; *) echo "$l" ;; esac; done <<<"$line"
+    done
 done
+echo
+printf '%s\n' "${tl[@]}"
