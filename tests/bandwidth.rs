@@ -3,6 +3,7 @@
 //! DEL, CHECK, GC, the clsact conflict, shaped throughput, and the reference's view of it.
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 
@@ -44,11 +45,7 @@ fn conf(p: &Pair, version: &str, limits: Value) -> Value {
 }
 
 fn env(p: &Pair, cid: &str) -> Env {
-    Env {
-        container_id: cid.into(),
-        netns: p.cont.path(),
-        ..Env::default()
-    }
+    env_for(&p.cont, cid)
 }
 
 const LIMITS: &str = r#"{"ingressRate": 8000000, "ingressBurst": 80000, "egressRate": 8000000, "egressBurst": 80000}"#;

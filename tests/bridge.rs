@@ -3,6 +3,7 @@
 //! failure, and side by side with the reference plugin.
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -33,14 +34,6 @@ fn merge(c: &mut Value, extra: Value) {
                 c[k] = v;
             }
         }
-    }
-}
-
-fn env_for(ns: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: ns.path(),
-        ..Env::default()
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod common;
 use common::bounded::kill_and_reap;
+use common::env::env_for;
 use common::family::{FAMILIES, Fam};
 use common::lab::unique_n;
 use common::{
@@ -203,12 +204,7 @@ impl Node {
     }
 
     fn env_on(&self, id: &str, bus: &str) -> Env {
-        Env {
-            container_id: id.into(),
-            netns: self.cont.path(),
-            extra: vec![("DBUS_SYSTEM_BUS_ADDRESS".into(), bus.into())],
-            ..Env::default()
-        }
+        env_for(&self.cont, id).with_var("DBUS_SYSTEM_BUS_ADDRESS", bus)
     }
 
     fn run(&self, imp: Impl, cmd: &str, id: &str, conf: &Value) -> Output {
@@ -545,15 +541,10 @@ fn silent_bus_is_a_bounded_wait() {
             let (s, _) = l.accept().unwrap();
             hang.then_some(s)
         });
-        let env = Env {
-            container_id: "s1".into(),
-            netns: cont.path(),
-            extra: vec![(
-                "DBUS_SYSTEM_BUS_ADDRESS".into(),
-                format!("unix:path={}", sock.display()),
-            )],
-            ..Env::default()
-        };
+        let env = env_for(&cont, "s1").with_var(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            &format!("unix:path={}", sock.display()),
+        );
         let start = Instant::now();
         let c = conf(json!({"backend": backend}), Some(&prev));
         let out = sb.plugin_in(Impl::Ours, &node).add("firewall", &env, &c);

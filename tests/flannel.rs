@@ -5,6 +5,7 @@
 //! (k3s's conflist as it ships is in tests/conflists.rs.)
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -90,14 +91,6 @@ impl Node {
             .filter(|l| l.contains("masquerade") || l.contains("MASQUERADE"))
             .map(|l| format!("{l}\n"))
             .collect()
-    }
-}
-
-fn env_for(pod: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: pod.path(),
-        ..Env::default()
     }
 }
 

@@ -17,6 +17,7 @@
 //! (192.168.N.1). Everything lives in namespaces removed on drop, so tests run in parallel.
 
 mod common;
+use common::env::env_without_netns;
 use common::lab::{
     self, OURS_IPTABLES as IPT, OURS_NFTABLES as NFT, OURS_UNSET as UNSET, REFERENCE as REF,
     Variant, skip,
@@ -63,14 +64,6 @@ fn normalize_save(text: &str) -> Vec<String> {
             _ => l.to_string(),
         })
         .collect()
-}
-
-fn env_no_netns(id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        ..Env::default()
-    }
-    .with_netns("")
 }
 
 /// Whether one of `tries` single pings from `from` to `host` is answered.
@@ -362,7 +355,7 @@ fn traffic(v: Variant) {
     if v.imp == Impl::Ours {
         // DEL without netns (the runtime lost it): the container keeps its wiring but not the
         // masquerading, so it is cut off again.
-        lab.del(Impl::Ours, &env_no_netns(&id));
+        lab.del(Impl::Ours, &env_without_netns(&id));
         assert_silent(&masq, "tcp", &outside, 80, "after DEL without netns");
     } else {
         lab.del(Impl::Reference, &env_for(&masq, &id));
@@ -393,7 +386,7 @@ fn rules(v: Variant) {
 
     if v.imp == Impl::Ours {
         // DEL with CNI_NETNS empty while the container still exists.
-        lab.del(Impl::Ours, &env_no_netns(&id1));
+        lab.del(Impl::Ours, &env_without_netns(&id1));
         lab.assert_gone(&id1, "DEL without netns");
         lab.assert_masq(&id2, &ip2);
         // The netns is deleted before DEL, which names the stale path; the DEL config names
@@ -406,7 +399,7 @@ fn rules(v: Variant) {
         } else {
             "nftables"
         });
-        let env = env_no_netns(&id2).with_netns(&path);
+        let env = env_without_netns(&id2).with_netns(&path);
         let out = lab.plugin().del("bridge", &env, &conf);
         assert!(out.status_ok, "DEL after netns deletion: {out:?}");
         lab.assert_gone(&id2, "DEL after the netns was deleted");
@@ -421,8 +414,8 @@ fn rules(v: Variant) {
     // DEL again (with and without netns), and of a container never added: still fine.
     for env in [
         env_for(&c1, &id1),
-        env_no_netns(&id1),
-        env_no_netns(&lab.id("never")),
+        env_without_netns(&id1),
+        env_without_netns(&lab.id("never")),
     ] {
         lab.del(v.imp, &env);
     }
@@ -591,10 +584,10 @@ fn reference_add_ours_del_and_gc(go: Impl) {
     assert!(!conts[0].exec(&["ip", "link", "show", "eth0"]).status_ok);
     lab.assert_masq(&ids[1], &ips[1]);
     // … and without it.
-    lab.del(Impl::Ours, &env_no_netns(&ids[1]));
+    lab.del(Impl::Ours, &env_without_netns(&ids[1]));
     lab.assert_gone(&ids[1], "our DEL without netns of a reference ADD");
     // The reference's DEL without netns leaks; our GC finds the leftovers by their comment.
-    lab.del(go, &env_no_netns(&ids[2]));
+    lab.del(go, &env_without_netns(&ids[2]));
     lab.plugin_as(Impl::Ours)
         .gc("bridge", &lab.gc_conf(&lab.net(), &[]))
         .ok();

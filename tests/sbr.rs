@@ -6,6 +6,7 @@
 //! or interface.
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 use std::time::{Duration, Instant};
@@ -27,12 +28,7 @@ fn setup(tag: &str, n: u8) -> Setup {
 
 impl Setup {
     fn env(&self, ifname: &str) -> Env {
-        Env {
-            container_id: "sbr1".into(),
-            netns: self.cont.path(),
-            ifname: ifname.into(),
-            ..Env::default()
-        }
+        env_for(&self.cont, "sbr1").with_ifname(ifname)
     }
 
     /// Network `k` (bridge `sbrbrK`, 10.N.K.0/24, default route via 10.N.K.1).

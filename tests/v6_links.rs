@@ -11,6 +11,7 @@
 //! ipvlan, vlan and dummy run in the qemu VM (tests/vm/*.sh).
 
 mod common;
+use common::env::env_for;
 use common::family::{
     FAMILIES, Fam, assert_bindable, assert_result_family, reservations, v6_subnet,
 };
@@ -119,11 +120,7 @@ impl Case {
     }
 
     fn env(&self) -> Env {
-        Env {
-            container_id: format!("v6-{}", self.n),
-            netns: self.cont.path(),
-            ..Env::default()
-        }
+        env_for(&self.cont, &format!("v6-{}", self.n))
     }
 
     fn plugin(&self, imp: Impl) -> Plugin<'_> {

@@ -22,11 +22,13 @@
 pub mod bounded;
 pub mod conflist;
 pub mod dual;
+pub mod env;
 pub mod family;
 pub mod lab;
 pub mod plugdir;
 pub mod rng;
 pub mod traffic;
+pub mod wait;
 
 use serde_json::Value;
 use std::io::Write;
