@@ -37,6 +37,7 @@ use common::family::{FAMILIES, Fam};
 use common::lab::unique_n;
 use common::plugdir::Image;
 use common::traffic::{answers, node_and_client};
+use common::wait::wait_for;
 use common::*;
 use serde_json::{Value, json};
 use std::cell::RefCell;
@@ -44,7 +45,7 @@ use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 const IMAGE: &str = "cnibox.test/pause:1";
 const NETWORK: &str = "k8s-pod-network";
@@ -181,19 +182,6 @@ fn kill_pids(pids: &[i32]) {
         unsafe {
             libc::kill(pid, libc::SIGKILL);
         }
-    }
-}
-
-/// Poll `f` until it gives `Some`, for at most `limit`.
-#[track_caller]
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -341,7 +329,7 @@ impl Cri {
         self.set_network(conflist);
         let name = conflist["name"].as_str().unwrap();
         wait_for(
-            &format!("containerd to load network {name}"),
+            format!("containerd to load network {name}"),
             Duration::from_secs(60),
             || {
                 let s = self.runtime_status();
@@ -649,7 +637,7 @@ impl PodServer {
             .expect("socat in the pod");
         let server = PodServer(child);
         wait_for(
-            &format!("the server in {netns} to listen"),
+            format!("the server in {netns} to listen"),
             Duration::from_secs(30),
             || {
                 let ss = Command::new("nsenter")

@@ -13,6 +13,7 @@
 mod common;
 use common::lab::{self, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
 use common::traffic::*;
+use common::wait::{poll, secs};
 use common::*;
 use serde_json::{Value, json};
 
@@ -983,11 +984,7 @@ fn udp_conntrack_family(v: Variant, v6: bool) {
     let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
     lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
     // Every retry refreshes a stale entry, so this only passes if ADD removed it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut got = None;
-    while got.is_none() && std::time::Instant::now() < deadline {
-        got = udp_from_fixed_port(&lab.client, &node_addr);
-    }
+    let got = poll(secs(30), || udp_from_fixed_port(&lab.client, &node_addr));
     // An earlier try's datagram may have waited for neighbour discovery and be answered late,
     // to the same fixed source port: one or more "pong", nothing else.
     assert!(

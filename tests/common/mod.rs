@@ -26,6 +26,7 @@ pub mod env;
 pub mod family;
 pub mod lab;
 pub mod plugdir;
+pub mod proc;
 pub mod rng;
 pub mod traffic;
 pub mod wait;

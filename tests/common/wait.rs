@@ -52,7 +52,11 @@ pub fn wait_until(what: impl Display, limit: Duration, ready: impl FnMut() -> bo
 
 /// Retry `f` until it gives `Ok`, for at most `limit`; fails the test with its last error.
 #[track_caller]
-pub fn retry<T>(what: impl Display, limit: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
+pub fn retry<T>(
+    what: impl Display,
+    limit: Duration,
+    mut f: impl FnMut() -> Result<T, String>,
+) -> T {
     let mut last = String::new();
     let got = poll(limit, || match f() {
         Ok(v) => Some(v),
@@ -70,4 +74,18 @@ pub fn retry<T>(what: impl Display, limit: Duration, mut f: impl FnMut() -> Resu
 /// Seconds, for the limits above.
 pub const fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
+}
+
+/// [`wait_until`] with what `why` says (a log, a state dump) in the failure message, read only
+/// when the wait fails.
+#[track_caller]
+pub fn wait_until_or(
+    what: impl Display,
+    limit: Duration,
+    ready: impl FnMut() -> bool,
+    why: impl FnOnce() -> String,
+) {
+    if !eventually(limit, ready) {
+        panic!("timed out after {limit:?} waiting for {what}\n{}", why());
+    }
 }
