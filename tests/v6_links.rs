@@ -16,6 +16,7 @@ use common::family::{
     FAMILIES, Fam, assert_bindable, assert_result_family, reservations, v6_subnet,
 };
 use common::lab::unique_n;
+use common::wait::{secs, wait_until_woken};
 use common::*;
 use serde_json::{Value, json};
 
@@ -156,19 +157,18 @@ impl Case {
 
 /// Wait (woken by `bridge monitor`, bounded) until the bridge port `port` in `node` forwards.
 fn wait_forwarding(node: &NetNs, port: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let forwarding = || {
-        node.sh(&["bridge", "link", "show", "dev", port])
-            .contains("state forwarding")
-    };
-    while !forwarding() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "bridge port {port} not forwarding"
-        );
+    wait_until_woken(
+        format!("bridge port {port} to forward"),
+        secs(30),
+        || {
+            node.sh(&["bridge", "link", "show", "dev", port])
+                .contains("state forwarding")
+        },
         // Sleeps until the next link event of the node (or 1 s): no busy polling.
-        node.exec(&["timeout", "1", "ip", "monitor", "link"]);
-    }
+        || {
+            node.exec(&["timeout", "1", "ip", "monitor", "link"]);
+        },
+    );
 }
 
 /// ADD, bind, CHECK, CHECK after a change, DEL, for one applet and family.

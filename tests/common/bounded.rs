@@ -8,13 +8,18 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// Wait for `child` for at most `limit`: `None` if it is still running then (it is left
-/// running: the caller decides, usually [`kill_and_reap`] and fail).
+/// running: the caller decides, usually [`kill_and_reap`] and fail). Polls every 1 ms at first
+/// (a short-lived plugin is reaped at once), backing off to 10 ms.
 pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     let end = Instant::now() + limit;
+    let mut pause = Duration::from_millis(1);
     loop {
         match child.try_wait() {
             Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) if Instant::now() < end => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(10));
+            }
             Ok(None) => return None,
             Err(e) => panic!("wait for pid {}: {e}", child.id()),
         }

@@ -89,3 +89,22 @@ pub fn wait_until_or(
         panic!("timed out after {limit:?} waiting for {what}\n{}", why());
     }
 }
+
+/// [`wait_until`] where `wake` blocks until something may have changed (an `ip monitor` that
+/// ends on the next event, with its own short timeout) instead of pausing between polls.
+#[track_caller]
+pub fn wait_until_woken(
+    what: impl Display,
+    limit: Duration,
+    mut ready: impl FnMut() -> bool,
+    mut wake: impl FnMut(),
+) {
+    let deadline = Instant::now() + limit;
+    while !ready() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
+        wake();
+    }
+}
