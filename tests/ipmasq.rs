@@ -19,7 +19,7 @@
 mod common;
 use common::env::env_without_netns;
 use common::lab::{
-    self, OURS_IPTABLES as IPT, OURS_NFTABLES as NFT, OURS_UNSET as UNSET, REFERENCE as REF,
+    self, Lab, OURS_IPTABLES as IPT, OURS_NFTABLES as NFT, OURS_UNSET as UNSET, REFERENCE as REF,
     Variant, skip,
 };
 use common::traffic::*;
@@ -77,31 +77,11 @@ const NEEDS: &[&str] = &["bridge", "host-local"];
 // ---------------------------------------------------------------------------------------------
 // The lab
 
-struct Lab {
-    base: lab::Lab,
-    v6: bool,
-}
-
-impl std::ops::Deref for Lab {
-    type Target = lab::Lab;
-    fn deref(&self) -> &lab::Lab {
-        &self.base
-    }
-}
-
+/// Node and outside (the lab's client) namespaces; the outside has no route to 10.N.0.0/24.
 impl Lab {
-    /// Node and outside (the lab's client) namespaces; the outside has no route to
-    /// 10.N.0.0/24.
-    fn new(tag: &str, v: Variant) -> Lab {
-        Lab {
-            base: lab::Lab::new(tag, v),
-            v6: false,
-        }
-    }
-
     /// The "outside" host: the lab's client namespace.
     fn outside(&self) -> &NetNs {
-        &self.base.client
+        &self.client
     }
 
     fn net(&self) -> String {
@@ -118,10 +98,6 @@ impl Lab {
 
     fn conf(&self, masq: bool) -> Value {
         let n = self.n;
-        let mut ranges = vec![json!([{"subnet": format!("10.{n}.0.0/24")}])];
-        if self.v6 {
-            ranges.push(json!([{"subnet": format!("fd{n:02x}::/64")}]));
-        }
         let mut c = json!({
             "cniVersion": "1.0.0",
             "name": self.net(),
@@ -132,7 +108,7 @@ impl Lab {
             "ipMasq": masq,
             "ipam": {
                 "type": "host-local",
-                "ranges": ranges,
+                "ranges": self.ranges(),
                 "dataDir": self.sb.path("ipam").display().to_string(),
             }
         });
@@ -645,10 +621,7 @@ fn compat_identical_nat_tables() {
     let n = lab::unique_n();
     let labs: Vec<Lab> = [REF, IPT, UNSET]
         .into_iter()
-        .map(|v| Lab {
-            base: lab::Lab::with_n("ipmasq-same", v, n),
-            v6: true,
-        })
+        .map(|v| Lab::with_n("ipmasq-same", v, n).with_v6())
         .collect();
     let _conts: Vec<Vec<NetNs>> = labs
         .iter()
