@@ -49,7 +49,8 @@ use std::time::{Duration, SystemTime};
 
 const IMAGE: &str = "cnibox.test/pause:1";
 const NETWORK: &str = "k8s-pod-network";
-const APPLETS: &[&str] = &[
+/// The applets the node installs for its networks (a subset: what the CRI conflists use).
+const PLUGINS: &[&str] = &[
     "bridge",
     "host-local",
     "portmap",
@@ -269,13 +270,13 @@ impl Cri {
         };
         let dir = cri.tmp.join("bin");
         if let Some(image) = image {
-            for a in APPLETS {
+            for a in PLUGINS {
                 let _ = std::fs::copy(reference_path(a), dir.join(a));
             }
             let out = image.install(&dir, &["--force"]);
             assert!(out.ok, "the installer image: {out:?}");
         } else {
-            for a in APPLETS {
+            for a in PLUGINS {
                 std::os::unix::fs::symlink(&binary, dir.join(a)).unwrap();
             }
         }

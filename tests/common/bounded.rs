@@ -64,3 +64,22 @@ pub fn exec_within(
     }
     Ok(out)
 }
+
+/// Let `child` run for `delay`, then SIGKILL and reap it: `true` when it was still running (the
+/// kill landed), `false` when it had ended by itself. For fault injection, where the delay is
+/// the point of the test, not a wait for readiness.
+pub fn kill_after(child: &mut Child, delay: Duration) -> bool {
+    let end = Instant::now() + delay;
+    loop {
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        if Instant::now() >= end {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    true
+}
