@@ -14,7 +14,7 @@
 //! bytes from outside the host have in-process fuzzers of their own: tests/fuzz_parsers.rs.
 
 mod common;
-use common::bounded::wait_within;
+use common::bounded::wait_within_polling;
 use common::rng::Rng;
 use common::*;
 use serde_json::{Map, Value, json};
@@ -515,7 +515,7 @@ fn run(
     if let Some(mut i) = child.stdin.take() {
         let _ = i.write_all(stdin.as_bytes());
     }
-    let status = wait_within(&mut child, Duration::from_secs(5));
+    let status = wait_within_polling(&mut child, Duration::from_secs(5), Duration::from_millis(1));
     if status.is_none() {
         let _ = child.kill();
         let _ = child.wait();

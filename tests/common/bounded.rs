@@ -8,18 +8,23 @@ use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
 
 /// Wait for `child` for at most `limit`: `None` if it is still running then (it is left
-/// running: the caller decides, usually [`kill_and_reap`] and fail). Polls every 1 ms at first
-/// (a short-lived plugin is reaped at once), backing off to 10 ms.
+/// running: the caller decides, usually [`kill_and_reap`] and fail).
 pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    wait_within_polling(child, limit, Duration::from_millis(10))
+}
+
+/// [`wait_within`], looking every `pause` (1 ms where thousands of short runs are reaped, as in
+/// the fuzzer).
+pub fn wait_within_polling(
+    child: &mut Child,
+    limit: Duration,
+    pause: Duration,
+) -> Option<ExitStatus> {
     let end = Instant::now() + limit;
-    let mut pause = Duration::from_millis(1);
     loop {
         match child.try_wait() {
             Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < end => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(10));
-            }
+            Ok(None) if Instant::now() < end => std::thread::sleep(pause),
             Ok(None) => return None,
             Err(e) => panic!("wait for pid {}: {e}", child.id()),
         }
@@ -70,12 +75,9 @@ pub fn exec_within(
 /// the point of the test, not a wait for readiness.
 pub fn kill_after(child: &mut Child, delay: Duration) -> bool {
     let end = Instant::now() + delay;
-    loop {
+    while Instant::now() < end {
         if child.try_wait().ok().flatten().is_some() {
             return false;
-        }
-        if Instant::now() >= end {
-            break;
         }
         std::thread::sleep(Duration::from_micros(50));
     }
