@@ -3,9 +3,11 @@
 //! A grep over the test sources; each rule names the module to use instead.
 
 mod common;
+use common::wait::{eventually, poll, retry, wait_until};
 use common::{APPLETS, Sandbox, applets, cnibox};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// (needle, what to use instead). A line (comments aside) containing the needle is a copy.
 const RULES: &[(&str, &str)] = &[
@@ -155,4 +157,48 @@ fn applet_lists_follow_the_binary() {
     for a in &listed {
         assert!(sb.bin.join(a).exists(), "{a} not linked into the sandbox");
     }
+}
+
+/// The kit's waits poll until the condition holds (not once, not a fixed time), and a wait
+/// whose condition never holds fails.
+#[test]
+fn waits_are_readiness_waits() {
+    let mut calls = 0;
+    let got = poll(Duration::from_secs(30), || {
+        calls += 1;
+        (calls == 5).then_some(calls)
+    });
+    assert_eq!(got, Some(5), "poll returns once the condition holds");
+    assert!(!eventually(Duration::from_millis(30), || false));
+    let failed = std::panic::catch_unwind(|| {
+        wait_until(
+            "a condition that never holds",
+            Duration::from_millis(30),
+            || false,
+        )
+    });
+    assert!(
+        failed.is_err(),
+        "wait_until must fail when the limit passes"
+    );
+    let mut tries = 0;
+    let last = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        retry(
+            "always failing",
+            Duration::from_millis(30),
+            || -> Result<(), String> {
+                tries += 1;
+                Err(format!("try {tries}"))
+            },
+        )
+    }));
+    let msg = last
+        .err()
+        .and_then(|e| e.downcast::<String>().ok())
+        .map(|m| *m)
+        .unwrap_or_default();
+    assert!(
+        msg.contains("always failing") && msg.contains("try "),
+        "{msg}"
+    );
 }
