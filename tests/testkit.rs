@@ -13,6 +13,10 @@ use std::time::Duration;
 const RULES: &[(&str, &str)] = &[
     ("fn env_for(", "common::env::env_for"),
     (
+        "\"netns\", \"add\"",
+        "common::NetNs::create (unique, removed on drop)",
+    ),
+    (
         "..Env::default()",
         "common::env (env_for, env_id, env_without_netns, with_ifname, with_var)",
     ),
