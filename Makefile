@@ -160,6 +160,7 @@ uninstall:
 check:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) test --test testkit
 
 clean:
 	$(CARGO) clean

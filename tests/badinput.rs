@@ -86,28 +86,6 @@ fn base(applet: &str, data: &str, cont: &str) -> Value {
     }
 }
 
-const APPLETS: &[&str] = &[
-    "bridge",
-    "host-local",
-    "static",
-    "vlan",
-    "loopback",
-    "bandwidth",
-    "portmap",
-    "firewall",
-    "tuning",
-    "ptp",
-    "macvlan",
-    "ipvlan",
-    "flannel",
-    "host-device",
-    "dummy",
-    "tap",
-    "sbr",
-    "vrf",
-    "dhcp",
-];
-
 /// `path` like `ipam.subnet` or `runtimeConfig.portMappings.0.hostPort` set to `v`.
 fn with(mut c: Value, path: &str, v: Value) -> Value {
     let mut at = &mut c;
@@ -151,7 +129,7 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
             })
         };
     // ---- every applet: malformed JSON, wrong types of the common keys, bad versions
-    for &a in APPLETS {
+    for &a in applets() {
         let b = base(a, data, cont);
         let text = b.to_string();
         add(a, "ADD", String::new(), 6, "unmarshal");
@@ -913,7 +891,7 @@ fn catalogue(data: &str, cont: &str) -> Vec<Case> {
             setup: None,
         });
     };
-    for &a in APPLETS {
+    for &a in applets() {
         env_case(a, "BOGUS", vec![], 4, "CNI_COMMAND");
         env_case(
             a,

@@ -3,6 +3,8 @@
 //! DEL, CHECK, GC, the clsact conflict, shaped throughput, and the reference's view of it.
 
 mod common;
+use common::env::env_for;
+use common::wait::{secs, wait_until};
 use common::*;
 use serde_json::{Value, json};
 
@@ -44,11 +46,7 @@ fn conf(p: &Pair, version: &str, limits: Value) -> Value {
 }
 
 fn env(p: &Pair, cid: &str) -> Env {
-    Env {
-        container_id: cid.into(),
-        netns: p.cont.path(),
-        ..Env::default()
-    }
+    env_for(&p.cont, cid)
 }
 
 const LIMITS: &str = r#"{"ingressRate": 8000000, "ingressBurst": 80000, "egressRate": 8000000, "egressBurst": 80000}"#;
@@ -279,18 +277,11 @@ fn shaped_throughput() {
             .spawn()
             .unwrap();
         // Ready when it listens, however long that takes on a loaded machine.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while !p
-            .node
-            .sh(&["ss", "-ltnH", "sport", "= :5301"])
-            .contains("5301")
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "iperf3 server did not start listening"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_until("the iperf3 server to listen", secs(30), || {
+            p.node
+                .sh(&["ss", "-ltnH", "sport", "= :5301"])
+                .contains("5301")
+        });
         let mut args = vec![
             "iperf3",
             "-c",

@@ -3,6 +3,8 @@
 //! failure, and side by side with the reference plugin.
 
 mod common;
+use common::env::env_for;
+use common::wait::{eventually, secs};
 use common::*;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -33,14 +35,6 @@ fn merge(c: &mut Value, extra: Value) {
                 c[k] = v;
             }
         }
-    }
-}
-
-fn env_for(ns: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: ns.path(),
-        ..Env::default()
     }
 }
 
@@ -98,18 +92,7 @@ fn add_check_del_with_real_traffic() {
     assert!(ping(&c1, "10.77.0.1"), "container -> gateway");
     assert!(ping(&c1, &ip2), "container -> container");
     // Until DAD is over: a generous deadline, not a fixed number of tries.
-    let until = |host: &str| {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        loop {
-            if ping(&c1, host) {
-                return true;
-            }
-            if std::time::Instant::now() > deadline {
-                return false;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-    };
+    let until = |host: &str| eventually(secs(30), || ping(&c1, host));
     assert!(until(&ip2v6), "v6 container -> container");
     assert!(until("fd77::1"), "v6 container -> gateway");
     assert_eq!(

@@ -10,6 +10,7 @@
 mod common;
 use common::conflist::{self, NodeRoot};
 use common::dual::{self, add_v6_link};
+use common::env::env_for;
 use common::family::{FAMILIES, assert_bindable, assert_result_family, reservations, result_ips};
 use common::lab::{Lab, OURS_UNSET};
 use common::plugdir::{Tmp, pack, run};
@@ -18,11 +19,7 @@ use common::*;
 use serde_json::{Value, json};
 
 fn pod_env(pod: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: pod.path(),
-        ..Env::default()
-    }
+    env_for(pod, id)
 }
 
 fn addr(result: &Value, i: usize) -> String {

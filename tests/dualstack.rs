@@ -36,6 +36,7 @@ use common::dual::{
 use common::family::{FAMILIES, Fam, assert_bindable, assert_result_family, reservations};
 use common::lab::{Lab, OURS_IPTABLES, OURS_NFTABLES, OURS_UNSET, REFERENCE, Variant, skip};
 use common::traffic::{assert_answers, assert_silent, env_for, serve, talk};
+use common::wait::{poll, secs};
 use common::{Env, Impl, NetNs, Output, with_prev};
 use serde_json::{Value, json};
 use std::net::IpAddr;
@@ -507,14 +508,7 @@ fn gc_keeps_only(net: &Net, chain: &[Link], keep: &Pod, kind: &str) {
 
 /// `talk` retried for a few seconds (neighbour discovery on a fresh link); the last reply.
 fn retry_talk(from: &NetNs, host: &str, port: u16) -> Option<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    loop {
-        let got = talk(from, "tcp", host, port);
-        if got.is_some() || std::time::Instant::now() > deadline {
-            return got;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    poll(secs(15), || talk(from, "tcp", host, port))
 }
 
 variants!(masquerade:

@@ -39,14 +39,16 @@
 mod common;
 use common::dual::{PEER_REPLY, add_v6_link_ns, parse_peer, rules_naming};
 use common::lab::unique_n;
+use common::proc::{cnibox_binary, files_under};
 use common::traffic::{node_and_client, serve, talk};
+use common::wait::{eventually, poll, secs};
 use common::*;
 use serde_json::Value;
 use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const RUN_SH: &str = include_str!("e2e/apptainer/run.sh");
 /// Variants of the shipped configs for the families those cannot express.
@@ -94,16 +96,6 @@ const CONTAINER_SCRIPT: &str =
 const START: Duration = Duration::from_secs(60);
 const STOP: Duration = Duration::from_secs(60);
 
-/// The binary under test: the static release build `make test` names in CNIBOX_STATIC, else
-/// the one cargo built for this run.
-fn cnibox_binary() -> PathBuf {
-    std::env::var_os("CNIBOX_STATIC")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .unwrap_or_else(bin)
-}
-
 fn apptainer_root(test: &str) -> Option<PathBuf> {
     let root = std::env::var_os("CNIBOX_APPTAINER_ROOT")
         .filter(|v| !v.is_empty())
@@ -120,23 +112,6 @@ fn apptainer_root(test: &str) -> Option<PathBuf> {
         );
         None
     }
-}
-
-/// Every regular file under `dir` (none when it does not exist).
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(files_under(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 fn write(path: &Path, text: &str) {
@@ -295,13 +270,12 @@ impl World {
             ns: None,
         };
         let pidfile = self.dir().join("tmp/pid");
-        let deadline = Instant::now() + START;
-        let pid = loop {
+        let started = poll(START, || {
             if let Ok(s) = std::fs::read_to_string(&pidfile)
                 && let Ok(pid) = s.trim().parse::<i32>()
             {
                 let _ = std::fs::remove_file(&pidfile);
-                break pid;
+                return Some(pid);
             }
             if let Ok(Some(st)) = c.child.try_wait() {
                 panic!(
@@ -309,12 +283,13 @@ impl World {
                     c.output()
                 );
             }
-            assert!(
-                Instant::now() < deadline,
+            None
+        });
+        let Some(pid) = started else {
+            panic!(
                 "the container on {net} did not start in {START:?}:\n{}",
                 c.output()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+            )
         };
         c.pid = Some(pid);
         let name = format!("cnibox-apt-{}-{pid}", std::process::id());
@@ -451,19 +426,13 @@ impl Container {
             // alive (apptainer, its parent, has not ended: checked before).
             unsafe { libc::kill(pid, libc::SIGTERM) };
         }
-        let deadline = Instant::now() + STOP;
-        loop {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "apptainer on {} did not end in {STOP:?} after its container:\n{}",
-                self.net,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let ended = eventually(STOP, || matches!(self.child.try_wait(), Ok(Some(_))));
+        assert!(
+            ended,
+            "apptainer on {} did not end in {STOP:?} after its container:\n{}",
+            self.net,
+            self.output()
+        );
         let out = self.output();
         assert!(
             !out.contains(PANIC_MARKER),
@@ -490,12 +459,8 @@ impl Drop for Container {
         // SAFETY: kill(2) has no memory preconditions; `target` is the container's process or
         // the group spawn() made for apptainer, both alive while apptainer runs (checked above).
         unsafe { libc::kill(target, libc::SIGTERM) };
-        let deadline = Instant::now() + STOP;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if eventually(STOP, || matches!(self.child.try_wait(), Ok(Some(_)))) {
+            return;
         }
         // SAFETY: as above; the group is the one spawn() made for apptainer.
         unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
@@ -506,19 +471,11 @@ impl Drop for Container {
 /// The source address `host:port` reports seeing (a [`PEER_REPLY`] server) when `from` talks
 /// to it, retrying while nothing answers (DAD, ARP, a loaded machine).
 fn peer_seen(from: &NetNs, host: &str, port: u16) -> Option<IpAddr> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(p) = talk(from, "tcp", host, port)
+    poll(secs(30), || {
+        talk(from, "tcp", host, port)
             .as_deref()
             .and_then(parse_peer)
-        {
-            return Some(p);
-        }
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    })
 }
 
 #[track_caller]

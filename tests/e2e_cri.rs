@@ -37,6 +37,7 @@ use common::family::{FAMILIES, Fam};
 use common::lab::unique_n;
 use common::plugdir::Image;
 use common::traffic::{answers, node_and_client};
+use common::wait::wait_for;
 use common::*;
 use serde_json::{Value, json};
 use std::cell::RefCell;
@@ -44,11 +45,12 @@ use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 const IMAGE: &str = "cnibox.test/pause:1";
 const NETWORK: &str = "k8s-pod-network";
-const APPLETS: &[&str] = &[
+/// The applets the node installs for its networks (a subset: what the CRI conflists use).
+const PLUGINS: &[&str] = &[
     "bridge",
     "host-local",
     "portmap",
@@ -184,19 +186,6 @@ fn kill_pids(pids: &[i32]) {
     }
 }
 
-/// Poll `f` until it gives `Some`, for at most `limit`.
-#[track_caller]
-fn wait_for<T>(what: &str, limit: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// A pod as PodSandboxStatus reports it.
 struct Pod {
     ips: Vec<String>,
@@ -284,13 +273,13 @@ impl Cri {
         };
         let dir = cri.tmp.join("bin");
         if let Some(image) = image {
-            for a in APPLETS {
+            for a in PLUGINS {
                 let _ = std::fs::copy(reference_path(a), dir.join(a));
             }
             let out = image.install(&dir, &["--force"]);
             assert!(out.ok, "the installer image: {out:?}");
         } else {
-            for a in APPLETS {
+            for a in PLUGINS {
                 std::os::unix::fs::symlink(&binary, dir.join(a)).unwrap();
             }
         }
@@ -344,7 +333,7 @@ impl Cri {
         self.set_network(conflist);
         let name = conflist["name"].as_str().unwrap();
         wait_for(
-            &format!("containerd to load network {name}"),
+            format!("containerd to load network {name}"),
             Duration::from_secs(60),
             || {
                 let s = self.runtime_status();
@@ -653,7 +642,7 @@ impl PodServer {
             .expect("socat in the pod");
         let server = PodServer(child);
         wait_for(
-            &format!("the server in {netns} to listen"),
+            format!("the server in {netns} to listen"),
             Duration::from_secs(30),
             || {
                 let ss = Command::new("nsenter")

@@ -24,12 +24,13 @@
 
 mod common;
 use common::dual::{PEER_REPLY, add_v6_link_ns, parse_peer};
+use common::proc::{cnibox_binary, files_under, in_path};
 use common::traffic::{node_and_client, serve};
+use common::wait::{retry, secs};
 use common::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
 const CONTAINERS_CONF: &str = include_str!("e2e/podman/containers.conf.in");
 const STORAGE_CONF: &str = include_str!("e2e/podman/storage.conf.in");
@@ -67,26 +68,6 @@ const SHARED_CHAINS: &[&str] = &[
 ];
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// The binary under test: the static release build `make test` names in CNIBOX_STATIC, else
-/// the one cargo built for this run.
-fn cnibox_binary() -> PathBuf {
-    std::env::var_os("CNIBOX_STATIC")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .unwrap_or_else(bin)
-}
-
-fn in_path(tool: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|p| {
-        std::env::split_paths(&p).any(|d| {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::metadata(d.join(tool))
-                .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
-    })
-}
 
 /// Whether `path` is an ELF executable without a program interpreter (statically linked).
 fn is_static_elf(path: &str) -> bool {
@@ -135,42 +116,11 @@ fn missing_tools() -> Option<String> {
     None
 }
 
-/// Retry `f` until it returns `Ok`, for at most `secs` seconds; panics with the last error.
-#[track_caller]
-fn eventually<T>(what: &str, secs: u64, mut f: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match f() {
-            Ok(v) => return v,
-            Err(e) if Instant::now() > deadline => {
-                panic!("{what}: still failing after {secs}s: {e}")
-            }
-            // A polling interval, not a wait for something to happen.
-            Err(_) => std::thread::sleep(Duration::from_millis(100)),
-        }
-    }
-}
-
 /// Whether `line` names `addr` (not merely a longer address starting with it).
 fn mentions(line: &str, addr: &str) -> bool {
     line.match_indices(addr).any(|(i, _)| {
         !line[i + addr.len()..].starts_with(|c: char| c.is_ascii_hexdigit() || c == ':')
     })
-}
-
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir(dir) {
-        for e in rd.flatten() {
-            let p = e.path();
-            if p.is_dir() && !p.is_symlink() {
-                out.extend(files_under(&p));
-            } else {
-                out.push(p);
-            }
-        }
-    }
-    out
 }
 
 /// One podman world (see the module doc).
@@ -356,7 +306,7 @@ impl Pod {
 
     #[track_caller]
     fn ping_from(&self, ctr: &str, ip: &str) {
-        eventually(&format!("{}: {ctr} pings {ip}", self.test), 20, || {
+        retry(format!("{}: {ctr} pings {ip}", self.test), secs(20), || {
             let out = self.podman_raw(&["exec", ctr, "ping", "-c1", "-W1", ip]);
             if out.status_ok {
                 Ok(())
@@ -373,9 +323,9 @@ impl Pod {
 
     #[track_caller]
     fn assert_serves(&self, ns: &NetNs, url: &str, body: &str) {
-        eventually(
-            &format!("{}: GET {url} from {}", self.test, ns.name),
-            30,
+        retry(
+            format!("{}: GET {url} from {}", self.test, ns.name),
+            secs(30),
             || {
                 let out = Self::get(ns, url);
                 if out.status_ok && out.stdout.trim() == body {
@@ -738,7 +688,7 @@ fn podman_subnet_ipv6_connect_disconnect() {
     );
 
     pod.ping_from(&a, &gw6);
-    eventually("node pings a over IPv6", 20, || {
+    retry("node pings a over IPv6", secs(20), || {
         let out = pod.node.exec(&["ping", "-6", "-c1", "-W1", &a6]);
         if out.status_ok {
             Ok(())
@@ -846,7 +796,7 @@ fn podman_ipv6_ports_and_masquerade() {
         (format!("192.168.{n}.2"), pod.node_ip.clone()),
     ] {
         let _srv = serve(&pod.client, "tcp", far.contains(':'), 9000, PEER_REPLY);
-        let seen = eventually(&format!("peer -> {far}:9000"), 20, || {
+        let seen = retry(format!("peer -> {far}:9000"), secs(20), || {
             let out = pod.podman_raw(&[
                 "exec",
                 &peer,

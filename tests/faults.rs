@@ -4,6 +4,7 @@
 //! rule behind.
 
 mod common;
+use common::bounded::kill_after;
 use common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -66,16 +67,7 @@ fn run_and_kill(
         use std::io::Write;
         let _ = i.write_all(stdin.as_bytes());
     }
-    let t = Instant::now();
-    while t.elapsed() < delay {
-        if child.try_wait().ok().flatten().is_some() {
-            return false;
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    true
+    kill_after(&mut child, delay)
 }
 
 /// Every file under dataDir that must not outlive an attachment's DEL: temporary files

@@ -15,7 +15,9 @@
 //! asserted to stay blocked.
 
 mod common;
-use common::lab::{self, OLDER_REFERENCE, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
+use common::lab::{
+    self, Lab, OLDER_REFERENCE, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip,
+};
 use common::traffic::*;
 use common::*;
 use serde_json::{Value, json};
@@ -26,30 +28,12 @@ use serde_json::{Value, json};
 /// A node namespace with a client namespace on a veth (node 192.168.N.1, client 192.168.N.2,
 /// routing both container subnets via the node) and two bridge networks: "a" on bridge cnifwN
 /// (10.N.0.0/24) and "b" on cnifwNb (10.N.1.0/24).
-struct Lab {
-    base: lab::Lab,
-}
-
-impl std::ops::Deref for Lab {
-    type Target = lab::Lab;
-    fn deref(&self) -> &lab::Lab {
-        &self.base
-    }
-}
-
 impl Lab {
-    fn new(tag: &str, v: Variant) -> Lab {
-        let base = lab::Lab::new(tag, v);
-        let n = base.n;
-        base.client.sh(&[
-            "ip",
-            "route",
-            "add",
-            &format!("10.{n}.0.0/16"),
-            "via",
-            &format!("192.168.{n}.1"),
-        ]);
-        Lab { base }
+    /// A lab whose client routes both networks' subnets (10.N.0.0/16) through the node.
+    fn for_firewall(tag: &str, v: Variant) -> Lab {
+        let lab = Lab::new(tag, v);
+        lab.route_client_via_node(&format!("10.{}.0.0/16", lab.n));
+        lab
     }
 
     /// Network "a" or "b": (network name, bridge name, third octet).
@@ -181,7 +165,7 @@ fn forward_drop(v: Variant) {
     if skip("forward_drop", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-drop", v);
+    let lab = Lab::for_firewall("fw-drop", v);
     lab.node.sh(&["iptables", "-P", "FORWARD", "DROP"]);
     lab.node.sh(&["ip6tables", "-P", "FORWARD", "DROP"]);
     let c1 = NetNs::create();
@@ -334,7 +318,7 @@ fn same_bridge(v: Variant) {
     if skip("same_bridge", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-samebr", v);
+    let lab = Lab::for_firewall("fw-samebr", v);
     let t = three(&lab);
     let (ip_a2, ip_b1, ip_a1) = (
         cont_ip(&t.ra2, false),
@@ -415,7 +399,7 @@ fn isolated(v: Variant) {
     if skip("isolated", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-isolated", v);
+    let lab = Lab::for_firewall("fw-isolated", v);
     let t = three(&lab);
     let (ip_a2, ip_b1) = (cont_ip(&t.ra2, false), cont_ip(&t.rb1, false));
     assert_answers(&t.a1, "tcp", &ip_a2, 80, "a2", "a1 -> a2 before firewall");
@@ -490,7 +474,7 @@ fn nftables_add_check_del_ours() {
     if skip("nftables_add_check_del_ours", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-nft", OURS_NFTABLES);
+    let lab = Lab::for_firewall("fw-nft", OURS_NFTABLES);
     let ([c1, c2], [id1, id2], [r1, r2], [ip1, ip2]) = lab.two("fw-nft");
     let (id1, id2) = (id1.as_str(), id2.as_str());
     let (cf1, cf2) = (
@@ -558,7 +542,7 @@ fn compat((first, second): (Impl, Impl)) {
         return;
     }
     let backend = |imp: Impl| (imp == Impl::Ours).then_some("iptables");
-    let lab = Lab::new(
+    let lab = Lab::for_firewall(
         "fw-compat",
         Variant {
             imp: first,
@@ -615,7 +599,7 @@ fn old_version(v: Variant) {
     if skip("old_version", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-version", v);
+    let lab = Lab::for_firewall("fw-version", v);
     let c1 = NetNs::create();
     let id = format!("fw-ver-{}", lab.n);
     let r = lab.attach("a", &c1, &id);
@@ -849,7 +833,7 @@ fn nftables_handle_records_ours() {
     if skip("nftables_handle_records_ours", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-rec", OURS_NFTABLES);
+    let lab = Lab::for_firewall("fw-rec", OURS_NFTABLES);
     let ([c1, c2], [id1, id2], [r1, r2], [ip1, ip2]) = lab.two("fw-rec");
     let (id1, id2) = (id1.as_str(), id2.as_str());
     let (cf1, cf2) = (
@@ -918,7 +902,7 @@ fn iptables_del_exact_and_fallback_ours() {
     if skip("iptables_del_exact_and_fallback_ours", OURS_IPTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("fw-exact", OURS_IPTABLES);
+    let lab = Lab::for_firewall("fw-exact", OURS_IPTABLES);
     let ([c1, c2], [id1, id2], [r1, r2], [ip1, ip2]) = lab.two("fw-ex");
     let (id1, id2) = (id1.as_str(), id2.as_str());
     let cf2 = lab.fw_conf("a", None, Some(&r2));

@@ -10,28 +10,19 @@
 //! unknown `backend`; a failed ADD undone; GC; a bus that never answers.
 
 mod common;
-use common::bounded::kill_and_reap;
+use common::env::env_for;
 use common::family::{FAMILIES, Fam};
 use common::lab::unique_n;
+use common::proc::Proc;
+use common::wait::{eventually, secs, wait_until};
 use common::{
     Env, Impl, NetNs, Output, Sandbox, go_references, reference_available, require_root, skip_note,
 };
 use serde_json::{Value, json};
 use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A child killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Err(e) = kill_and_reap(&mut self.0) {
-            eprintln!("{e}");
-        }
-    }
-}
 
 /// The node with its bus and firewalld. Field order is drop order: the daemons go before
 /// their namespace and sandbox.
@@ -151,15 +142,12 @@ impl Node {
             sb,
             n: unique_n(),
         };
-        let end = Instant::now() + Duration::from_secs(60);
-        while !n.zone("getSources", &["trusted"]).status_ok {
-            assert!(
-                Instant::now() < end,
-                "firewalld did not come up: {}",
-                std::fs::read_to_string(n.sb.path("firewalld.log")).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let up = eventually(secs(60), || n.zone("getSources", &["trusted"]).status_ok);
+        assert!(
+            up,
+            "firewalld did not come up: {}",
+            std::fs::read_to_string(n.sb.path("firewalld.log")).unwrap_or_default()
+        );
         Some(n)
     }
 
@@ -203,12 +191,7 @@ impl Node {
     }
 
     fn env_on(&self, id: &str, bus: &str) -> Env {
-        Env {
-            container_id: id.into(),
-            netns: self.cont.path(),
-            extra: vec![("DBUS_SYSTEM_BUS_ADDRESS".into(), bus.into())],
-            ..Env::default()
-        }
+        env_for(&self.cont, id).with_var("DBUS_SYSTEM_BUS_ADDRESS", bus)
     }
 
     fn run(&self, imp: Impl, cmd: &str, id: &str, conf: &Value) -> Output {
@@ -473,11 +456,9 @@ fn bus_without_firewalld() {
         return;
     };
     n.firewalld = None; // killed and reaped: its name goes with its connection
-    let end = Instant::now() + Duration::from_secs(30);
-    while n.zone("getSources", &["trusted"]).status_ok {
-        assert!(Instant::now() < end, "firewalld still answers");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("firewalld to stop answering", secs(30), || {
+        !n.zone("getSources", &["trusted"]).status_ok
+    });
     let go = reference_available("firewall");
     let (prev, _) = n.prev(Fam::Dual, 9);
     let c = conf(json!({}), Some(&prev));
@@ -545,15 +526,10 @@ fn silent_bus_is_a_bounded_wait() {
             let (s, _) = l.accept().unwrap();
             hang.then_some(s)
         });
-        let env = Env {
-            container_id: "s1".into(),
-            netns: cont.path(),
-            extra: vec![(
-                "DBUS_SYSTEM_BUS_ADDRESS".into(),
-                format!("unix:path={}", sock.display()),
-            )],
-            ..Env::default()
-        };
+        let env = env_for(&cont, "s1").with_var(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            &format!("unix:path={}", sock.display()),
+        );
         let start = Instant::now();
         let c = conf(json!({"backend": backend}), Some(&prev));
         let out = sb.plugin_in(Impl::Ours, &node).add("firewall", &env, &c);

@@ -5,6 +5,7 @@
 //! (k3s's conflist as it ships is in tests/conflists.rs.)
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ impl Node {
         );
         if v6 {
             s += &format!(
-                "FLANNEL_IPV6_NETWORK=fd{n:02x}::/56\nFLANNEL_IPV6_SUBNET=fd{n:02x}:0:0:7::1/64\n"
+                "FLANNEL_IPV6_NETWORK=fd00:{n}::/56\nFLANNEL_IPV6_SUBNET=fd00:{n}:0:7::1/64\n"
             );
         }
         std::fs::write(self.subnet_env(), s).unwrap();
@@ -93,14 +94,6 @@ impl Node {
     }
 }
 
-fn env_for(pod: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: pod.path(),
-        ..Env::default()
-    }
-}
-
 #[test]
 fn dual_stack_bridge_with_masquerading() {
     if !require_root("flannel dual_stack_bridge_with_masquerading") {
@@ -116,11 +109,7 @@ fn dual_stack_bridge_with_masquerading() {
     assert_eq!(nd.reservations(), 2, "one address per family");
     assert_eq!(r["cniVersion"], "1.1.0", "{r}");
     assert_eq!(r["ips"][0]["address"], format!("10.{n}.7.2/24"), "{r}");
-    assert_eq!(
-        r["ips"][1]["address"],
-        format!("fd{n:02x}:0:0:7::2/64"),
-        "{r}"
-    );
+    assert_eq!(r["ips"][1]["address"], format!("fd00:{n}:0:7::2/64"), "{r}");
     // Routes to the cluster networks, from subnet.env; MTU too.
     let routes = pod.sh(&["ip", "-4", "route"]);
     assert!(
@@ -129,7 +118,7 @@ fn dual_stack_bridge_with_masquerading() {
     );
     let routes6 = pod.sh(&["ip", "-6", "route"]);
     assert!(
-        routes6.contains(&format!("fd{n:02x}::/56 via fd{n:02x}:0:0:7::1")),
+        routes6.contains(&format!("fd00:{n}::/56 via fd00:{n}:0:7::1")),
         "{routes6}"
     );
     assert!(pod.sh(&["ip", "link", "show", "eth0"]).contains("mtu 1400"));
@@ -142,7 +131,7 @@ fn dual_stack_bridge_with_masquerading() {
     assert_eq!(stored["bridge"], "flbr0");
     assert_eq!(
         stored["ipam"]["ranges"],
-        json!([[{"subnet": format!("10.{n}.7.0/24")}], [{"subnet": format!("fd{n:02x}:0:0:7::/64")}]])
+        json!([[{"subnet": format!("10.{n}.7.0/24")}], [{"subnet": format!("fd00:{n}:0:7::/64")}]])
     );
     // CHECK through the delegate, then after a deliberate change.
     assert!(

@@ -14,6 +14,7 @@
 //! bytes from outside the host have in-process fuzzers of their own: tests/fuzz_parsers.rs.
 
 mod common;
+use common::bounded::wait_within_polling;
 use common::rng::Rng;
 use common::*;
 use serde_json::{Map, Value, json};
@@ -514,18 +515,11 @@ fn run(
     if let Some(mut i) = child.stdin.take() {
         let _ = i.write_all(stdin.as_bytes());
     }
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break Some(s);
-        }
-        if start.elapsed() > Duration::from_secs(5) {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    };
+    let status = wait_within_polling(&mut child, Duration::from_secs(5), Duration::from_millis(1));
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
     let read = |p: Option<&mut dyn std::io::Read>| {
         let mut b = Vec::new();
         if let Some(p) = p {

@@ -5,30 +5,14 @@
 //! traffic and its compatibility with the reference: tests/ipmasq.rs.)
 
 mod common;
-use common::lab::{self, OURS_IPTABLES, OURS_NFTABLES, Variant, skip};
+use common::lab::{Lab, OURS_IPTABLES, OURS_NFTABLES, Variant, skip};
 use common::traffic::*;
 use common::*;
 use serde_json::{Value, json};
 
-struct Lab {
-    base: lab::Lab,
-}
-
-impl std::ops::Deref for Lab {
-    type Target = lab::Lab;
-    fn deref(&self) -> &lab::Lab {
-        &self.base
-    }
-}
-
+/// The lab's node and client (the "outside" host: no route back to 10.N.0.0/24), with this
+/// file's masquerading bridge network.
 impl Lab {
-    /// The lab's node and client (the "outside" host: no route back to 10.N.0.0/24).
-    fn new(tag: &str, v: Variant) -> Lab {
-        Lab {
-            base: lab::Lab::new(tag, v),
-        }
-    }
-
     fn net(&self) -> String {
         format!("masqnet{}", self.n)
     }

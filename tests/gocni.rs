@@ -6,6 +6,7 @@
 //! input with the same result.
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 
@@ -43,11 +44,7 @@ fn pod(tag: &str, n: u8) -> Pod {
         "bridge": format!("gocni{n}"), "isGateway": true, "ipMasq": false,
         "ipam": {"type": "host-local", "subnet": format!("10.77.{n}.0/24"),
                  "dataDir": sb.path("ipam").display().to_string()}});
-    let env = Env {
-        container_id: format!("gocni-{tag}"),
-        netns: cont.path(),
-        ..Env::default()
-    };
+    let env = env_for(&cont, &format!("gocni-{tag}"));
     let result = sb
         .plugin_in(Impl::Ours, &node)
         .add("bridge", &env, &bridge_conf)

@@ -10,6 +10,7 @@
 //! does not; a DEL whose name is taken on the host again leaves the device as it was.
 
 mod common;
+use common::env::env_for;
 use common::lab::unique_n;
 use common::*;
 use serde_json::{Value, json};
@@ -205,14 +206,6 @@ impl Node {
     #[track_caller]
     fn reservations(&self) -> usize {
         common::family::reservations(&self.sb.path("ipam/hdnet"))
-    }
-}
-
-fn env_for(cont: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: cont.path(),
-        ..Env::default()
     }
 }
 

@@ -3,6 +3,7 @@
 //! and compatibility with the reference plugin on the same store.
 
 mod common;
+use common::env::env_id;
 use common::family::{FAMILIES, Fam, assert_result_family, reservations, result_ips};
 use common::*;
 use serde_json::{Value, json};
@@ -19,10 +20,7 @@ fn conf(sb: &Sandbox, version: &str, ipam: Value) -> Value {
 }
 
 fn id(cid: &str) -> Env {
-    Env {
-        container_id: cid.into(),
-        ..Env::default()
-    }
+    env_id(cid)
 }
 
 /// File name → content of the network directory (what upstream keeps on disk).

@@ -17,8 +17,9 @@
 //! (192.168.N.1). Everything lives in namespaces removed on drop, so tests run in parallel.
 
 mod common;
+use common::env::env_without_netns;
 use common::lab::{
-    self, OURS_IPTABLES as IPT, OURS_NFTABLES as NFT, OURS_UNSET as UNSET, REFERENCE as REF,
+    self, Lab, OURS_IPTABLES as IPT, OURS_NFTABLES as NFT, OURS_UNSET as UNSET, REFERENCE as REF,
     Variant, skip,
 };
 use common::traffic::*;
@@ -65,14 +66,6 @@ fn normalize_save(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn env_no_netns(id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        ..Env::default()
-    }
-    .with_netns("")
-}
-
 /// Whether one of `tries` single pings from `from` to `host` is answered.
 fn pings(from: &NetNs, host: &str, tries: usize) -> bool {
     (0..tries).any(|_| from.exec(&["ping", "-c1", "-W1", host]).status_ok)
@@ -84,31 +77,11 @@ const NEEDS: &[&str] = &["bridge", "host-local"];
 // ---------------------------------------------------------------------------------------------
 // The lab
 
-struct Lab {
-    base: lab::Lab,
-    v6: bool,
-}
-
-impl std::ops::Deref for Lab {
-    type Target = lab::Lab;
-    fn deref(&self) -> &lab::Lab {
-        &self.base
-    }
-}
-
+/// Node and outside (the lab's client) namespaces; the outside has no route to 10.N.0.0/24.
 impl Lab {
-    /// Node and outside (the lab's client) namespaces; the outside has no route to
-    /// 10.N.0.0/24.
-    fn new(tag: &str, v: Variant) -> Lab {
-        Lab {
-            base: lab::Lab::new(tag, v),
-            v6: false,
-        }
-    }
-
     /// The "outside" host: the lab's client namespace.
     fn outside(&self) -> &NetNs {
-        &self.base.client
+        &self.client
     }
 
     fn net(&self) -> String {
@@ -125,10 +98,6 @@ impl Lab {
 
     fn conf(&self, masq: bool) -> Value {
         let n = self.n;
-        let mut ranges = vec![json!([{"subnet": format!("10.{n}.0.0/24")}])];
-        if self.v6 {
-            ranges.push(json!([{"subnet": format!("fd{n:02x}::/64")}]));
-        }
         let mut c = json!({
             "cniVersion": "1.0.0",
             "name": self.net(),
@@ -139,7 +108,7 @@ impl Lab {
             "ipMasq": masq,
             "ipam": {
                 "type": "host-local",
-                "ranges": ranges,
+                "ranges": self.ranges(),
                 "dataDir": self.sb.path("ipam").display().to_string(),
             }
         });
@@ -362,7 +331,7 @@ fn traffic(v: Variant) {
     if v.imp == Impl::Ours {
         // DEL without netns (the runtime lost it): the container keeps its wiring but not the
         // masquerading, so it is cut off again.
-        lab.del(Impl::Ours, &env_no_netns(&id));
+        lab.del(Impl::Ours, &env_without_netns(&id));
         assert_silent(&masq, "tcp", &outside, 80, "after DEL without netns");
     } else {
         lab.del(Impl::Reference, &env_for(&masq, &id));
@@ -393,7 +362,7 @@ fn rules(v: Variant) {
 
     if v.imp == Impl::Ours {
         // DEL with CNI_NETNS empty while the container still exists.
-        lab.del(Impl::Ours, &env_no_netns(&id1));
+        lab.del(Impl::Ours, &env_without_netns(&id1));
         lab.assert_gone(&id1, "DEL without netns");
         lab.assert_masq(&id2, &ip2);
         // The netns is deleted before DEL, which names the stale path; the DEL config names
@@ -406,7 +375,7 @@ fn rules(v: Variant) {
         } else {
             "nftables"
         });
-        let env = env_no_netns(&id2).with_netns(&path);
+        let env = env_without_netns(&id2).with_netns(&path);
         let out = lab.plugin().del("bridge", &env, &conf);
         assert!(out.status_ok, "DEL after netns deletion: {out:?}");
         lab.assert_gone(&id2, "DEL after the netns was deleted");
@@ -421,8 +390,8 @@ fn rules(v: Variant) {
     // DEL again (with and without netns), and of a container never added: still fine.
     for env in [
         env_for(&c1, &id1),
-        env_no_netns(&id1),
-        env_no_netns(&lab.id("never")),
+        env_without_netns(&id1),
+        env_without_netns(&lab.id("never")),
     ] {
         lab.del(v.imp, &env);
     }
@@ -591,10 +560,10 @@ fn reference_add_ours_del_and_gc(go: Impl) {
     assert!(!conts[0].exec(&["ip", "link", "show", "eth0"]).status_ok);
     lab.assert_masq(&ids[1], &ips[1]);
     // … and without it.
-    lab.del(Impl::Ours, &env_no_netns(&ids[1]));
+    lab.del(Impl::Ours, &env_without_netns(&ids[1]));
     lab.assert_gone(&ids[1], "our DEL without netns of a reference ADD");
     // The reference's DEL without netns leaks; our GC finds the leftovers by their comment.
-    lab.del(go, &env_no_netns(&ids[2]));
+    lab.del(go, &env_without_netns(&ids[2]));
     lab.plugin_as(Impl::Ours)
         .gc("bridge", &lab.gc_conf(&lab.net(), &[]))
         .ok();
@@ -652,10 +621,7 @@ fn compat_identical_nat_tables() {
     let n = lab::unique_n();
     let labs: Vec<Lab> = [REF, IPT, UNSET]
         .into_iter()
-        .map(|v| Lab {
-            base: lab::Lab::with_n("ipmasq-same", v, n),
-            v6: true,
-        })
+        .map(|v| Lab::with_n("ipmasq-same", v, n).with_v6())
         .collect();
     let _conts: Vec<Vec<NetNs>> = labs
         .iter()

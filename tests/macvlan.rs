@@ -3,6 +3,7 @@
 //! L2-only without IPAM, CHECK (mode), DEL, a failed ADD undone, and the Go plugin's view.
 
 mod common;
+use common::env::env_for;
 use common::family::reservations;
 use common::lab::unique_n;
 use common::*;
@@ -56,14 +57,6 @@ impl Node {
             c[k] = v.clone();
         }
         c
-    }
-}
-
-fn env_for(cont: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: cont.path(),
-        ..Env::default()
     }
 }
 

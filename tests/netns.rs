@@ -8,7 +8,7 @@
 mod common;
 use common::bounded::exec_within;
 use common::lab::unique_n;
-use common::{APPLETS, NetNs, Output, Sandbox, require_root};
+use common::{NetNs, Output, Sandbox, applets, require_root};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::Duration;
@@ -197,7 +197,7 @@ fn every_applet_refuses_a_netns_that_is_not_one_without_hanging() {
     ]);
     let paths = bad_paths(&sb);
     let mut failures = Vec::new();
-    for &applet in APPLETS {
+    for &applet in applets() {
         for (netns, what) in &paths {
             let before = node_state(&node, &sb);
             let (c, add, del) = conf(applet, n, &sb, netns);

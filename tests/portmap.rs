@@ -11,99 +11,51 @@
 //! 192.168.N.0/24, fdNN::/64), so everything runs in parallel.
 
 mod common;
-use common::lab::{self, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
+use common::dual::{node_addr, route_client_to_containers};
+use common::family::Fam;
+use common::lab::{self, Lab, OURS_IPTABLES, OURS_NFTABLES, REFERENCE, Variant, skip};
 use common::traffic::*;
+use common::wait::{poll, secs};
 use common::*;
 use serde_json::{Value, json};
 
 // ---------------------------------------------------------------------------------------------
 // The lab: node namespace with a bridge network and a client namespace on a veth
 
-struct Lab {
-    base: lab::Lab,
-    v6: bool,
-    br: String,
-    net: String,
-}
-
-impl std::ops::Deref for Lab {
-    type Target = lab::Lab;
-    fn deref(&self) -> &lab::Lab {
-        &self.base
-    }
-}
-
 impl Lab {
     /// A node namespace (lo up), a client namespace joined to it by a veth (node 192.168.N.1,
-    /// client 192.168.N.2, with `v6` also fdNN:1::1 / ::2), bridge network 10.N.0.0/24 (and
-    /// fdNN::/64) named `pmnetN` on bridge `cnipmN`.
-    fn new(tag: &str, v: Variant, v6: bool) -> Lab {
-        let base = lab::Lab::new(tag, v);
-        let (n, node, client) = (base.n, &base.node, &base.client);
-        client.sh(&[
-            "ip",
-            "route",
-            "add",
-            &format!("10.{n}.0.0/24"),
-            "via",
-            &format!("192.168.{n}.1"),
-        ]);
+    /// client 192.168.N.2, with `v6` also the kit's IPv6 pair, see [`Lab::with_v6`]), bridge
+    /// network 10.N.0.0/24 (and fd00:N::/64) named `pmnetN` on bridge `cnipmN`, the client
+    /// routing the container subnets through the node.
+    fn for_portmap(tag: &str, v: Variant, v6: bool) -> Lab {
+        let mut lab = Lab::new(tag, v);
         if v6 {
-            node.sh(&[
-                "ip",
-                "-6",
-                "addr",
-                "add",
-                &format!("fd{n:02x}:1::1/64"),
-                "dev",
-                "tocl",
-                "nodad",
-            ]);
-            client.sh(&[
-                "ip",
-                "-6",
-                "addr",
-                "add",
-                &format!("fd{n:02x}:1::2/64"),
-                "dev",
-                "eth0",
-                "nodad",
-            ]);
-            client.sh(&[
-                "ip",
-                "-6",
-                "route",
-                "add",
-                &format!("fd{n:02x}::/64"),
-                "via",
-                &format!("fd{n:02x}:1::1"),
-            ]);
+            lab = lab.with_v6();
         }
-        Lab {
-            v6,
-            br: format!("cnipm{n}"),
-            net: format!("pmnet{n}"),
-            base,
-        }
+        route_client_to_containers(&lab, if v6 { Fam::Dual } else { Fam::V4 });
+        lab
+    }
+
+    fn br(&self) -> String {
+        format!("cnipm{}", self.n)
+    }
+
+    fn net(&self) -> String {
+        format!("pmnet{}", self.n)
     }
 
     fn bridge_conf(&self, version: &str) -> Value {
-        let n = self.n;
-        let mut ranges = vec![json!([{"subnet": format!("10.{n}.0.0/24")}])];
-        if self.v6 {
-            ranges.push(json!([{"subnet": format!("fd{n:02x}::/64")}]));
-        }
         json!({
             "cniVersion": version,
-            "name": self.net,
+            "name": self.net(),
             "type": "bridge",
-            "bridge": self.br,
+            "bridge": self.br(),
             "isGateway": true,
             "isDefaultGateway": true,
             "hairpinMode": true,
             "ipam": {
                 "type": "host-local",
-                "ranges": ranges,
+                "ranges": self.ranges(),
                 "dataDir": self.sb.path("ipam").display().to_string(),
             }
         })
@@ -123,7 +75,7 @@ impl Lab {
     fn pm_conf(&self, version: &str, mappings: Value, prev: Option<&Value>) -> Value {
         let mut c = json!({
             "cniVersion": version,
-            "name": self.net,
+            "name": self.net(),
             "type": "portmap",
             "snat": true,
             "runtimeConfig": {"portMappings": mappings},
@@ -177,7 +129,7 @@ impl Lab {
             // comment) and every line of its own CNI-DN chain (upstream's name: "CNI-DN-" and
             // 21 hex of sha512(network + container ID)), declaration included, so a chain left
             // behind after its jump is gone still counts. Other containers' chains do not.
-            let chain = dn_chain(&self.net, id);
+            let chain = dn_chain(&self.net(), id);
             let mut v: Vec<String> = Vec::new();
             for six in [false, true] {
                 v.extend(
@@ -254,7 +206,7 @@ fn tcp_udp_hostport(v: Variant) {
     if skip("tcp_udp_hostport", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-hostport", v, false);
+    let lab = Lab::for_portmap("pm-hostport", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-hp-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -278,7 +230,7 @@ fn tcp_udp_hostport(v: Variant) {
     );
     if backend != Some("nftables") {
         // rules_of() finds the container's chain by upstream's name: check that name.
-        let chain = dn_chain(&lab.net, &id);
+        let chain = dn_chain(&lab.net(), &id);
         assert!(
             lab.nat_rules(false).contains(&format!(":{chain} ")),
             "no chain {chain}:\n{}",
@@ -305,7 +257,7 @@ fn from_node_localhost(v: Variant) {
     if skip("from_node_localhost", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-local", v, false);
+    let lab = Lab::for_portmap("pm-local", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-lo-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -316,13 +268,13 @@ fn from_node_localhost(v: Variant) {
     let rl = lab.node.sh(&[
         "sysctl",
         "-n",
-        &format!("net.ipv4.conf.{}.route_localnet", lab.br),
+        &format!("net.ipv4.conf.{}.route_localnet", lab.br()),
     ]);
     assert_eq!(
         rl.trim(),
         "1",
         "route_localnet on the bridge {} after ADD with snat",
-        lab.br
+        lab.br()
     );
     assert_answers(
         &lab.node,
@@ -373,7 +325,7 @@ fn hairpin(v: Variant) {
     if skip("hairpin", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-hairpin", v, false);
+    let lab = Lab::for_portmap("pm-hairpin", v, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let id = format!("pm-hp1-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -431,7 +383,7 @@ fn check_and_del(v: Variant) {
     if skip("check_and_del", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-del", v, false);
+    let lab = Lab::for_portmap("pm-del", v, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let id = format!("pm-del1-{}", lab.n);
     let id2 = format!("pm-del2-{}", lab.n);
@@ -552,7 +504,7 @@ fn host_ip(v: Variant) {
     if skip("host_ip", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-hostip", v, false);
+    let lab = Lab::for_portmap("pm-hostip", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-hip-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -612,7 +564,7 @@ fn ipv6(v: Variant) {
     if skip("ipv6", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-v6", v, true);
+    let lab = Lab::for_portmap("pm-v6", v, true);
     let c1 = NetNs::create();
     let id = format!("pm-v6-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -638,7 +590,7 @@ fn ipv6(v: Variant) {
         "hello6",
         "client -> container v6, direct",
     );
-    let node6 = format!("fd{:02x}:1::1", lab.n);
+    let node6 = node_addr(&lab, true);
     assert_answers(
         &lab.client,
         "tcp",
@@ -702,7 +654,7 @@ fn compat((first, second): (Impl, Impl)) {
         }
         c
     };
-    let lab = Lab::new(
+    let lab = Lab::for_portmap(
         "pm-compat",
         Variant {
             imp: first,
@@ -765,7 +717,7 @@ fn errors(v: Variant) {
     if skip("errors", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-errors", v, false);
+    let lab = Lab::for_portmap("pm-errors", v, false);
     let c1 = NetNs::create();
     let id = format!("pm-err-{}", lab.n);
     let r = lab.attach(&c1, &id, "1.0.0");
@@ -821,7 +773,7 @@ fn concurrent_adds(v: Variant) {
     if skip("concurrent_adds", v, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-concurrent", v, false);
+    let lab = Lab::for_portmap("pm-concurrent", v, false);
     let conts: Vec<NetNs> = (0..8).map(|_| NetNs::create()).collect();
     let ids: Vec<String> = (0..8).map(|i| format!("pm-cc{i}-{}", lab.n)).collect();
     let results: Vec<Value> = conts
@@ -950,7 +902,7 @@ fn udp_conntrack(v: Variant) {
 }
 
 fn udp_conntrack_family(v: Variant, v6: bool) {
-    let lab = Lab::new("pm-ct", v, v6);
+    let lab = Lab::for_portmap("pm-ct", v, v6);
     let what = format!("{} {}", v.tag(), if v6 { "IPv6" } else { "IPv4" });
     // Conntrack on in the node before any NAT rule exists (as on a real node).
     lab.node.sh(&["nft", "add table inet cnitest"]);
@@ -965,7 +917,7 @@ fn udp_conntrack_family(v: Variant, v6: bool) {
     let r = lab.attach(&c1, &id, "1.0.0");
     let _udp = serve(&c1, "udp", v6, 53, "pong");
     let node_addr = if v6 {
-        format!("fd{:02x}:1::1", lab.n)
+        node_addr(&lab, true)
     } else {
         lab.node_addr()
     };
@@ -983,11 +935,7 @@ fn udp_conntrack_family(v: Variant, v6: bool) {
     let cf = lab.pm_conf("1.0.0", std_mappings(), Some(&r));
     lab.plugin().add("portmap", &env_for(&c1, &id), &cf).ok();
     // Every retry refreshes a stale entry, so this only passes if ADD removed it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let mut got = None;
-    while got.is_none() && std::time::Instant::now() < deadline {
-        got = udp_from_fixed_port(&lab.client, &node_addr);
-    }
+    let got = poll(secs(30), || udp_from_fixed_port(&lab.client, &node_addr));
     // An earlier try's datagram may have waited for neighbour discovery and be answered late,
     // to the same fixed source port: one or more "pong", nothing else.
     assert!(
@@ -1013,7 +961,7 @@ fn conditions_per_container_ours_nftables() {
     if skip("conditions_per_container", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-cond", OURS_NFTABLES, false);
+    let lab = Lab::for_portmap("pm-cond", OURS_NFTABLES, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = ("pm-cond-1", "pm-cond-2");
     let r1 = lab.attach(&c1, id1, "1.0.0");
@@ -1193,7 +1141,7 @@ fn nft_conditions_with_sets_ours_nftables() {
     if skip("nft_conditions_with_sets", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-sets", OURS_NFTABLES, false);
+    let lab = Lab::for_portmap("pm-sets", OURS_NFTABLES, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = ("pm-sets-1", "pm-sets-2");
     let r1 = lab.attach(&c1, id1, "1.0.0");
@@ -1297,7 +1245,7 @@ fn handle_records_ours_nftables() {
     if skip("handle_records", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-rec", OURS_NFTABLES, false);
+    let lab = Lab::for_portmap("pm-rec", OURS_NFTABLES, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = (format!("pm-rec1-{}", lab.n), format!("pm-rec2-{}", lab.n));
     let (id1, id2) = (id1.as_str(), id2.as_str());
@@ -1306,8 +1254,9 @@ fn handle_records_ours_nftables() {
     let cf1 = lab.pm_conf("1.0.0", std_mappings(), Some(&r1));
     let cf2 = lab.pm_conf("1.0.0", std_mappings(), Some(&r2));
     let state = lab.sb.state_dir();
-    let record =
-        |id: &str| std::path::Path::new(&state).join(format!("portmap-nft/{}/{id}:eth0", lab.net));
+    let record = |id: &str| {
+        std::path::Path::new(&state).join(format!("portmap-nft/{}/{id}:eth0", lab.net()))
+    };
     lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
     lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
     let n1 = lab.rules_of(id1).len();
@@ -1355,7 +1304,7 @@ fn quick_paths_ours_iptables() {
     if skip("quick_paths", OURS_IPTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-quick", OURS_IPTABLES, false);
+    let lab = Lab::for_portmap("pm-quick", OURS_IPTABLES, false);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = (format!("pm-q1-{}", lab.n), format!("pm-q2-{}", lab.n));
     let (id1, id2) = (id1.as_str(), id2.as_str());
@@ -1390,7 +1339,7 @@ fn quick_paths_ours_iptables() {
         assert_eq!(count(&nat, pat), 1, "{pat:?} once after two ADDs:\n{nat}");
     }
     // The second container's lines are the first's with its own names and address.
-    let (ch1, ch2) = (dn_chain(&lab.net, id1), dn_chain(&lab.net, id2));
+    let (ch1, ch2) = (dn_chain(&lab.net(), id1), dn_chain(&lab.net(), id2));
     let (ip1, ip2) = (cont_ip(&r1, false), cont_ip(&r2, false));
     let mine = |s: &str, id: &str, ch: &str| -> Vec<String> {
         s.lines()
@@ -1441,7 +1390,7 @@ fn nft_conditions_users_write_ours_nftables() {
     if skip("nft_conditions_users_write", OURS_NFTABLES, NEEDS) {
         return;
     }
-    let lab = Lab::new("pm-cond", OURS_NFTABLES, true);
+    let lab = Lab::for_portmap("pm-cond", OURS_NFTABLES, true);
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let (id1, id2) = ("pm-cond-1", "pm-cond-2");
     let r1 = lab.attach(&c1, id1, "1.0.0");
@@ -1469,7 +1418,7 @@ fn nft_conditions_users_write_ours_nftables() {
     lab.plugin().add("portmap", &env_for(&c1, id1), &cf1).ok();
     lab.plugin().add("portmap", &env_for(&c2, id2), &cf2).ok();
     lab.plugin().check("portmap", &env_for(&c1, id1), &cf1).ok();
-    let node6 = format!("fd{:02x}:1::1", lab.n);
+    let node6 = node_addr(&lab, true);
     for node in [lab.node_addr(), node6] {
         assert_answers(&lab.client, "tcp", &node, 8080, "one", "conditions admit");
         assert_silent(&lab.client, "tcp", &node, 8081, "conditions refuse");

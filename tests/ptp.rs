@@ -4,6 +4,7 @@
 //! and DEL without a namespace still removes the masquerading.
 
 mod common;
+use common::env::{env_for, env_without_netns};
 use common::family::reservations;
 use common::lab::unique_n;
 use common::*;
@@ -53,14 +54,6 @@ impl Node {
             .sh(&["ip", "-o", "link", "show", "type", "veth"])
             .lines()
             .count()
-    }
-}
-
-fn env_for(cont: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: cont.path(),
-        ..Env::default()
     }
 }
 
@@ -214,11 +207,7 @@ fn ipmasq_and_del_without_netns() {
         "{rules}"
     );
     drop(c1);
-    let gone = Env {
-        container_id: "m1".into(),
-        netns: String::new(),
-        ..Env::default()
-    };
+    let gone = env_without_netns("m1");
     pl.del("ptp", &gone, &conf).ok();
     let rules = nd.node.sh(&["nft", "list", "ruleset"]);
     assert!(

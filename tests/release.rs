@@ -8,11 +8,13 @@
 
 mod common;
 use common::plugdir::{Tmp, applets, pack, run};
+use common::wait::wait_until;
 use common::*;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 fn archive_of(test: &str, var: &str, arch: &str, qemu: Option<&str>) {
     let Some(binary) = std::env::var_os(var).filter(|v| !v.is_empty()) else {
@@ -42,9 +44,9 @@ fn archive_of(test: &str, var: &str, arch: &str, qemu: Option<&str>) {
         now.unwrap().as_secs()
     };
     let first = secs();
-    while secs() == first {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("the next second", Duration::from_secs(5), || {
+        secs() != first
+    });
     pack(&copy, arch, &t.0.join("b"), "077");
     let name = format!("cnibox-linux-{arch}-v{}.tgz", env!("CARGO_PKG_VERSION"));
     assert_eq!(a.file_name().unwrap().to_str(), Some(name.as_str()));

@@ -6,9 +6,10 @@
 //! or interface.
 
 mod common;
+use common::env::env_for;
+use common::wait::{secs, wait_until};
 use common::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 struct Setup {
     node: NetNs,
@@ -27,12 +28,7 @@ fn setup(tag: &str, n: u8) -> Setup {
 
 impl Setup {
     fn env(&self, ifname: &str) -> Env {
-        Env {
-            container_id: "sbr1".into(),
-            netns: self.cont.path(),
-            ifname: ifname.into(),
-            ..Env::default()
-        }
+        env_for(&self.cont, "sbr1").with_ifname(ifname)
     }
 
     /// Network `k` (bridge `sbrbrK`, 10.N.K.0/24, default route via 10.N.K.1).
@@ -52,15 +48,11 @@ impl Setup {
             .add("bridge", &self.env(ifname), &self.bridge_conf(k))
             .ok()
             .clone();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !self
-            .cont
-            .sh(&["ip", "-6", "route", "show", "dev", ifname])
-            .contains("fe80::/64")
-        {
-            assert!(Instant::now() < deadline, "no fe80::/64 route on {ifname}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until(format!("a fe80::/64 route on {ifname}"), secs(10), || {
+            self.cont
+                .sh(&["ip", "-6", "route", "show", "dev", ifname])
+                .contains("fe80::/64")
+        });
         r
     }
 
@@ -388,15 +380,11 @@ fn static_gateways_and_source_hints() {
             "ipam": fam.host_local(n, &s.sb.path("ipam"))});
         let p = s.sb.plugin_in(Impl::Ours, &s.node);
         let r = p.add("bridge", &s.env("eth0"), &bconf).ok().clone();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !s
-            .cont
-            .sh(&["ip", "-6", "route", "show", "dev", "eth0"])
-            .contains("fe80::/64")
-        {
-            assert!(Instant::now() < deadline, "no fe80::/64 route");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_until("a fe80::/64 route on eth0", secs(10), || {
+            s.cont
+                .sh(&["ip", "-6", "route", "show", "dev", "eth0"])
+                .contains("fe80::/64")
+        });
         let (gw4, gw6) = (format!("10.{n}.0.254"), format!("fd00:{n}::fe"));
         let c = sbr_conf(
             "1.0.0",
@@ -445,10 +433,9 @@ fn static_gateways_and_source_hints() {
             assert!(hint.contains(&format!("src {a}")), "{hint}");
             assert!(!main.contains("default"), "{}: {main}", fam.tag());
             // No source chosen: the main table's subnet route, with the address as source.
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while !s.ping(None, &gateway) {
-                assert!(Instant::now() < deadline, "{}: ping {gateway}", fam.tag());
-            }
+            wait_until(format!("{}: ping {gateway}", fam.tag()), secs(10), || {
+                s.ping(None, &gateway)
+            });
         }
         s.sbr(Impl::Ours, "DEL", "eth0", &c).ok();
         assert!(p.del("bridge", &s.env("eth0"), &bconf).status_ok);

@@ -5,6 +5,7 @@
 //! container) and onto a host-side interface (with traffic through the bridge).
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 
@@ -14,15 +15,6 @@ const MQ: u32 = 0x100;
 const PERSIST: u32 = 0x800;
 const NO_PI: u32 = 0x1000;
 const VNET_HDR: u32 = 0x4000;
-
-fn env_for(cont: &NetNs, id: &str, ifname: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: cont.path(),
-        ifname: ifname.into(),
-        ..Env::default()
-    }
-}
 
 fn conf(sb: &Sandbox, subnet: Option<&str>, extra: Value) -> Value {
     let mut c = json!({"cniVersion": "1.1.0", "name": "tapnet", "type": "tap"});
@@ -64,7 +56,7 @@ fn add_check_del_with_ipam() {
     let sb = Sandbox::new("tap-basic");
     let cont = NetNs::create();
     let pl = sb.ours();
-    let env = env_for(&cont, "t1", "tap0");
+    let env = env_for(&cont, "t1").with_ifname("tap0");
     // owner and group both set: upstream's netlink path (vnet_hdr; multi_queue with pi off).
     let c = conf(
         &sb,
@@ -104,7 +96,9 @@ fn add_check_del_with_ipam() {
     assert_eq!(reservations(&sb), 0, "reservation left");
     pl.del("tap", &env, &c).ok();
     // The namespace gone too: DEL still succeeds.
-    let gone = env_for(&cont, "t1", "tap0").with_netns("/run/netns/cnibox-tap-gone");
+    let gone = env_for(&cont, "t1")
+        .with_ifname("tap0")
+        .with_netns("/run/netns/cnibox-tap-gone");
     pl.del("tap", &gone, &c).ok();
 }
 
@@ -123,7 +117,9 @@ fn l2_flags_and_mac_precedence() {
         None,
         json!({"mac": "02:00:00:23:20:01", "multiQueue": true, "owner": 1000}),
     );
-    let env = env_for(&cont, "t2", "vm0").with_args("IgnoreUnknown=1;MAC=02:00:00:23:20:02");
+    let env = env_for(&cont, "t2")
+        .with_ifname("vm0")
+        .with_args("IgnoreUnknown=1;MAC=02:00:00:23:20:02");
     let r = pl.add("tap", &env, &c).ok().clone();
     assert!(r.get("ips").is_none(), "{r}");
     assert_eq!(r["interfaces"][0]["mac"], "02:00:00:23:20:02", "{r}");
@@ -139,7 +135,9 @@ fn l2_flags_and_mac_precedence() {
 
     let mut c2 = conf(&sb, None, json!({"mac": "02:00:00:23:20:01"}));
     c2["runtimeConfig"] = json!({"mac": "02:00:00:23:20:03"});
-    let env2 = env_for(&cont, "t3", "vm1").with_args("MAC=02:00:00:23:20:02");
+    let env2 = env_for(&cont, "t3")
+        .with_ifname("vm1")
+        .with_args("MAC=02:00:00:23:20:02");
     let r = pl.add("tap", &env2, &c2).ok().clone();
     assert_eq!(r["interfaces"][0]["mac"], "02:00:00:23:20:03", "{r}");
     assert_eq!(flags(&cont, "vm1"), TAP | NO_PI | PERSIST);
@@ -147,12 +145,13 @@ fn l2_flags_and_mac_precedence() {
     // The 0.2.0 result cannot express an L2-only attachment: refused before anything is made.
     let mut legacy = conf(&sb, None, json!({}));
     legacy["cniVersion"] = json!("0.2.0");
-    pl.add("tap", &env_for(&cont, "t4", "vm2"), &legacy)
+    pl.add("tap", &env_for(&cont, "t4").with_ifname("vm2"), &legacy)
         .err(999);
     assert!(!has_link(&cont, "vm2"));
     // DEL leaves a link of another kind alone.
     cont.sh(&["ip", "link", "add", "vm3", "type", "bridge"]);
-    pl.del("tap", &env_for(&cont, "t5", "vm3"), &c2).ok();
+    pl.del("tap", &env_for(&cont, "t5").with_ifname("vm3"), &c2)
+        .ok();
     assert!(has_link(&cont, "vm3"));
     pl.del("tap", &env2, &c2).ok();
     assert!(!has_link(&cont, "vm1"));
@@ -170,7 +169,7 @@ fn joins_container_bridge() {
     cont.sh(&["ip", "link", "add", "br0", "type", "bridge"]);
     // owner+group without multiQueue (upstream's own test config): vnet_hdr, pi on.
     let c = conf(&sb, None, json!({"bridge": "br0", "owner": 0, "group": 0}));
-    let env = env_for(&cont, "t6", "tap0");
+    let env = env_for(&cont, "t6").with_ifname("tap0");
     let r = pl.add("tap", &env, &c).ok().clone();
     assert_eq!(flags(&cont, "tap0"), TAP | VNET_HDR | PERSIST);
     assert!(
@@ -196,7 +195,7 @@ fn failed_add_leaves_nothing() {
     let cont = NetNs::create();
     let pl = sb.ours();
     let before = cont.sh(&["ip", "-o", "link"]);
-    let env = env_for(&cont, "t7", "tap0");
+    let env = env_for(&cont, "t7").with_ifname("tap0");
     let c = conf(&sb, Some("10.232.0.0/24"), json!({"bridge": "nosuchbr"}));
     let msg = pl.add("tap", &env, &c).err(999);
     assert!(msg.contains("nosuchbr"), "{msg}");
@@ -209,11 +208,13 @@ fn failed_add_leaves_nothing() {
     full["ipam"] = json!({"type": "host-local", "dataDir": sb.path("ipam").display().to_string(),
         "ranges": [[{"subnet": "10.232.1.0/30", "rangeStart": "10.232.1.2", "rangeEnd": "10.232.1.2"}]]});
     let other = NetNs::create();
-    pl.add("tap", &env_for(&other, "t8", "tap0"), &full).ok();
+    pl.add("tap", &env_for(&other, "t8").with_ifname("tap0"), &full)
+        .ok();
     assert_eq!(reservations(&sb), 1);
     pl.add("tap", &env, &full).err(999);
     assert_eq!(cont.sh(&["ip", "-o", "link"]), before);
-    pl.del("tap", &env_for(&other, "t8", "tap0"), &full).ok();
+    pl.del("tap", &env_for(&other, "t8").with_ifname("tap0"), &full)
+        .ok();
     assert_eq!(reservations(&sb), 0);
     cont.sh(&["ip", "link", "add", "tap0", "type", "bridge"]);
     let msg = pl.add("tap", &env, &c).err(999);
@@ -240,7 +241,7 @@ fn selinux_context_and_helper() {
             None,
             json!({"selinuxContext": "system_u:system_r:container_t:s0"}),
         );
-        let env = env_for(&cont, "t9", "tap0");
+        let env = env_for(&cont, "t9").with_ifname("tap0");
         let out = pl.add("tap", &env, &c);
         out.ok();
         assert!(out.stderr.contains("selinuxContext"), "{out:?}");
@@ -277,7 +278,7 @@ fn chained_tap_then_bridge() {
     let sb = Sandbox::new("tap-chain");
     let cont = NetNs::create();
     let pl = sb.ours();
-    let env = env_for(&cont, "t10", "tap0");
+    let env = env_for(&cont, "t10").with_ifname("tap0");
     let tap = conf(&sb, None, json!({}));
     let br = json!({"cniVersion": "1.1.0", "name": "tapnet", "type": "bridge",
                     "bridge": "vmbr0", "hairpinMode": true});
@@ -335,7 +336,7 @@ fn chained_host_side_interface_traffic() {
     vm.sh(&["ip", "addr", "add", "10.233.0.2/24", "dev", "vmeth"]);
     vm.sh(&["ip", "link", "set", "vmeth", "up"]);
     let pl = sb.plugin_in(Impl::Ours, &node);
-    let env = env_for(&vm, "t11", "vmport");
+    let env = env_for(&vm, "t11").with_ifname("vmport");
     let prev = json!({"cniVersion": "1.1.0", "interfaces": [{"name": "vmport"}]});
     let br = json!({"cniVersion": "1.1.0", "name": "tapnet", "type": "bridge", "bridge": "hbr0"});
     let r = pl.add("bridge", &env, &with_prev(&br, &prev)).ok().clone();

@@ -5,6 +5,7 @@
 //! bad input refused before anything changes.
 
 mod common;
+use common::env::env_for;
 use common::*;
 use serde_json::{Value, json};
 
@@ -38,11 +39,7 @@ fn setup(tag: &str) -> Box1 {
 
 impl Box1 {
     fn env(&self, cid: &str) -> Env {
-        Env {
-            container_id: cid.into(),
-            netns: self.cont.path(),
-            ..Env::default()
-        }
+        env_for(&self.cont, cid)
     }
 
     fn conf(&self, version: &str, keys: Value) -> Value {

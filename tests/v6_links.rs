@@ -11,10 +11,12 @@
 //! ipvlan, vlan and dummy run in the qemu VM (tests/vm/*.sh).
 
 mod common;
+use common::env::env_for;
 use common::family::{
     FAMILIES, Fam, assert_bindable, assert_result_family, reservations, v6_subnet,
 };
 use common::lab::unique_n;
+use common::wait::{secs, wait_until_woken};
 use common::*;
 use serde_json::{Value, json};
 
@@ -119,11 +121,7 @@ impl Case {
     }
 
     fn env(&self) -> Env {
-        Env {
-            container_id: format!("v6-{}", self.n),
-            netns: self.cont.path(),
-            ..Env::default()
-        }
+        env_for(&self.cont, &format!("v6-{}", self.n))
     }
 
     fn plugin(&self, imp: Impl) -> Plugin<'_> {
@@ -159,19 +157,18 @@ impl Case {
 
 /// Wait (woken by `bridge monitor`, bounded) until the bridge port `port` in `node` forwards.
 fn wait_forwarding(node: &NetNs, port: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    let forwarding = || {
-        node.sh(&["bridge", "link", "show", "dev", port])
-            .contains("state forwarding")
-    };
-    while !forwarding() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "bridge port {port} not forwarding"
-        );
+    wait_until_woken(
+        format!("bridge port {port} to forward"),
+        secs(30),
+        || {
+            node.sh(&["bridge", "link", "show", "dev", port])
+                .contains("state forwarding")
+        },
         // Sleeps until the next link event of the node (or 1 s): no busy polling.
-        node.exec(&["timeout", "1", "ip", "monitor", "link"]);
-    }
+        || {
+            node.exec(&["timeout", "1", "ip", "monitor", "link"]);
+        },
+    );
 }
 
 /// ADD, bind, CHECK, CHECK after a change, DEL, for one applet and family.

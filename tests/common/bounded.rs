@@ -10,11 +10,21 @@ use std::time::{Duration, Instant};
 /// Wait for `child` for at most `limit`: `None` if it is still running then (it is left
 /// running: the caller decides, usually [`kill_and_reap`] and fail).
 pub fn wait_within(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
+    wait_within_polling(child, limit, Duration::from_millis(10))
+}
+
+/// [`wait_within`], looking every `pause` (1 ms where thousands of short runs are reaped, as in
+/// the fuzzer).
+pub fn wait_within_polling(
+    child: &mut Child,
+    limit: Duration,
+    pause: Duration,
+) -> Option<ExitStatus> {
     let end = Instant::now() + limit;
     loop {
         match child.try_wait() {
             Ok(Some(s)) => return Some(s),
-            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+            Ok(None) if Instant::now() < end => std::thread::sleep(pause),
             Ok(None) => return None,
             Err(e) => panic!("wait for pid {}: {e}", child.id()),
         }
@@ -58,4 +68,20 @@ pub fn exec_within(
         panic!("{} {args:?} crashed: {why}\n{out:?}", program.display());
     }
     Ok(out)
+}
+
+/// Let `child` run for `delay`, then SIGKILL and reap it: `true` when it was still running (the
+/// kill landed), `false` when it had ended by itself. For fault injection, where the delay is
+/// the point of the test, not a wait for readiness.
+pub fn kill_after(child: &mut Child, delay: Duration) -> bool {
+    let end = Instant::now() + delay;
+    while Instant::now() < end {
+        if child.try_wait().ok().flatten().is_some() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    true
 }

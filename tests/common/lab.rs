@@ -8,7 +8,8 @@
 //! netfilter backend); [`variants!`](crate::variants) writes its `#[test]` wrappers.
 
 use super::traffic::node_and_client;
-use super::{Impl, NetNs, Plugin, Sandbox, impl_available, require_root};
+use super::{Impl, NetNs, Plugin, Sandbox, dual, family, impl_available, require_root};
+use serde_json::{Value, json};
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Which implementation runs a scenario, and for cnibox which netfilter backend (`None`:
@@ -79,11 +80,14 @@ pub fn skip(test: &str, v: Variant, needs: &[&str]) -> bool {
     v.imp != Impl::Ours && !needs.iter().all(|n| impl_available(v.imp, n))
 }
 
-/// See the module documentation.
+/// See the module documentation. Test files add their scenario's own methods (network
+/// configs, rule listings) in an `impl Lab` block of their own rather than wrapping it.
 pub struct Lab {
     pub imp: Impl,
     pub backend: Option<&'static str>,
     pub n: u8,
+    /// Whether the lab is dual-stack ([`Lab::with_v6`]).
+    pub v6: bool,
     pub node: NetNs,
     pub client: NetNs,
     pub sb: Sandbox,
@@ -103,10 +107,45 @@ impl Lab {
             imp: v.imp,
             backend: v.backend,
             n,
+            v6: false,
             node,
             client,
             sb,
         }
+    }
+
+    /// The lab made dual-stack, in the one IPv6 scheme of the kit: the node ↔ client link gets
+    /// `fd00:N:1::1/64` and `::2` ([`dual::add_v6_link`]), containers use
+    /// [`family::v6_subnet`] (`fd00:N::/64`) beside `10.N.0.0/24` ([`Lab::ranges`]).
+    pub fn with_v6(mut self) -> Lab {
+        dual::add_v6_link(&self);
+        self.v6 = true;
+        self
+    }
+
+    /// A route on the client to `dst` (IPv4 or IPv6) through the node.
+    pub fn route_client_via_node(&self, dst: &str) {
+        let v6 = dst.contains(':');
+        let family = if v6 { "-6" } else { "-4" };
+        self.client.sh(&[
+            "ip",
+            family,
+            "route",
+            "add",
+            dst,
+            "via",
+            &dual::node_addr(self, v6),
+        ]);
+    }
+
+    /// host-local `ranges` for the lab's containers: `10.N.0.0/24`, and `fd00:N::/64` when
+    /// the lab is dual-stack.
+    pub fn ranges(&self) -> Value {
+        let mut ranges = vec![json!([{"subnet": family::v4_subnet(self.n)}])];
+        if self.v6 {
+            ranges.push(json!([{"subnet": family::v6_subnet(self.n)}]));
+        }
+        Value::Array(ranges)
     }
 
     pub fn variant(&self) -> Variant {

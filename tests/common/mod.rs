@@ -22,11 +22,14 @@
 pub mod bounded;
 pub mod conflist;
 pub mod dual;
+pub mod env;
 pub mod family;
 pub mod lab;
 pub mod plugdir;
+pub mod proc;
 pub mod rng;
 pub mod traffic;
+pub mod wait;
 
 use serde_json::Value;
 use std::io::Write;
@@ -34,7 +37,31 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Applet names linked into every sandbox's bin dir.
+/// Every applet the built binary serves, as `cnibox --list` prints them (asked once per test
+/// binary): the sandbox links each of them, and "every applet" loops iterate over this, so a new
+/// applet is covered without anyone editing a list.
+pub fn applets() -> &'static [&'static str] {
+    static LIST: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    LIST.get_or_init(|| {
+        let out = cnibox(&["--list"]);
+        assert!(out.status_ok, "cnibox --list: {out:?}");
+        let names: Vec<&'static str> = out
+            .stdout
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| &*Box::leak(l.to_string().into_boxed_str()))
+            .collect();
+        assert!(
+            names.len() > 10,
+            "cnibox --list lists too few applets: {names:?}"
+        );
+        names
+    })
+}
+
+/// The applet names as they were written by hand, kept so that code not yet moved to
+/// [`applets`] still builds; `tests/testkit.rs` fails when this drifts from `cnibox --list`.
 pub const APPLETS: &[&str] = &[
     "bridge",
     "host-local",
@@ -193,7 +220,7 @@ impl Sandbox {
         let bin = root.join("bin");
         std::fs::create_dir_all(&bin).expect("create sandbox");
         let sb = Sandbox { root, bin };
-        for a in APPLETS {
+        for a in applets() {
             sb.link(a);
         }
         sb

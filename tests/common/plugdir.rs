@@ -1,7 +1,6 @@
 //! A plugin directory as an operator has one, for the tests of `cnibox install`, symlinks.sh,
 //! `make install` and the release archive: temp dirs, stand-ins for the Go plugins, snapshots.
 
-use super::bin;
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -59,10 +58,9 @@ impl Drop for Tmp {
     }
 }
 
+/// [`super::applets`] as owned names (what `cnibox --list` prints).
 pub fn applets() -> Vec<String> {
-    let out = run(Command::new(bin()).arg("--list"));
-    assert!(out.ok, "{out:?}");
-    out.stdout.lines().map(str::to_owned).collect()
+    super::applets().iter().map(|a| a.to_string()).collect()
 }
 
 /// A stand-in for a Go plugin: a script whose content identifies it.

@@ -257,14 +257,10 @@ pub fn node_and_client(n: u8) -> (NetNs, NetNs) {
 // ---------------------------------------------------------------------------------------------
 // Results
 
-/// The environment for a container namespace.
-pub fn env_for(ns: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: ns.path(),
-        ..Env::default()
-    }
-}
+/// The environment for a container namespace (kept here for the files that import it from
+/// `traffic`; it lives in [`super::env`]).
+#[allow(unused_imports)]
+pub use super::env::env_for;
 
 /// The address (without prefix) of the first IPv4 (or IPv6) entry of a result.
 pub fn cont_ip(r: &Value, v6: bool) -> String {
