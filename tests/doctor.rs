@@ -558,14 +558,11 @@ fn held_namespace_leaves_an_interface_orphan() {
             .unwrap();
         // `ip netns exec` enters the namespace, then execs sleep: sleep runs there.
         let comm = format!("/proc/{}/comm", holder.id());
-        let t0 = std::time::Instant::now();
-        while std::fs::read_to_string(&comm).unwrap_or_default() != "sleep\n" {
-            assert!(
-                t0.elapsed().as_secs() < 60,
-                "{test}: the holder never started"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        common::wait::wait_until(
+            format!("{test}: the holder to start"),
+            std::time::Duration::from_secs(60),
+            || std::fs::read_to_string(&comm).unwrap_or_default() == "sleep\n",
+        );
         exec(Path::new("ip"), &["netns", "del", &held.name], &[], "");
         let (out, v) = w.status(&[]);
         assert_eq!(out.code, Some(1), "{test}: {out:?}");
