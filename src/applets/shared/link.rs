@@ -7,7 +7,7 @@ use crate::cni::env::validate_config_ifname;
 use crate::cni::{CniResult, Context, Error, Request, Result};
 use crate::netlink::{Family, Handle, Link};
 use crate::netns::NetNs;
-use crate::undo::Undo;
+use crate::undo::{Undo, and_undo};
 use crate::{random, sysctl};
 
 /// ADD of an applet that makes one container link of `kind` in `ns`: `create` makes it (and
@@ -206,10 +206,8 @@ fn rename_into_place(cont: &mut Handle, kind: &str, tmp: &str, ifname: &str) -> 
             cont.link_by_index(tmp_link.index)?
                 .ok_or_else(|| Error::internal(format!("failed to refetch {kind} {ifname:?}")))
         });
-    renamed.map_err(|mut e| {
-        if let Err(d) = cont.del_link(tmp_link.index) {
-            e.msg = format!("{} (and undo {kind} {tmp}: {d})", e.msg);
-        }
-        e
+    renamed.map_err(|e| {
+        let undo = cont.del_link(tmp_link.index);
+        and_undo(e, undo.ctx(format_args!("undo {kind} {tmp}")))
     })
 }
