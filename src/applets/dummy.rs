@@ -81,9 +81,11 @@ fn check(req: &Request) -> Result<()> {
 }
 
 fn status(req: &Request) -> Result<()> {
-    delegate::delegate(Command::Status, load(req)?, req).map(drop)
+    load(req)?;
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    delegate::delegate(Command::Gc, load(req)?, req).map(drop)
+    load(req)?;
+    delegate::to_ipam(Command::Gc, req)
 }

@@ -267,14 +267,14 @@ fn check(req: &Request) -> Result<()> {
 }
 
 fn status(req: &Request) -> Result<()> {
-    let p = load(req)?;
-    delegate::delegate(Command::Status, p.ipam, req).map(drop)
+    load(req)?;
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
     let p = load(req)?;
     let mut errors = ErrorList::new();
-    errors.check(delegate::delegate(Command::Gc, p.ipam, req));
+    errors.check(delegate::to_ipam(Command::Gc, req));
     if let (true, Some(valid)) = (p.c.ip_masq, req.valid_attachments()) {
         errors.check(masq::gc(&req.conf.name, valid));
     }

@@ -166,15 +166,13 @@ fn check(req: &Request) -> Result<()> {
 }
 
 fn status(req: &Request) -> Result<()> {
-    let v = load(req)?;
-    delegate::delegate(Command::Status, &v.ipam, req)?;
-    Ok(())
+    load(req)?;
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    let v = load(req)?;
-    delegate::delegate(Command::Gc, &v.ipam, req)?;
-    Ok(())
+    load(req)?;
+    delegate::to_ipam(Command::Gc, req)
 }
 
 #[cfg(test)]

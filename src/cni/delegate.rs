@@ -228,8 +228,8 @@ pub fn add(name: &str, req: &Request) -> Result<CniResult> {
     out?.ok_or_else(|| Error::internal(format!("{name}: ADD printed no result")))
 }
 
-/// STATUS or GC of a plugin whose only state beyond its links is its IPAM's: the IPAM
-/// plugin's answer, or success when the config has none.
+/// STATUS or GC forwarded to the config's IPAM plugin, the one way every applet forwards
+/// them: the IPAM plugin's answer, or success when the config has none.
 pub fn to_ipam(cmd: Command, req: &Request) -> Result<()> {
     match req.ipam_type() {
         Some(ipam) => delegate(cmd, ipam, req).map(drop),

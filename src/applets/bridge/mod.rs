@@ -503,18 +503,13 @@ fn del_veth(req: &Request, b: &Bridge) -> Result<Option<overlap::Pending<netlink
 
 fn status(req: &Request) -> Result<()> {
     load(req)?;
-    if let Some(name) = req.ipam_type() {
-        delegate::delegate(Command::Status, name, req)?;
-    }
-    Ok(())
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
     let b = load(req)?;
     let mut errors = ErrorList::new();
-    if let Some(name) = req.ipam_type() {
-        errors.check(delegate::delegate(Command::Gc, name, req));
-    }
+    errors.check(delegate::to_ipam(Command::Gc, req));
     if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments()) {
         errors.check(masq::gc(&req.conf.name, valid));
     }
