@@ -18,6 +18,7 @@
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
 use super::shared::{iface, link};
+use crate::applets::shared::container::{CheckedOwn, check_own_iface};
 use crate::applets::shared::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
@@ -69,8 +70,12 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let ipam = load(req)?;
-    let (mut cont, prev, pos, link) =
-        super::shared::container::check_own_iface(req, Some(ipam), "dummy")?;
+    let CheckedOwn {
+        mut cont,
+        prev,
+        pos,
+        link,
+    } = check_own_iface(req, Some(ipam), "dummy")?;
     if !link.up {
         return Err(Error::internal(format!(
             "Interface {} is down",

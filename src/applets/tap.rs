@@ -22,7 +22,9 @@
 //! with a note on stderr (upstream fails); DEL deletes CNI_IFNAME only when it is a tun/tap;
 //! CHECK also checks the link is a tap with the recorded MAC on `bridge`.
 
-use crate::applets::shared::container::{check_own_iface, delete_with_ipam, requested_mac};
+use crate::applets::shared::container::{
+    CheckedOwn, check_own_iface, delete_with_ipam, requested_mac,
+};
 use crate::applets::shared::iface;
 use crate::applets::shared::link;
 use crate::applets::shared::settle::Dad;
@@ -215,7 +217,12 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let (mut cont, prev, pos, link) = check_own_iface(req, c.ipam, "tun")?;
+    let CheckedOwn {
+        mut cont,
+        prev,
+        pos,
+        link,
+    } = check_own_iface(req, c.ipam, "tun")?;
     if let Some(bridge) = &c.bridge {
         let master = match link.master {
             Some(m) => cont.link_by_index(m)?.map(|l| l.name),

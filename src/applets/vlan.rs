@@ -19,7 +19,7 @@
 //!   a VLAN with the configured id, MTU (when set), MAC, parent (the master), addresses, routes.
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
-use crate::applets::shared::container::{check_own_iface, delete_with_ipam};
+use crate::applets::shared::container::{CheckedOwn, check_own_iface, delete_with_ipam};
 use crate::applets::shared::iface;
 use crate::applets::shared::link::{self, Master};
 use crate::applets::shared::settle::Dad;
@@ -139,7 +139,12 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
-    let (mut cont, prev, pos, link) = check_own_iface(req, Some(&v.ipam), "vlan")?;
+    let CheckedOwn {
+        mut cont,
+        prev,
+        pos,
+        link,
+    } = check_own_iface(req, Some(&v.ipam), "vlan")?;
     let ifname = &req.env.ifname;
     let m = v.master.find(&mut cont)?;
     if link.vlan_id != Some(v.vid) {
