@@ -17,7 +17,8 @@
 //! CHECK also compares routes; GC is passed to the IPAM plugin (upstream's is a no-op). This
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
-use super::shared::{iface, link};
+use super::shared::iface;
+use super::shared::link::{self, Announce, Dns, Setup};
 use crate::applets::shared::container::{CheckedOwn, check_own_iface};
 use crate::applets::shared::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
@@ -50,10 +51,15 @@ fn add(req: &Request) -> Result<CniResult> {
             .ok_or_else(|| Error::internal(format!("failed to fetch dummy {ifname:?}")))
     };
     link::add(req, &ns, "dummy", create, |cont, link, undo| {
-        let mut result = iface::ipam_add(ipam, req, undo)?;
-        iface::sole_interface(&mut result, req, link);
-        iface::configure(&ns, cont, ifname, link.index, &result, 0, Dad::Detect)?;
-        Ok(result)
+        let how = Setup {
+            ipam: Some(ipam),
+            chained: None,
+            ipam_ctx: None,
+            announce: Announce::Never,
+            dad: Dad::Detect,
+            dns: Dns::Ipam,
+        };
+        link::configure(req, &ns, cont, link, undo, how)
     })
 }
 

@@ -19,7 +19,7 @@
 
 use crate::applets::shared::container::{CheckedOwn, check_own_iface, delete_with_ipam};
 use crate::applets::shared::iface;
-use crate::applets::shared::link::{self, Master};
+use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
@@ -132,13 +132,16 @@ fn configure<'a>(
     link: &Link,
     undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
-    let result = match c.ipam {
-        Some(ipam) => iface::ipam_add(ipam, req, undo)?,
-        // Without IPAM, `add` made sure the chain has addresses.
-        None => chained.unwrap_or_default(),
+    // Without IPAM, `add` made sure the chain has addresses.
+    let how = Setup {
+        ipam: c.ipam,
+        chained,
+        ipam_ctx: None,
+        announce: Announce::ArpNdisc,
+        dad: Dad::Detect,
+        dns: Dns::Config,
     };
-    link::announce(ns, cont, link, true)?;
-    iface::apply(req, ns, cont, link, result, Dad::Detect)
+    link::configure(req, ns, cont, link, undo, how)
 }
 
 fn del(req: &Request) -> Result<()> {

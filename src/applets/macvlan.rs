@@ -22,7 +22,7 @@ use crate::applets::shared::container::{
     CheckedOwn, check_own_iface, delete_with_ipam, requested_mac,
 };
 use crate::applets::shared::iface;
-use crate::applets::shared::link::{self, Master};
+use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version};
@@ -144,15 +144,15 @@ fn configure<'a>(
     link: &Link,
     undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
-    let result = match c.ipam {
-        Some(ipam) => {
-            let r = iface::ipam_add(ipam, req, undo)?;
-            link::announce(ns, cont, link, true)?;
-            r
-        }
-        None => CniResult::default(),
+    let how = Setup {
+        ipam: c.ipam,
+        chained: None,
+        ipam_ctx: None,
+        announce: Announce::ArpNdisc,
+        dad: Dad::Detect,
+        dns: Dns::Config,
     };
-    iface::apply(req, ns, cont, link, result, Dad::Detect)
+    link::configure(req, ns, cont, link, undo, how)
 }
 
 fn del(req: &Request) -> Result<()> {

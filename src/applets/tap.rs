@@ -26,7 +26,7 @@ use crate::applets::shared::container::{
     CheckedOwn, check_own_iface, delete_with_ipam, requested_mac,
 };
 use crate::applets::shared::iface;
-use crate::applets::shared::link;
+use crate::applets::shared::link::{self, Announce, Dns, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
@@ -198,16 +198,16 @@ fn configure<'a>(
     let link = cont
         .link_by_index(index)?
         .ok_or_else(|| Error::internal(format!("failed to refetch tap {ifname:?}")))?;
-    let result = match c.ipam {
-        Some(ipam) => {
-            let r = iface::ipam_add(ipam, req, undo)?;
-            link::announce(ns, cont, &link, false)?;
-            r
-        }
-        None => CniResult::default(),
+    let how = Setup {
+        ipam: c.ipam,
+        chained: None,
+        ipam_ctx: None,
+        announce: Announce::Arp,
+        // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
+        dad: Dad::Deferred,
+        dns: Dns::Config,
     };
-    // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
-    iface::apply(req, ns, cont, &link, result, Dad::Deferred)
+    link::configure(req, ns, cont, &link, undo, how)
 }
 
 fn del(req: &Request) -> Result<()> {

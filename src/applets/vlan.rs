@@ -21,10 +21,10 @@
 
 use crate::applets::shared::container::{CheckedOwn, check_own_iface, delete_with_ipam};
 use crate::applets::shared::iface;
-use crate::applets::shared::link::{self, Master};
+use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
-use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version};
 use crate::netlink::{Handle, Link};
 use crate::netns::NetNs;
 use crate::undo::Undo;
@@ -124,8 +124,15 @@ fn configure<'a>(
     link: &Link,
     undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
-    let result = iface::ipam_add(&v.ipam, req, undo).ctx("failed to execute IPAM delegate")?;
-    let mut result = iface::apply(req, ns, cont, link, result, Dad::Detect)?;
+    let how = Setup {
+        ipam: Some(&v.ipam),
+        chained: None,
+        ipam_ctx: Some("failed to execute IPAM delegate"),
+        announce: Announce::Never,
+        dad: Dad::Detect,
+        dns: Dns::Config,
+    };
+    let mut result = link::configure(req, ns, cont, link, undo, how)?;
     for i in &mut result.interfaces {
         i.mtu = (v.master.mtu > 0).then_some(link.mtu);
     }
