@@ -8,7 +8,7 @@
 //! empty); from 1.0.0 a map (every object's keys sorted, an empty DNS left out).
 
 use super::error::{Error, Result};
-use super::gojson;
+use super::gojson::{self, pretty};
 use super::version::Version;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -317,45 +317,6 @@ impl CniResult {
             .map_err(|e| Error::internal(format!("failed to encode result: {e}")))?;
         Ok(pretty(&sorted))
     }
-}
-
-/// Go's `json.MarshalIndent(v, "", "    ")`.
-pub fn pretty<T: serde::Serialize>(v: &T) -> String {
-    pretty_with_indent(v, b"    ")
-}
-
-/// Go's `json.MarshalIndent(v, "", indent)`.
-pub fn pretty_with_indent<T: serde::Serialize>(v: &T, indent: &[u8]) -> String {
-    let mut out = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(indent);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    // Serializing a Value into a Vec cannot fail.
-    let _ = serde::Serialize::serialize(v, &mut ser);
-    go_escape(String::from_utf8(out).unwrap_or_default())
-}
-
-/// Go's `json.Marshal(v)`: compact; a `serde_json::Value`'s object keys come out sorted, as Go
-/// sorts a map's.
-pub fn compact<T: serde::Serialize>(v: &T) -> String {
-    go_escape(serde_json::to_string(v).unwrap_or_default())
-}
-
-/// Go's encoding/json also escapes `<`, `>`, `&`, U+2028 and U+2029 in strings. None of them can
-/// occur in JSON outside a string, so replacing them in the whole text is exact.
-fn go_escape(text: String) -> String {
-    if !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-        return text;
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match c {
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

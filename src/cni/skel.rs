@@ -14,7 +14,7 @@ use super::config::NetConf;
 use super::env::{Command, Env, validate_network_name};
 use super::error::{Error, Result, bounded, code};
 use super::gojson;
-use super::result::pretty;
+use super::gojson::pretty;
 use super::version::{self, Version};
 use serde_json::Value;
 use std::io::{Read, Write};

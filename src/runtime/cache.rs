@@ -8,7 +8,7 @@
 use super::load::read_file;
 use crate::cni::error::{Error, Result, code};
 use crate::cni::gojson;
-use crate::cni::result::compact;
+use crate::cni::gojson::compact;
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};

@@ -10,7 +10,7 @@
 
 use crate::cni::error::{Error, Result, code};
 use crate::cni::gojson;
-use crate::cni::result::compact;
+use crate::cni::gojson::compact;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 

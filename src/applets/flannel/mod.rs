@@ -34,7 +34,8 @@ mod tests;
 
 use crate::attachment;
 use crate::cni::env::Env;
-use crate::cni::result::{Route, compact};
+use crate::cni::gojson::compact;
+use crate::cni::result::Route;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::error::code;
 use crate::undo::{ErrorList, and_undo};

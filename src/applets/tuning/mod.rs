@@ -358,7 +358,7 @@ fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
                 e,
             ),
         })?;
-    let text = crate::cni::result::pretty_with_indent(saved, b" ");
+    let text = crate::cni::gojson::pretty_with_indent(saved, b" ");
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
