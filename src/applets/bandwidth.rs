@@ -200,7 +200,7 @@ fn add(req: &Request) -> Result<CniResult> {
                 hv.index,
                 Tbf::from_bits(l.ingress_rate, l.ingress_burst),
             )
-            .map_err(|e| Error::from(e).ctx(format_args!("create ingress qdisc on {}", hv.name)))?;
+            .ctx(format_args!("create ingress qdisc on {}", hv.name))?;
             undo.push(format!("root qdisc on {hv_name}"), move || {
                 Ok(tc::del_qdisc(&mut Handle::new()?, hv_index, false)?)
             });
@@ -263,7 +263,7 @@ fn del(req: &Request) -> Result<()> {
     }
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
     host.del_link_by_name(&ifb)
-        .map_err(|e| Error::from(e).ctx(format_args!("delete {ifb}")))?;
+        .ctx(format_args!("delete {ifb}"))?;
     Ok(())
 }
 

@@ -21,7 +21,7 @@ use super::shared::iface;
 use super::shared::link::{self, Announce, Dns, Setup};
 use crate::applets::shared::container::{CheckedOwn, check_own_iface};
 use crate::applets::shared::settle::Dad;
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
 use crate::undo::ErrorList;
 
@@ -45,8 +45,7 @@ fn add(req: &Request) -> Result<CniResult> {
     let ns = req.netns()?;
     let ifname = &req.env.ifname;
     let create = |cont: &mut Handle| {
-        cont.add_dummy(ifname)
-            .map_err(|e| Error::from(e).ctx("failed to create dummy"))?;
+        cont.add_dummy(ifname).ctx("failed to create dummy")?;
         cont.link_by_name(ifname)?
             .ok_or_else(|| Error::internal(format!("failed to fetch dummy {ifname:?}")))
     };

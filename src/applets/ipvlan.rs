@@ -21,7 +21,7 @@ use crate::applets::shared::container::{CheckedOwn, check_own_iface, delete_with
 use crate::applets::shared::iface;
 use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
 use crate::netlink::{Handle, Link};
 use crate::netns::NetNs;
@@ -93,7 +93,7 @@ fn create(c: &Config, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Li
     c.master
         .create_renamed(req, ns, cont, "ipvlan", |h, name, parent, ns| {
             h.add_ipvlan(name, parent, c.mode, mtu, ns)
-                .map_err(|e| Error::from(e).ctx("failed to create ipvlan"))
+                .ctx("failed to create ipvlan")
         })
 }
 

@@ -25,7 +25,7 @@ use crate::applets::shared::iface;
 use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
 use crate::netlink::macvlan::{
     MACVLAN_MODE_BRIDGE, MACVLAN_MODE_PASSTHRU, MACVLAN_MODE_PRIVATE, MACVLAN_MODE_VEPA, Macvlan,
 };
@@ -131,7 +131,7 @@ fn create(c: &Config, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Li
                 bc_queue_len: c.bc_queue_len,
                 ns,
             })
-            .map_err(|e| Error::from(e).ctx("failed to create macvlan"))
+            .ctx("failed to create macvlan")
         })
 }
 

@@ -376,8 +376,8 @@ fn add_steps<'a>(
         if dad == Dad::Detect && v6 {
             // Detection's probe must find the bridge port forwarding (wait_port_forwarding):
             // the container end comes up first, its addresses once the port forwards.
-            let mut monitor = Monitor::in_netns(host_ns, &[RTNLGRP_LINK])
-                .map_err(|e| Error::from(e).ctx("failed to watch link changes"))?;
+            let mut monitor =
+                Monitor::in_netns(host_ns, &[RTNLGRP_LINK]).ctx("failed to watch link changes")?;
             cont.set_up(cv.index, true)
                 .ctx(format_args!("failed to set {ifname:?} up"))?;
             wait_port_forwarding(host, &mut monitor, hv.index, &host_name)?;
