@@ -16,7 +16,7 @@
 
 use super::applet::{Applet, Request};
 use super::env::{Command, Env};
-use super::error::{Error, Result};
+use super::error::{CodeContext, Error, Result, code};
 use super::gojson;
 use super::result::CniResult;
 use super::skel;
@@ -208,8 +208,10 @@ fn result(
 ) -> Result<Option<CniResult>> {
     match (cmd, out) {
         (Command::Add, Some(text)) => {
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| Error::decode(format!("{name}: failed to parse result: {e}")))?;
+            let v: serde_json::Value = serde_json::from_str(&text).ctx_code(
+                code::DECODE_FAILURE,
+                format_args!("{name}: failed to parse result"),
+            )?;
             CniResult::from_json(&v, req.version).map(Some)
         }
         (Command::Add, None) => Err(Error::internal(format!("{name}: ADD printed no result"))),

@@ -6,7 +6,7 @@
 //! /var/lib/cni.
 
 use super::load::read_file;
-use crate::cni::error::{Error, Result, code};
+use crate::cni::error::{CodeContext, Error, Result, code};
 use crate::cni::gojson;
 use crate::cni::gojson::compact;
 use serde_json::{Map, Value};
@@ -215,7 +215,7 @@ pub(crate) fn result(network: &str, rt: &Rt) -> Result<Option<Value>> {
         return Ok(None);
     };
     let v: Value = serde_json::from_slice(&data)
-        .map_err(|e| Error::decode(format!("failed to parse cached result: {e}")))?;
+        .ctx_code(code::DECODE_FAILURE, "failed to parse cached result")?;
     if is_v1(&v) {
         return Ok(gojson::member(&v, "result").cloned());
     }

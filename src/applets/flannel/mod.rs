@@ -36,7 +36,9 @@ use crate::attachment;
 use crate::cni::env::Env;
 use crate::cni::gojson::compact;
 use crate::cni::result::Route;
-use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
+use crate::cni::{
+    Applet, CniResult, CodeContext, Command, Context, Error, Request, Result, Version, delegate,
+};
 use crate::error::code;
 use crate::undo::{ErrorList, and_undo};
 use serde_json::{Map, Value, json};
@@ -130,11 +132,10 @@ fn load(req: &Request) -> Result<Flannel> {
     let ipam = object("ipam", member("ipam"))?;
     let routes = match ipam.get("routes") {
         None | Some(Value::Null) => Vec::new(),
-        Some(v) => crate::cni::gojson::from_value(v).map_err(|e| {
-            Error::config(format!(
-                "failed to read IPAM routes: failed to parse ipam.routes: {e}"
-            ))
-        })?,
+        Some(v) => crate::cni::gojson::from_value(v).ctx_code(
+            code::INVALID_CONFIG,
+            "failed to read IPAM routes: failed to parse ipam.routes",
+        )?,
     };
     Ok(Flannel {
         subnet_file,
