@@ -17,9 +17,8 @@
 //! CHECK also compares routes; GC is passed to the IPAM plugin (upstream's is a no-op). This
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
-use super::shared::iface;
 use super::shared::link::{self, Announce, Dns, Setup};
-use crate::applets::shared::container::{CheckedOwn, check_own_iface};
+use crate::applets::shared::container::check_own_iface;
 use crate::applets::shared::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
@@ -75,19 +74,14 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let ipam = load(req)?;
-    let CheckedOwn {
-        mut cont,
-        prev,
-        pos,
-        link,
-    } = check_own_iface(req, Some(ipam), "dummy")?;
-    if !link.up {
+    let own = check_own_iface(req, Some(ipam), "dummy")?;
+    if !own.link.up {
         return Err(Error::internal(format!(
             "Interface {} is down",
             req.env.ifname
         )));
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

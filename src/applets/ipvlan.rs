@@ -17,8 +17,7 @@
 //! This build machine's kernel has no ipvlan: the applet is tested in the qemu VM
 //! (tests/vm/ipvlan.sh), against the Go plugin there.
 
-use crate::applets::shared::container::{CheckedOwn, check_own_iface, delete_with_ipam};
-use crate::applets::shared::iface;
+use crate::applets::shared::container::{check_own_iface, delete_with_ipam};
 use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
@@ -151,17 +150,12 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c: Conf = req.decode()?;
-    let CheckedOwn {
-        mut cont,
-        prev,
-        pos,
-        link,
-    } = check_own_iface(req, req.ipam_type(), "ipvlan")?;
+    let own = check_own_iface(req, req.ipam_type(), "ipvlan")?;
     // CHECK does not load the config: a mode it does not know is not compared.
     if let Ok(mode) = link::mode(MODES, &c.mode, "ipvlan") {
-        link::check_mode(MODES, "ipvlan", link.ipvlan_mode, mode)?;
+        link::check_mode(MODES, "ipvlan", own.link.ipvlan_mode, mode)?;
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

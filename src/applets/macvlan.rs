@@ -18,10 +18,7 @@
 //! created (`mode` with code 7 where upstream fails with 999); DEL only deletes CNI_IFNAME when
 //! it is a macvlan.
 
-use crate::applets::shared::container::{
-    CheckedOwn, check_own_iface, delete_with_ipam, requested_mac,
-};
-use crate::applets::shared::iface;
+use crate::applets::shared::container::{check_own_iface, delete_with_ipam, requested_mac};
 use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
@@ -162,14 +159,9 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let CheckedOwn {
-        mut cont,
-        prev,
-        pos,
-        link,
-    } = check_own_iface(req, c.ipam, "macvlan")?;
-    link::check_mode(MODES, "macvlan", link.macvlan_mode, c.mode)?;
-    iface::check(&mut cont, &link, &prev, pos)
+    let own = check_own_iface(req, c.ipam, "macvlan")?;
+    link::check_mode(MODES, "macvlan", own.link.macvlan_mode, c.mode)?;
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

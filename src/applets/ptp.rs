@@ -17,7 +17,7 @@
 //! collects masquerading of attachments the runtime no longer lists, and the IPAM's.
 
 use super::shared::veth::create_veth;
-use crate::applets::shared::container::{CheckedOwn, check_own_iface};
+use crate::applets::shared::container::check_own_iface;
 use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
 use crate::cni::result::Interface;
@@ -262,13 +262,8 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let p = load(req)?;
-    let CheckedOwn {
-        mut cont,
-        prev,
-        pos,
-        link: cv,
-    } = check_own_iface(req, Some(p.ipam), "veth")?;
-    iface::check(&mut cont, &cv, &prev, pos)
+    let own = check_own_iface(req, Some(p.ipam), "veth")?;
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

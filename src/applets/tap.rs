@@ -22,10 +22,7 @@
 //! with a note on stderr (upstream fails); DEL deletes CNI_IFNAME only when it is a tun/tap;
 //! CHECK also checks the link is a tap with the recorded MAC on `bridge`.
 
-use crate::applets::shared::container::{
-    CheckedOwn, check_own_iface, delete_with_ipam, requested_mac,
-};
-use crate::applets::shared::iface;
+use crate::applets::shared::container::{check_own_iface, delete_with_ipam, requested_mac};
 use crate::applets::shared::link::{self, Announce, Dns, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
@@ -217,25 +214,20 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let CheckedOwn {
-        mut cont,
-        prev,
-        pos,
-        link,
-    } = check_own_iface(req, c.ipam, "tun")?;
+    let mut own = check_own_iface(req, c.ipam, "tun")?;
     if let Some(bridge) = &c.bridge {
-        let master = match link.master {
-            Some(m) => cont.link_by_index(m)?.map(|l| l.name),
+        let master = match own.link.master {
+            Some(m) => own.cont.link_by_index(m)?.map(|l| l.name),
             None => None,
         };
         if master.as_ref() != Some(bridge) {
             return Err(Error::internal(format!(
                 "tap {} is not a port of bridge {bridge}",
-                link.name
+                own.link.name
             )));
         }
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

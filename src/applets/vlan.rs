@@ -19,8 +19,7 @@
 //!   a VLAN with the configured id, MTU (when set), MAC, parent (the master), addresses, routes.
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
-use crate::applets::shared::container::{CheckedOwn, check_own_iface, delete_with_ipam};
-use crate::applets::shared::iface;
+use crate::applets::shared::container::{check_own_iface, delete_with_ipam};
 use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
@@ -146,35 +145,30 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
-    let CheckedOwn {
-        mut cont,
-        prev,
-        pos,
-        link,
-    } = check_own_iface(req, Some(&v.ipam), "vlan")?;
+    let mut own = check_own_iface(req, Some(&v.ipam), "vlan")?;
     let ifname = &req.env.ifname;
-    let m = v.master.find(&mut cont)?;
-    if link.vlan_id != Some(v.vid) {
+    let m = v.master.find(&mut own.cont)?;
+    if own.link.vlan_id != Some(v.vid) {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has VLAN ID {}, configured {}",
-            link.vlan_id.map_or("none".into(), |i| i.to_string()),
+            own.link.vlan_id.map_or("none".into(), |i| i.to_string()),
             v.vid
         )));
     }
     // IFLA_LINK names the parent in its own namespace: the master's index in either case.
-    if link.link.is_some_and(|p| p != m.index) {
+    if own.link.link.is_some_and(|p| p != m.index) {
         return Err(Error::internal(format!(
             "container interface {ifname:?} is not a VLAN of master {:?}",
             v.master.name
         )));
     }
-    if v.master.mtu != 0 && link.mtu != v.master.mtu {
+    if v.master.mtu != 0 && own.link.mtu != v.master.mtu {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has MTU {}, configured {}",
-            link.mtu, v.master.mtu
+            own.link.mtu, v.master.mtu
         )));
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

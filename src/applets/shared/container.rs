@@ -3,6 +3,7 @@
 //! compare it with the kernel's, delete it in DEL, and read the MAC a runtime asks for. How the
 //! link is made is in `link.rs`.
 
+use crate::applets::shared::iface;
 use crate::cni::result::CniResult;
 use crate::cni::{Error, Request, Result};
 use crate::netlink::{Handle, Link, fmt_mac};
@@ -21,6 +22,14 @@ pub struct CheckedOwn {
     pub prev: CniResult,
     pub pos: usize,
     pub link: Link,
+}
+
+impl CheckedOwn {
+    /// CHECK's end: the prevResult's addresses and routes for the link are there
+    /// ([`iface::check`]).
+    pub fn check_addresses(mut self) -> Result<()> {
+        iface::check(&mut self.cont, &self.link, &self.prev, self.pos)
+    }
 }
 
 /// CHECK's start for an applet that makes one container interface of `kind`: CNI_NETNS opened
