@@ -122,9 +122,11 @@ pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: Value) -> Resul
         result,
     });
     let file = path(network, rt);
-    let fail = |e: std::io::Error| {
-        let msg = format!("failed to set network {network:?} cached result: {e}");
-        Error::new(code::IO_FAILURE, msg)
+    let fail = |e| {
+        Error::host_io(
+            format_args!("failed to set network {network:?} cached result"),
+            e,
+        )
     };
     std::fs::DirBuilder::new()
         .recursive(true)
