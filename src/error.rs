@@ -14,8 +14,9 @@
 //! as upstream answers: [`Error::internal`], [`Error::io`], and every `netlink::Error`.
 //!
 //! **Context**: prefix what was being done with [`Error::ctx`] or, on a `Result` (ours, an
-//! `io::Error`'s, a `nix::Error`'s or a `netlink::Error`'s), [`Context::ctx`]; never a
-//! hand-written `format!("{what}: {e}")`.
+//! `io::Error`'s, a `nix::Error`'s or a `netlink::Error`'s), [`Context::ctx`]; with a code of
+//! its own (a decoding or serde error, any other error type), [`CodeContext::ctx_code`]; never
+//! a hand-written `format!("{what}: {e}")`.
 
 use std::fmt;
 
@@ -171,9 +172,21 @@ impl<T> Context<T> for Result<T> {
     }
 }
 
+/// Context with a code: `what: e` as an error of `code`, for a result whose error is not ours
+/// (a decoding error, serde's, a file an operator names) and so has no code to keep.
+pub trait CodeContext<T> {
+    fn ctx_code(self, code: u32, what: impl fmt::Display) -> Result<T>;
+}
+
+impl<T, E: fmt::Display> CodeContext<T> for std::result::Result<T, E> {
+    fn ctx_code(self, code: u32, what: impl fmt::Display) -> Result<T> {
+        self.map_err(|e| Error::new(code, format!("{what}: {e}")))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Context, Error, code};
+    use super::{CodeContext, Context, Error, code};
     use std::io;
 
     /// The 5-or-999 rule: the host's I/O is 5, a kernel request 999; both keep the errno, and
@@ -195,5 +208,16 @@ mod tests {
             assert!(Error::from(nl).is_not_found(), "{errno}");
         }
         assert!(!Error::internal("x").with_errno(libc::EEXIST).is_not_found());
+    }
+
+    #[test]
+    fn ctx_code_prefixes_and_sets_the_code() {
+        let e = Err::<(), _>("bad")
+            .ctx_code(code::DECODE_FAILURE, "runtimeConfig.x")
+            .unwrap_err();
+        assert_eq!(
+            (e.code, e.msg.as_str()),
+            (code::DECODE_FAILURE, "runtimeConfig.x: bad")
+        );
     }
 }

@@ -57,6 +57,16 @@ impl ErrorList {
     }
 }
 
+/// `e`, the error that stopped an ADD, with the failure of taking its steps back (if any)
+/// appended: `msg (and undo WHAT: …)`, `u`'s message naming what it undid (`undo veth eth0`,
+/// [`Context::ctx`]). The one way an ADD's error and its undo's failure are told together.
+pub fn and_undo(mut e: Error, u: Result<()>) -> Error {
+    if let Err(u) = u {
+        e.msg = format!("{} (and {})", e.msg, u.msg);
+    }
+    e
+}
+
 type Step<'a> = Box<dyn FnOnce() -> Result<()> + 'a>;
 
 /// The undo steps of an ADD in progress; see the module documentation. Dropped without
@@ -102,12 +112,7 @@ impl<'a> Undo<'a> {
                 self.commit();
                 Ok(v)
             }
-            Err(mut e) => {
-                if let Err(u) = self.rollback().into_result() {
-                    e.msg = format!("{} (and {})", e.msg, u.msg);
-                }
-                Err(e)
-            }
+            Err(e) => Err(and_undo(e, self.rollback().into_result())),
         }
     }
 }

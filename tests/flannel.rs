@@ -331,6 +331,42 @@ fn failed_add_after_the_delegate_changed_the_host() {
     assert_eq!(nd.veths(), 0);
 }
 
+/// A delegate whose ADD and DEL both fail: the ADD's error names the failed undo too (not only
+/// a warning on stderr), and the stored config stays for a later DEL.
+#[test]
+fn failed_undo_of_the_delegate_is_reported() {
+    if !require_root("flannel failed_undo_of_the_delegate_is_reported") {
+        return;
+    }
+    let nd = node("flannel-undo");
+    nd.write_env(true, false);
+    let script = nd.sb.bin.join("alwaysfails");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\ncat >/dev/null\n\
+         echo \"{\\\"cniVersion\\\":\\\"1.1.0\\\",\\\"code\\\":999,\\\"msg\\\":\\\"broke on $CNI_COMMAND\\\"}\"\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = nd.conf(json!({"delegate": {"type": "alwaysfails"}}));
+    let pod = NetNs::create();
+    let msg = nd
+        .plugin()
+        .add("flannel", &env_for(&pod, "u1"), &conf)
+        .err(999);
+    assert!(
+        msg.starts_with("failed to delegate add: broke on ADD (and undo alwaysfails delegate: ")
+            && msg.contains("broke on DEL"),
+        "{msg}"
+    );
+    assert_eq!(
+        nd.stored(),
+        ["u1"],
+        "the stored config is kept for a later DEL"
+    );
+}
+
 #[test]
 fn gc_drops_gone_pods() {
     if !require_root("flannel gc_drops_gone_pods") {

@@ -706,3 +706,35 @@ fn closed_pipes_end_quietly() {
     assert_eq!(run(&["bridge"], false), Some(0));
     assert_eq!(run(&["--bogus"], false), Some(2));
 }
+
+/// STATUS and GC of every applet that makes a container link are the IPAM plugin's: an IPAM
+/// plugin that is not installed fails both, naming it (an applet that did not forward them
+/// would answer success).
+#[test]
+fn status_and_gc_are_forwarded_to_ipam() {
+    let sb = Sandbox::new("forward_ipam");
+    let p = sb.ours();
+    for (applet, keys) in [
+        ("bridge", json!({})),
+        ("ptp", json!({})),
+        ("macvlan", json!({})),
+        ("ipvlan", json!({})),
+        ("vlan", json!({"master": "eth0", "vlanId": 5})),
+        ("tap", json!({})),
+        ("dummy", json!({})),
+        ("host-device", json!({"device": "eth9"})),
+    ] {
+        let mut c = json!({"cniVersion": "1.1.0", "name": "fwd", "type": applet,
+            "ipam": {"type": "nosuch-ipam"}});
+        for (k, v) in keys.as_object().unwrap() {
+            c[k] = v.clone();
+        }
+        for verb in ["STATUS", "GC"] {
+            let out = p.cmd(applet, verb, &sb.env(), &c);
+            let code = out.err_code();
+            assert!(code.is_some(), "{applet} {verb} succeeded: {out:?}");
+            let msg = out.err(code.unwrap());
+            assert!(msg.contains("nosuch-ipam"), "{applet} {verb}: {msg}");
+        }
+    }
+}

@@ -9,9 +9,10 @@
 //! ingress or clsact qdisc someone else put on the host veth is named in the error instead of
 //! "file exists"; a failed ADD removes what it added.
 
+use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::result::{CniResult, Interface};
-use crate::cni::{Applet, Context, Error, Request, Result, Version};
+use crate::cni::{Applet, CodeContext, Context, Error, Request, Result, Version};
 use crate::hash::sha512_hex;
 use crate::netlink::tc::{self, Tbf};
 use crate::netlink::{Handle, Link, fmt_mac};
@@ -89,8 +90,7 @@ fn load(req: &Request) -> Result<Limits> {
             egress_burst: c.egress_burst.unwrap_or(0),
         }
     } else if let Some(v) = req.runtime_config("bandwidth") {
-        gojson::from_value::<Limits>(v)
-            .map_err(|e| Error::decode(format!("runtimeConfig.bandwidth: {e}")))?
+        gojson::from_value::<Limits>(v).ctx_code(code::DECODE_FAILURE, "runtimeConfig.bandwidth")?
     } else {
         Limits::default()
     };
@@ -200,7 +200,7 @@ fn add(req: &Request) -> Result<CniResult> {
                 hv.index,
                 Tbf::from_bits(l.ingress_rate, l.ingress_burst),
             )
-            .map_err(|e| Error::from(e).ctx(format_args!("create ingress qdisc on {}", hv.name)))?;
+            .ctx(format_args!("create ingress qdisc on {}", hv.name))?;
             undo.push(format!("root qdisc on {hv_name}"), move || {
                 Ok(tc::del_qdisc(&mut Handle::new()?, hv_index, false)?)
             });
@@ -263,7 +263,7 @@ fn del(req: &Request) -> Result<()> {
     }
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
     host.del_link_by_name(&ifb)
-        .map_err(|e| Error::from(e).ctx(format_args!("delete {ifb}")))?;
+        .ctx(format_args!("delete {ifb}"))?;
     Ok(())
 }
 

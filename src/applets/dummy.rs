@@ -17,9 +17,10 @@
 //! CHECK also compares routes; GC is passed to the IPAM plugin (upstream's is a no-op). This
 //! build machine's kernel has no dummy links: tested in the qemu VM (tests/vm/dummy.sh).
 
-use super::shared::{iface, link};
+use super::shared::link::{self, Announce, Dns, Setup};
+use crate::applets::shared::container::check_own_iface;
 use crate::applets::shared::settle::Dad;
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netlink::Handle;
 use crate::undo::ErrorList;
 
@@ -43,16 +44,20 @@ fn add(req: &Request) -> Result<CniResult> {
     let ns = req.netns()?;
     let ifname = &req.env.ifname;
     let create = |cont: &mut Handle| {
-        cont.add_dummy(ifname)
-            .map_err(|e| Error::from(e).ctx("failed to create dummy"))?;
+        cont.add_dummy(ifname).ctx("failed to create dummy")?;
         cont.link_by_name(ifname)?
             .ok_or_else(|| Error::internal(format!("failed to fetch dummy {ifname:?}")))
     };
     link::add(req, &ns, "dummy", create, |cont, link, undo| {
-        let mut result = iface::ipam_add(ipam, req, undo)?;
-        iface::sole_interface(&mut result, req, link);
-        iface::configure(&ns, cont, ifname, link.index, &result, 0, Dad::Detect)?;
-        Ok(result)
+        let how = Setup {
+            ipam: Some(ipam),
+            chained: None,
+            ipam_ctx: None,
+            announce: Announce::Never,
+            dad: Dad::Detect,
+            dns: Dns::Ipam,
+        };
+        link::configure(req, &ns, cont, link, undo, how)
     })
 }
 
@@ -69,21 +74,22 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let ipam = load(req)?;
-    let (mut cont, prev, pos, link) =
-        super::shared::container::check_own_iface(req, Some(ipam), "dummy")?;
-    if !link.up {
+    let own = check_own_iface(req, Some(ipam), "dummy")?;
+    if !own.link.up {
         return Err(Error::internal(format!(
             "Interface {} is down",
             req.env.ifname
         )));
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {
-    delegate::delegate(Command::Status, load(req)?, req).map(drop)
+    load(req)?;
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    delegate::delegate(Command::Gc, load(req)?, req).map(drop)
+    load(req)?;
+    delegate::to_ipam(Command::Gc, req)
 }

@@ -49,7 +49,7 @@
 mod moves;
 mod record;
 
-use super::shared::container::checked_any_iface;
+use super::shared::container::{Checked, checked_any_iface};
 use super::shared::iface;
 use crate::attachment;
 use crate::cni::env::validate_config_ifname;
@@ -380,7 +380,7 @@ fn check(req: &Request) -> Result<()> {
         return Ok(());
     }
     let mut cont = Handle::in_netns(&ns)?;
-    let (prev, pos, link) = checked_any_iface(req, &mut cont)?;
+    let Checked { prev, pos, link } = checked_any_iface(req, &mut cont)?;
     iface::check(&mut cont, &link, &prev, pos)
 }
 

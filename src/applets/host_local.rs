@@ -9,7 +9,7 @@
 use crate::cni::env::validate_network_name;
 use crate::cni::gojson;
 use crate::cni::result::{CniResult, Dns, IpConfig, Route};
-use crate::cni::{Applet, Context, Error, Request, Result, Version, error::code};
+use crate::cni::{Applet, CodeContext, Context, Error, Request, Result, Version, error::code};
 use crate::ipam::store::{DEFAULT_DATA_DIR, Owner, Store, parse_last};
 use crate::ipam::{RangeConf, RangeSet, canonical};
 use crate::undo::{ErrorList, Undo};
@@ -114,7 +114,7 @@ fn load(req: &Request) -> Result<Config> {
     let mut confs: Vec<Vec<RangeConf>> = Vec::new();
     if let Some(v) = req.runtime_config("ipRanges") {
         confs = gojson::from_value::<Vec<Vec<RangeConf>>>(v)
-            .map_err(|e| Error::decode(format!("runtimeConfig.ipRanges: {e}")))?;
+            .ctx_code(code::DECODE_FAILURE, "runtimeConfig.ipRanges")?;
     }
     if legacy.subnet.is_some() {
         confs.push(vec![legacy]);
@@ -425,8 +425,10 @@ fn status(req: &Request) -> Result<()> {
 
 /// resolv.conf → DNS, as upstream's parseResolvConf.
 fn parse_resolv_conf(path: &str) -> Result<Dns> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::config(format!("ipam.resolvConf {path:?}: {e}")))?;
+    let text = std::fs::read_to_string(path).ctx_code(
+        code::INVALID_CONFIG,
+        format_args!("ipam.resolvConf {path:?}"),
+    )?;
     let mut dns = Dns::default();
     for line in text.lines().map(str::trim) {
         if line.starts_with('#') || line.starts_with(';') {

@@ -18,10 +18,9 @@
 //! (tests/vm/ipvlan.sh), against the Go plugin there.
 
 use crate::applets::shared::container::{check_own_iface, delete_with_ipam};
-use crate::applets::shared::iface;
-use crate::applets::shared::link::{self, Master};
+use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version, delegate};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
 use crate::netlink::ipvlan::{IPVLAN_MODE_L2, IPVLAN_MODE_L3, IPVLAN_MODE_L3S};
 use crate::netlink::{Handle, Link};
 use crate::netns::NetNs;
@@ -93,7 +92,7 @@ fn create(c: &Config, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Li
     c.master
         .create_renamed(req, ns, cont, "ipvlan", |h, name, parent, ns| {
             h.add_ipvlan(name, parent, c.mode, mtu, ns)
-                .map_err(|e| Error::from(e).ctx("failed to create ipvlan"))
+                .ctx("failed to create ipvlan")
         })
 }
 
@@ -132,13 +131,16 @@ fn configure<'a>(
     link: &Link,
     undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
-    let result = match c.ipam {
-        Some(ipam) => iface::ipam_add(ipam, req, undo)?,
-        // Without IPAM, `add` made sure the chain has addresses.
-        None => chained.unwrap_or_default(),
+    // Without IPAM, `add` made sure the chain has addresses.
+    let how = Setup {
+        ipam: c.ipam,
+        chained,
+        ipam_ctx: None,
+        announce: Announce::ArpNdisc,
+        dad: Dad::Detect,
+        dns: Dns::Config,
     };
-    link::announce(ns, cont, link, true)?;
-    iface::apply(req, ns, cont, link, result, Dad::Detect)
+    link::configure(req, ns, cont, link, undo, how)
 }
 
 fn del(req: &Request) -> Result<()> {
@@ -148,12 +150,12 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c: Conf = req.decode()?;
-    let (mut cont, prev, pos, link) = check_own_iface(req, req.ipam_type(), "ipvlan")?;
+    let own = check_own_iface(req, req.ipam_type(), "ipvlan")?;
     // CHECK does not load the config: a mode it does not know is not compared.
     if let Ok(mode) = link::mode(MODES, &c.mode, "ipvlan") {
-        link::check_mode(MODES, "ipvlan", link.ipvlan_mode, mode)?;
+        link::check_mode(MODES, "ipvlan", own.link.ipvlan_mode, mode)?;
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

@@ -19,11 +19,10 @@
 //! it is a macvlan.
 
 use crate::applets::shared::container::{check_own_iface, delete_with_ipam, requested_mac};
-use crate::applets::shared::iface;
-use crate::applets::shared::link::{self, Master};
+use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
-use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
 use crate::netlink::macvlan::{
     MACVLAN_MODE_BRIDGE, MACVLAN_MODE_PASSTHRU, MACVLAN_MODE_PRIVATE, MACVLAN_MODE_VEPA, Macvlan,
 };
@@ -129,7 +128,7 @@ fn create(c: &Config, req: &Request, ns: &NetNs, cont: &mut Handle) -> Result<Li
                 bc_queue_len: c.bc_queue_len,
                 ns,
             })
-            .map_err(|e| Error::from(e).ctx("failed to create macvlan"))
+            .ctx("failed to create macvlan")
         })
 }
 
@@ -142,15 +141,15 @@ fn configure<'a>(
     link: &Link,
     undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
-    let result = match c.ipam {
-        Some(ipam) => {
-            let r = iface::ipam_add(ipam, req, undo)?;
-            link::announce(ns, cont, link, true)?;
-            r
-        }
-        None => CniResult::default(),
+    let how = Setup {
+        ipam: c.ipam,
+        chained: None,
+        ipam_ctx: None,
+        announce: Announce::ArpNdisc,
+        dad: Dad::Detect,
+        dns: Dns::Config,
     };
-    iface::apply(req, ns, cont, link, result, Dad::Detect)
+    link::configure(req, ns, cont, link, undo, how)
 }
 
 fn del(req: &Request) -> Result<()> {
@@ -160,9 +159,9 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let (mut cont, prev, pos, link) = check_own_iface(req, c.ipam, "macvlan")?;
-    link::check_mode(MODES, "macvlan", link.macvlan_mode, c.mode)?;
-    iface::check(&mut cont, &link, &prev, pos)
+    let own = check_own_iface(req, c.ipam, "macvlan")?;
+    link::check_mode(MODES, "macvlan", own.link.macvlan_mode, c.mode)?;
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

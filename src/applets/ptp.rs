@@ -17,6 +17,7 @@
 //! collects masquerading of attachments the runtime no longer lists, and the IPAM's.
 
 use super::shared::veth::create_veth;
+use crate::applets::shared::container::check_own_iface;
 use crate::applets::shared::iface;
 use crate::applets::shared::settle::Dad;
 use crate::cni::result::Interface;
@@ -261,20 +262,19 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let p = load(req)?;
-    let (mut cont, prev, pos, cv) =
-        super::shared::container::check_own_iface(req, Some(p.ipam), "veth")?;
-    iface::check(&mut cont, &cv, &prev, pos)
+    let own = check_own_iface(req, Some(p.ipam), "veth")?;
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {
-    let p = load(req)?;
-    delegate::delegate(Command::Status, p.ipam, req).map(drop)
+    load(req)?;
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
     let p = load(req)?;
     let mut errors = ErrorList::new();
-    errors.check(delegate::delegate(Command::Gc, p.ipam, req));
+    errors.check(delegate::to_ipam(Command::Gc, req));
     if let (true, Some(valid)) = (p.c.ip_masq, req.valid_attachments()) {
         errors.check(masq::gc(&req.conf.name, valid));
     }

@@ -29,7 +29,7 @@
 
 use crate::attachment;
 use crate::cni::result::IpConfig;
-use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
 use crate::netlink::{Family, Handle, Route, Rule, SCOPE_LINK, TABLE_MAIN};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
@@ -287,8 +287,7 @@ fn move_routes<'a>(
             }
             if mine(r.src) || mine(r.gw) || (r.src.is_none() && r.gw.is_none()) {
                 let moved = Route { table, ..r.clone() };
-                h.route_replace(&moved)
-                    .map_err(|e| Error::from(e).ctx("failed to readd route"))?;
+                h.route_replace(&moved).ctx("failed to readd route")?;
                 route_undo(undo, ns, moved, false);
             }
         }
@@ -309,8 +308,7 @@ fn move_routes<'a>(
         if conf.add_source_hints && r.scope == SCOPE_LINK {
             continue;
         }
-        h.route_del(r)
-            .map_err(|e| Error::from(e).ctx("failed to delete route"))?;
+        h.route_del(r).ctx("failed to delete route")?;
         route_undo(undo, ns, r.clone(), true);
     }
     Ok(filled)

@@ -9,7 +9,7 @@
 use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::result::{Dns, IpConfig, Route};
-use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, CodeContext, Error, Request, Result, Version};
 use ipnet::{IpNet, Ipv4Net};
 use serde::Deserialize;
 use serde_json::Value;
@@ -79,7 +79,7 @@ fn ip(s: &str, src: &str) -> Result<IpAddr> {
 fn ip_list(v: Option<&Value>, src: &'static str) -> Result<Option<Vec<Entry>>> {
     let Some(v) = v else { return Ok(None) };
     let list = gojson::from_value::<Vec<String>>(v)
-        .map_err(|e| Error::config(format!("invalid {src}: {e}")))?;
+        .ctx_code(code::INVALID_CONFIG, format_args!("invalid {src}"))?;
     Ok((!list.is_empty()).then(|| list.into_iter().map(|a| (a, None, src)).collect()))
 }
 
@@ -168,8 +168,7 @@ fn load(req: &Request) -> Result<CniResult> {
         r.routes.push(rt);
     }
     if let Some(d) = ipam.dns.filter(|d| !d.is_null()) {
-        r.dns = gojson::from_value::<Dns>(&d)
-            .map_err(|e| Error::config(format!("invalid ipam.dns: {e}")))?;
+        r.dns = gojson::from_value::<Dns>(&d).ctx_code(code::INVALID_CONFIG, "invalid ipam.dns")?;
     }
     Ok(r)
 }

@@ -23,8 +23,7 @@
 //! CHECK also checks the link is a tap with the recorded MAC on `bridge`.
 
 use crate::applets::shared::container::{check_own_iface, delete_with_ipam, requested_mac};
-use crate::applets::shared::iface;
-use crate::applets::shared::link;
+use crate::applets::shared::link::{self, Announce, Dns, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
 use crate::cni::env::validate_config_ifname;
@@ -196,16 +195,16 @@ fn configure<'a>(
     let link = cont
         .link_by_index(index)?
         .ok_or_else(|| Error::internal(format!("failed to refetch tap {ifname:?}")))?;
-    let result = match c.ipam {
-        Some(ipam) => {
-            let r = iface::ipam_add(ipam, req, undo)?;
-            link::announce(ns, cont, &link, false)?;
-            r
-        }
-        None => CniResult::default(),
+    let how = Setup {
+        ipam: c.ipam,
+        chained: None,
+        ipam_ctx: None,
+        announce: Announce::Arp,
+        // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
+        dad: Dad::Deferred,
+        dns: Dns::Config,
     };
-    // A tap has no carrier until its reader (the VM) attaches, after ADD: see settle::Dad.
-    iface::apply(req, ns, cont, &link, result, Dad::Deferred)
+    link::configure(req, ns, cont, &link, undo, how)
 }
 
 fn del(req: &Request) -> Result<()> {
@@ -215,20 +214,20 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let c = load(req)?;
-    let (mut cont, prev, pos, link) = check_own_iface(req, c.ipam, "tun")?;
+    let mut own = check_own_iface(req, c.ipam, "tun")?;
     if let Some(bridge) = &c.bridge {
-        let master = match link.master {
-            Some(m) => cont.link_by_index(m)?.map(|l| l.name),
+        let master = match own.link.master {
+            Some(m) => own.cont.link_by_index(m)?.map(|l| l.name),
             None => None,
         };
         if master.as_ref() != Some(bridge) {
             return Err(Error::internal(format!(
                 "tap {} is not a port of bridge {bridge}",
-                link.name
+                own.link.name
             )));
         }
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {

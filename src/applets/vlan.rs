@@ -20,11 +20,10 @@
 //! * STATUS and GC are forwarded to the IPAM plugin.
 
 use crate::applets::shared::container::{check_own_iface, delete_with_ipam};
-use crate::applets::shared::iface;
-use crate::applets::shared::link::{self, Master};
+use crate::applets::shared::link::{self, Announce, Dns, Master, Setup};
 use crate::applets::shared::settle::Dad;
 use crate::cni::delegate;
-use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, Command, Error, Request, Result, Version};
 use crate::netlink::{Handle, Link};
 use crate::netns::NetNs;
 use crate::undo::Undo;
@@ -124,8 +123,15 @@ fn configure<'a>(
     link: &Link,
     undo: &mut Undo<'a>,
 ) -> Result<CniResult> {
-    let result = iface::ipam_add(&v.ipam, req, undo).ctx("failed to execute IPAM delegate")?;
-    let mut result = iface::apply(req, ns, cont, link, result, Dad::Detect)?;
+    let how = Setup {
+        ipam: Some(&v.ipam),
+        chained: None,
+        ipam_ctx: Some("failed to execute IPAM delegate"),
+        announce: Announce::Never,
+        dad: Dad::Detect,
+        dns: Dns::Config,
+    };
+    let mut result = link::configure(req, ns, cont, link, undo, how)?;
     for i in &mut result.interfaces {
         i.mtu = (v.master.mtu > 0).then_some(link.mtu);
     }
@@ -139,42 +145,40 @@ fn del(req: &Request) -> Result<()> {
 
 fn check(req: &Request) -> Result<()> {
     let v = load(req)?;
-    let (mut cont, prev, pos, link) = check_own_iface(req, Some(&v.ipam), "vlan")?;
+    let mut own = check_own_iface(req, Some(&v.ipam), "vlan")?;
     let ifname = &req.env.ifname;
-    let m = v.master.find(&mut cont)?;
-    if link.vlan_id != Some(v.vid) {
+    let m = v.master.find(&mut own.cont)?;
+    if own.link.vlan_id != Some(v.vid) {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has VLAN ID {}, configured {}",
-            link.vlan_id.map_or("none".into(), |i| i.to_string()),
+            own.link.vlan_id.map_or("none".into(), |i| i.to_string()),
             v.vid
         )));
     }
     // IFLA_LINK names the parent in its own namespace: the master's index in either case.
-    if link.link.is_some_and(|p| p != m.index) {
+    if own.link.link.is_some_and(|p| p != m.index) {
         return Err(Error::internal(format!(
             "container interface {ifname:?} is not a VLAN of master {:?}",
             v.master.name
         )));
     }
-    if v.master.mtu != 0 && link.mtu != v.master.mtu {
+    if v.master.mtu != 0 && own.link.mtu != v.master.mtu {
         return Err(Error::internal(format!(
             "container interface {ifname:?} has MTU {}, configured {}",
-            link.mtu, v.master.mtu
+            own.link.mtu, v.master.mtu
         )));
     }
-    iface::check(&mut cont, &link, &prev, pos)
+    own.check_addresses()
 }
 
 fn status(req: &Request) -> Result<()> {
-    let v = load(req)?;
-    delegate::delegate(Command::Status, &v.ipam, req)?;
-    Ok(())
+    load(req)?;
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
-    let v = load(req)?;
-    delegate::delegate(Command::Gc, &v.ipam, req)?;
-    Ok(())
+    load(req)?;
+    delegate::to_ipam(Command::Gc, req)
 }
 
 #[cfg(test)]

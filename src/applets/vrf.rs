@@ -106,7 +106,7 @@ fn vrf<'a>(c: &'a Conf, ns: &'a NetNs, h: &mut Handle, undo: &mut Undo<'a>) -> R
     match h.add_vrf(&c.vrfname, table) {
         // Another ADD in this namespace made it meanwhile.
         Err(e) if e.is_exists() => return vrf(c, ns, h, undo),
-        r => r.map_err(|e| Error::from(e).ctx(format_args!("could not add VRF {}", c.vrfname)))?,
+        r => r.ctx(format_args!("could not add VRF {}", c.vrfname))?,
     }
     let v = h.link(&c.vrfname)?;
     let index = v.index;
@@ -211,7 +211,7 @@ fn attach<'a>(
     for r in routes {
         let r = Route { table, ..r };
         h.route_replace(&r)
-            .map_err(|e| Error::from(e).ctx(format_args!("could not add route '{}'", r.dst)))?;
+            .ctx(format_args!("could not add route '{}'", r.dst))?;
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use super::gojson;
 use super::result::{CniResult, Dns};
 use super::version::Version;
 use crate::attachment::Attachment;
-use crate::error::Context;
+use crate::error::{CodeContext, Context, code};
 use crate::netns::NetNs;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -49,8 +49,7 @@ pub struct Request {
 impl Request {
     /// Decode applet-specific keys from the config (code 6 on a type mismatch).
     pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
-        gojson::from_value(&self.raw)
-            .map_err(|e| Error::decode(format!("failed to load netconf: {e}")))
+        gojson::from_value(&self.raw).ctx_code(code::DECODE_FAILURE, "failed to load netconf")
     }
 
     /// `prevResult`, parsed in the config's version when it carries none of its own. Its

@@ -13,6 +13,7 @@
 
 use super::env::Env;
 use super::error::{Error, Result, bounded};
+use serde::Serialize;
 use serde_json::Value;
 use std::ffi::OsString;
 use std::time::Instant;
@@ -24,13 +25,50 @@ const MAX: u64 = 4 << 20;
 pub(crate) struct Call {
     start: Instant,
     path: OsString,
-    line: String,
+    line: Line,
+}
+
+/// One line of the log, its keys in this order; the attachment's only once the environment
+/// was read, the outcome's one of `result` and `error`.
+#[derive(Serialize)]
+struct Line {
+    time: String,
+    applet: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    verb: Option<&'static str>,
+    #[serde(rename = "containerID", skip_serializing_if = "Option::is_none")]
+    container_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    netns: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ifname: Option<String>,
+    us: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Failed>,
+}
+
+#[derive(Serialize)]
+struct Failed {
+    code: u32,
+    msg: String,
 }
 
 /// `None` when the log is off.
 pub(crate) fn start(applet: &str) -> Option<Call> {
     let path = std::env::var_os(VAR).filter(|p| !p.is_empty())?;
-    let line = format!(r#"{{"time":"{}","applet":{}"#, utc_now(), quote(applet));
+    let line = Line {
+        time: utc_now(),
+        applet: applet.to_string(),
+        verb: None,
+        container_id: None,
+        netns: None,
+        ifname: None,
+        us: 0,
+        result: None,
+        error: None,
+    };
     Some(Call {
         start: Instant::now(),
         path,
@@ -38,41 +76,36 @@ pub(crate) fn start(applet: &str) -> Option<Call> {
     })
 }
 
-fn quote(s: &str) -> Value {
-    Value::String(s.to_string())
-}
-
 impl Call {
     pub(crate) fn env(&mut self, env: &Env) {
-        self.line += &format!(
-            r#","verb":"{}","containerID":{},"netns":{},"ifname":{}"#,
-            env.command.as_str(),
-            quote(&env.container_id),
-            quote(&env.netns),
-            quote(&env.ifname)
-        );
+        self.line.verb = Some(env.command.as_str());
+        self.line.container_id = Some(env.container_id.clone());
+        self.line.netns = Some(env.netns.clone());
+        self.line.ifname = Some(env.ifname.clone());
     }
 
     /// Appends the line for this call's outcome. Every error here is dropped on purpose.
     pub(crate) fn finish(mut self, out: &Result<Option<String>>) {
         use std::io::Write as _;
         let took = self.start.elapsed();
-        let us = took.as_secs() * 1_000_000 + u64::from(took.subsec_micros());
-        let outcome = match out {
+        self.line.us = took.as_secs() * 1_000_000 + u64::from(took.subsec_micros());
+        match out {
             Ok(Some(text)) => {
                 let v = serde_json::from_slice::<Value>(text.as_bytes()).unwrap_or(Value::Null);
-                format!(r#""result":{v}"#)
+                self.line.result = Some(v);
             }
-            Ok(None) => r#""result":"ok""#.to_string(),
+            Ok(None) => self.line.result = Some(Value::String("ok".into())),
             Err(Error { code, msg, .. }) => {
-                format!(
-                    r#""error":{{"code":{code},"msg":{}}}"#,
-                    quote(&bounded(msg))
-                )
+                self.line.error = Some(Failed {
+                    code: *code,
+                    msg: bounded(msg),
+                });
             }
+        }
+        let Ok(mut line) = serde_json::to_string(&self.line) else {
+            return;
         };
-        self.line += &format!(r#","us":{us},{outcome}}}"#);
-        self.line.push('\n');
+        line.push('\n');
         let Some(mut f) = open(&self.path) else {
             return;
         };
@@ -84,7 +117,7 @@ impl Call {
             }
         }
         // One write(2), never retried: with O_APPEND concurrent plugins' lines stay whole.
-        let _ = f.write(self.line.as_bytes());
+        let _ = f.write(line.as_bytes());
     }
 }
 

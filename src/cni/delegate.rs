@@ -16,7 +16,7 @@
 
 use super::applet::{Applet, Request};
 use super::env::{Command, Env};
-use super::error::{Error, Result};
+use super::error::{CodeContext, Error, Result, code};
 use super::gojson;
 use super::result::CniResult;
 use super::skel;
@@ -208,8 +208,10 @@ fn result(
 ) -> Result<Option<CniResult>> {
     match (cmd, out) {
         (Command::Add, Some(text)) => {
-            let v: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| Error::decode(format!("{name}: failed to parse result: {e}")))?;
+            let v: serde_json::Value = serde_json::from_str(&text).ctx_code(
+                code::DECODE_FAILURE,
+                format_args!("{name}: failed to parse result"),
+            )?;
             CniResult::from_json(&v, req.version).map(Some)
         }
         (Command::Add, None) => Err(Error::internal(format!("{name}: ADD printed no result"))),
@@ -228,8 +230,8 @@ pub fn add(name: &str, req: &Request) -> Result<CniResult> {
     out?.ok_or_else(|| Error::internal(format!("{name}: ADD printed no result")))
 }
 
-/// STATUS or GC of a plugin whose only state beyond its links is its IPAM's: the IPAM
-/// plugin's answer, or success when the config has none.
+/// STATUS or GC forwarded to the config's IPAM plugin, the one way every applet forwards
+/// them: the IPAM plugin's answer, or success when the config has none.
 pub fn to_ipam(cmd: Command, req: &Request) -> Result<()> {
     match req.ipam_type() {
         Some(ipam) => delegate(cmd, ipam, req).map(drop),

@@ -18,6 +18,9 @@
 //! Errors name where they happened (`runtimeConfig.portMappings[0].hostPort: invalid type: …`).
 //! Use [`member`] for a single key looked up by hand. Everything in `src/` decodes config JSON
 //! through this module; a unit test keeps it so.
+//!
+//! Go's printer is here too: [`pretty`] and [`compact`] write JSON as Go's `json.MarshalIndent`
+//! and `json.Marshal` do (results, stored configs, libcni's cache).
 
 use serde::de::{self, Deserialize, DeserializeSeed, Visitor};
 use serde_json::{Map, Value};
@@ -381,6 +384,48 @@ impl<'de, I: Iterator<Item = (usize, &'de Value)>> de::SeqAccess<'de> for ArrayA
             }
         }
     }
+}
+
+// Encoding: Go's printer. What the plugins print and store goes out as Go's encoding/json
+// writes it, so that a runtime or a Go plugin reading it sees the same bytes.
+
+/// Go's `json.MarshalIndent(v, "", "    ")`.
+pub fn pretty<T: serde::Serialize>(v: &T) -> String {
+    pretty_with_indent(v, b"    ")
+}
+
+/// Go's `json.MarshalIndent(v, "", indent)`.
+pub fn pretty_with_indent<T: serde::Serialize>(v: &T, indent: &[u8]) -> String {
+    let mut out = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(indent);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
+    // Serializing a Value into a Vec cannot fail.
+    let _ = serde::Serialize::serialize(v, &mut ser);
+    go_escape(String::from_utf8(out).unwrap_or_default())
+}
+
+/// Go's `json.Marshal(v)`: compact; a `serde_json::Value`'s object keys come out sorted, as Go
+/// sorts a map's.
+pub fn compact<T: serde::Serialize>(v: &T) -> String {
+    go_escape(serde_json::to_string(v).unwrap_or_default())
+}
+
+/// Go's encoding/json also escapes `<`, `>`, `&`, U+2028 and U+2029 in strings. None of them can
+/// occur in JSON outside a string, so replacing them in the whole text is exact.
+fn go_escape(text: String) -> String {
+    if !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

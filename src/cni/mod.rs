@@ -12,7 +12,7 @@ pub mod version;
 
 /// The crate's error type; the protocol layer prints it as CNI error JSON.
 pub(crate) use crate::error;
-pub use crate::error::{Context, Error, Result};
+pub use crate::error::{CodeContext, Context, Error, Result};
 pub use applet::{Applet, Request};
 pub use env::Command;
 pub use result::CniResult;

@@ -7,8 +7,8 @@
 //! v1.9.1 (libcni 1.3) prints: up to 0.4.0 Go structs (declaration order, `"dns": {}` when
 //! empty); from 1.0.0 a map (every object's keys sorted, an empty DNS left out).
 
-use super::error::{Error, Result};
-use super::gojson;
+use super::error::{CodeContext, Error, Result, code};
+use super::gojson::{self, pretty};
 use super::version::Version;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -183,9 +183,9 @@ struct ModernIn {
 impl CniResult {
     /// Parse a result printed in `version` (a prevResult, or a delegated plugin's output).
     pub fn from_value(v: &Value, version: Version) -> Result<CniResult> {
-        let bad = |e: gojson::DecodeError| Error::decode(format!("failed to parse result: {e}"));
         if version.is_legacy() {
-            let l = gojson::from_value::<Legacy>(v).map_err(bad)?;
+            let l = gojson::from_value::<Legacy>(v)
+                .ctx_code(code::DECODE_FAILURE, "failed to parse result")?;
             let mut r = CniResult {
                 dns: l.dns,
                 ..Default::default()
@@ -202,7 +202,8 @@ impl CniResult {
             }
             return Ok(r);
         }
-        let m = gojson::from_value::<ModernIn>(v).map_err(bad)?;
+        let m = gojson::from_value::<ModernIn>(v)
+            .ctx_code(code::DECODE_FAILURE, "failed to parse result")?;
         let mut r = CniResult {
             interfaces: m.interfaces,
             ips: m.ips,
@@ -232,7 +233,7 @@ impl CniResult {
     /// The JSON a plugin prints for `version`, as a value (tests, conversions).
     pub fn to_value(&self, version: Version) -> Result<Value> {
         serde_json::from_str(&self.to_json(version)?)
-            .map_err(|e| Error::internal(format!("failed to encode result: {e}")))
+            .ctx_code(code::INTERNAL, "failed to encode result")
     }
 
     /// The text a plugin prints for `version`: Go's field order, four-space indent.
@@ -313,49 +314,10 @@ impl CniResult {
         // libcni 1.3 (upstream v1.9.1) prints a 1.x result through a map: every object's keys
         // sorted, and an empty DNS left out. A `Value`'s object keys come out sorted as Go sorts
         // a map's (byte order).
-        let sorted = serde_json::to_value(&modern)
-            .map_err(|e| Error::internal(format!("failed to encode result: {e}")))?;
+        let sorted =
+            serde_json::to_value(&modern).ctx_code(code::INTERNAL, "failed to encode result")?;
         Ok(pretty(&sorted))
     }
-}
-
-/// Go's `json.MarshalIndent(v, "", "    ")`.
-pub fn pretty<T: serde::Serialize>(v: &T) -> String {
-    pretty_with_indent(v, b"    ")
-}
-
-/// Go's `json.MarshalIndent(v, "", indent)`.
-pub fn pretty_with_indent<T: serde::Serialize>(v: &T, indent: &[u8]) -> String {
-    let mut out = Vec::new();
-    let fmt = serde_json::ser::PrettyFormatter::with_indent(indent);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-    // Serializing a Value into a Vec cannot fail.
-    let _ = serde::Serialize::serialize(v, &mut ser);
-    go_escape(String::from_utf8(out).unwrap_or_default())
-}
-
-/// Go's `json.Marshal(v)`: compact; a `serde_json::Value`'s object keys come out sorted, as Go
-/// sorts a map's.
-pub fn compact<T: serde::Serialize>(v: &T) -> String {
-    go_escape(serde_json::to_string(v).unwrap_or_default())
-}
-
-/// Go's encoding/json also escapes `<`, `>`, `&`, U+2028 and U+2029 in strings. None of them can
-/// occur in JSON outside a string, so replacing them in the whole text is exact.
-fn go_escape(text: String) -> String {
-    if !text.contains(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-        return text;
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        match c {
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -12,9 +12,9 @@ use super::applet::{Applet, Request};
 use super::calllog;
 use super::config::NetConf;
 use super::env::{Command, Env, validate_network_name};
-use super::error::{Error, Result, bounded, code};
+use super::error::{CodeContext, Error, Result, bounded, code};
 use super::gojson;
-use super::result::pretty;
+use super::gojson::pretty;
 use super::version::{self, Version};
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -44,7 +44,7 @@ pub fn run(applets: &'static [&'static Applet], applet: &Applet) -> i32 {
     } else {
         let mut buf = Vec::new();
         if let Err(e) = std::io::stdin().read_to_end(&mut buf) {
-            let e = Error::new(code::IO_FAILURE, format!("error reading from stdin: {e}"));
+            let e = Error::host_io("error reading from stdin", e);
             return fail(log, e);
         }
         buf
@@ -111,6 +111,9 @@ fn undo_add(
     }
 }
 
+/// The Go skel's words for a config it cannot read.
+const UNMARSHAL: &str = "error unmarshalling network config";
+
 /// The whole request/response cycle without process I/O: used by [`run`] and by in-process
 /// delegation, so both print byte-identical output. Returns the version for error printing.
 pub fn execute(
@@ -132,7 +135,8 @@ pub fn execute(
             .unwrap_or(Version::LATEST);
         return (asked, Ok(Some(version_text(asked, applet.versions))));
     }
-    let raw: Value = match serde_json::from_slice(&stdin) {
+    let raw = serde_json::from_slice(&stdin).ctx_code(code::DECODE_FAILURE, UNMARSHAL);
+    let raw: Value = match raw {
         Ok(v @ Value::Object(_)) => v,
         Ok(_) => {
             return (
@@ -142,25 +146,11 @@ pub fn execute(
                 )),
             );
         }
-        Err(e) => {
-            return (
-                Version::LATEST,
-                Err(Error::decode(format!(
-                    "error unmarshalling network config: {e}"
-                ))),
-            );
-        }
+        Err(e) => return (Version::LATEST, Err(e)),
     };
-    let conf = match gojson::from_value::<NetConf>(&raw) {
+    let conf = match gojson::from_value::<NetConf>(&raw).ctx_code(code::DECODE_FAILURE, UNMARSHAL) {
         Ok(c) => c,
-        Err(e) => {
-            return (
-                Version::LATEST,
-                Err(Error::decode(format!(
-                    "error unmarshalling network config: {e}"
-                ))),
-            );
-        }
+        Err(e) => return (Version::LATEST, Err(e)),
     };
     let version = match Version::parse(&conf.cni_version).filter(|v| applet.versions.contains(v)) {
         Some(v) => v,

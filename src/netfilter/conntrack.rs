@@ -4,7 +4,7 @@
 
 use super::msg::{self, Writer};
 use super::nft::{F_DUMP, Nftables};
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 
 const SUBSYS_CTNETLINK: u16 = 1;
 const MSG_GET: u16 = 1;
@@ -64,7 +64,7 @@ pub fn delete_udp_dport(v6: bool, ports: &[u16]) -> Result<()> {
     let mut nl = Nftables::open()?;
     let dump = nl
         .request_raw(SUBSYS_CTNETLINK << 8 | MSG_GET, family, F_DUMP, &[])
-        .map_err(|e| Error::from(e).ctx("conntrack: dump the table"))?;
+        .ctx("conntrack: dump the table")?;
     for (orig, zone) in matching(&dump, ports) {
         let mut w = Writer::default();
         w.nest(CTA_TUPLE_ORIG, |w| w.buf.extend_from_slice(&orig));

@@ -6,9 +6,10 @@
 //! /var/lib/cni.
 
 use super::load::read_file;
-use crate::cni::error::{Error, Result, code};
+use crate::cni::error::{CodeContext, Error, Result, code};
 use crate::cni::gojson;
-use crate::cni::result::compact;
+use crate::cni::gojson::compact;
+use serde::Serialize;
 use serde_json::{Map, Value};
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -73,45 +74,59 @@ fn base64(data: &[u8]) -> String {
     out
 }
 
-/// Record a successful ADD of `network`'s list (`config`: the list's bytes), with the fields
-/// in the order and the omissions of Go's `json.Marshal` of libcni's struct.
-pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: Value) -> Result<()> {
-    let text = |s: &str| Value::String(s.to_string());
-    let args = rt
-        .args
-        .iter()
-        .map(|[k, v]| Value::Array(vec![text(k), text(v)]));
-    let fields = [
-        ("kind", text(KIND)),
-        ("containerId", text(&rt.container_id)),
-        ("config", Value::String(base64(config))),
-        ("ifName", text(&rt.ifname)),
-        ("networkName", text(network)),
-        ("netns", text(&rt.netns)),
-        ("cniArgs", Value::Array(args.collect())),
-        ("capabilityArgs", Value::Object(rt.caps.clone())),
-        ("result", result),
-    ];
-    let mut rec = String::from("{");
-    for (key, v) in fields {
-        let empty = match &v {
-            Value::String(s) => s.is_empty() && key == "netns",
-            Value::Array(a) => a.is_empty(),
-            Value::Object(m) => m.is_empty(),
-            _ => v.is_null(),
-        };
-        if !empty {
-            if rec.len() > 1 {
-                rec.push(',');
-            }
-            rec.push_str(&format!("\"{key}\":{}", compact(&v)));
-        }
+/// A `cniCacheV1` record as libcni's struct is declared: its fields in that order, with the
+/// omissions of Go's `json.Marshal` (`omitempty`).
+#[derive(Serialize)]
+struct CacheV1<'a> {
+    kind: &'static str,
+    #[serde(rename = "containerId")]
+    container_id: &'a str,
+    /// The list's bytes, base64 as Go writes a `[]byte`.
+    config: String,
+    #[serde(rename = "ifName")]
+    ifname: &'a str,
+    #[serde(rename = "networkName")]
+    network: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    netns: &'a str,
+    #[serde(rename = "cniArgs", skip_serializing_if = "<[_]>::is_empty")]
+    args: &'a [[String; 2]],
+    #[serde(rename = "capabilityArgs", skip_serializing_if = "Map::is_empty")]
+    caps: &'a Map<String, Value>,
+    #[serde(skip_serializing_if = "is_empty")]
+    result: Value,
+}
+
+/// Go's `omitempty` for an `interface{}` holding decoded JSON: null, or an empty list or map.
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(m) => m.is_empty(),
+        _ => false,
     }
-    rec.push('}');
+}
+
+/// Record a successful ADD of `network`'s list (`config`: the list's bytes), as Go's
+/// `json.Marshal` writes libcni's struct.
+pub(crate) fn add(network: &str, config: &[u8], rt: &Rt, result: Value) -> Result<()> {
+    let rec = compact(&CacheV1 {
+        kind: KIND,
+        container_id: &rt.container_id,
+        config: base64(config),
+        ifname: &rt.ifname,
+        network,
+        netns: &rt.netns,
+        args: &rt.args,
+        caps: &rt.caps,
+        result,
+    });
     let file = path(network, rt);
-    let fail = |e: std::io::Error| {
-        let msg = format!("failed to set network {network:?} cached result: {e}");
-        Error::new(code::IO_FAILURE, msg)
+    let fail = |e| {
+        Error::host_io(
+            format_args!("failed to set network {network:?} cached result"),
+            e,
+        )
     };
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -215,7 +230,7 @@ pub(crate) fn result(network: &str, rt: &Rt) -> Result<Option<Value>> {
         return Ok(None);
     };
     let v: Value = serde_json::from_slice(&data)
-        .map_err(|e| Error::decode(format!("failed to parse cached result: {e}")))?;
+        .ctx_code(code::DECODE_FAILURE, "failed to parse cached result")?;
     if is_v1(&v) {
         return Ok(gojson::member(&v, "result").cloned());
     }

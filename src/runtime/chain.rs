@@ -12,8 +12,9 @@ use super::load::{NetList, Plugin, at_least};
 use crate::cni::Applet;
 use crate::cni::delegate;
 use crate::cni::env::{Command, Env};
-use crate::cni::error::{Error, Result, code};
-use crate::cni::result::{CniResult, compact};
+use crate::cni::error::{CodeContext, Error, Result, code};
+use crate::cni::gojson::compact;
+use crate::cni::result::CniResult;
 use crate::cni::skel;
 use crate::cni::version::Version;
 use crate::undo::ErrorList;
@@ -145,7 +146,7 @@ impl Runner {
                     Some(rt),
                 )?;
                 let v: Value = serde_json::from_str(out.as_deref().unwrap_or_default())
-                    .map_err(|e| Error::decode(format!("failed to unmarshal raw result: {e}")))?;
+                    .ctx_code(code::DECODE_FAILURE, "failed to unmarshal raw result")?;
                 typed(&v, &list.version)
             };
             prev = Some(step().map_err(wrap(p, "add"))?);

@@ -10,7 +10,7 @@
 
 use crate::cni::error::{Error, Result, code};
 use crate::cni::gojson;
-use crate::cni::result::compact;
+use crate::cni::gojson::compact;
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -267,8 +267,10 @@ fn conf_files(dir: &Path, exts: &[&str]) -> Result<Vec<PathBuf>> {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => {
-            let msg = format!("error reading {}: {e}", dir.display());
-            return Err(Error::new(code::IO_FAILURE, msg));
+            return Err(Error::host_io(
+                format_args!("error reading {}", dir.display()),
+                e,
+            ));
         }
     };
     let mut names = Vec::new();

@@ -17,7 +17,7 @@ pub(crate) mod load;
 
 use crate::cni::Applet;
 use crate::cni::env::{validate_container_id, validate_ifname, validate_network_name};
-use crate::cni::error::{Error, Result};
+use crate::cni::error::{CodeContext, Error, Result, code};
 use crate::cni::skel;
 use crate::cni::version::Version;
 use std::path::{Component, Path, PathBuf};
@@ -73,11 +73,10 @@ pub(crate) fn var(name: &str) -> String {
 fn attachment(netns: &str, ifname: Option<String>) -> Result<cache::Rt> {
     let caps = match var("CAP_ARGS").as_str() {
         "" => serde_json::Map::new(),
-        text => match serde_json::from_str(text) {
-            Ok(serde_json::Value::Object(m)) => m,
-            Ok(serde_json::Value::Null) => serde_json::Map::new(),
-            Ok(_) => return Err(Error::env("CAP_ARGS: not a JSON object")),
-            Err(e) => return Err(Error::env(format!("CAP_ARGS: {e}"))),
+        text => match serde_json::from_str(text).ctx_code(code::INVALID_ENV, "CAP_ARGS")? {
+            serde_json::Value::Object(m) => m,
+            serde_json::Value::Null => serde_json::Map::new(),
+            _ => return Err(Error::env("CAP_ARGS: not a JSON object")),
         },
     };
     let netns = absolute(netns)?;

@@ -376,8 +376,8 @@ fn add_steps<'a>(
         if dad == Dad::Detect && v6 {
             // Detection's probe must find the bridge port forwarding (wait_port_forwarding):
             // the container end comes up first, its addresses once the port forwards.
-            let mut monitor = Monitor::in_netns(host_ns, &[RTNLGRP_LINK])
-                .map_err(|e| Error::from(e).ctx("failed to watch link changes"))?;
+            let mut monitor =
+                Monitor::in_netns(host_ns, &[RTNLGRP_LINK]).ctx("failed to watch link changes")?;
             cont.set_up(cv.index, true)
                 .ctx(format_args!("failed to set {ifname:?} up"))?;
             wait_port_forwarding(host, &mut monitor, hv.index, &host_name)?;
@@ -503,18 +503,13 @@ fn del_veth(req: &Request, b: &Bridge) -> Result<Option<overlap::Pending<netlink
 
 fn status(req: &Request) -> Result<()> {
     load(req)?;
-    if let Some(name) = req.ipam_type() {
-        delegate::delegate(Command::Status, name, req)?;
-    }
-    Ok(())
+    delegate::to_ipam(Command::Status, req)
 }
 
 fn gc(req: &Request) -> Result<()> {
     let b = load(req)?;
     let mut errors = ErrorList::new();
-    if let Some(name) = req.ipam_type() {
-        errors.check(delegate::delegate(Command::Gc, name, req));
-    }
+    errors.check(delegate::to_ipam(Command::Gc, req));
     if let (true, Some(valid)) = (b.c.ip_masq, req.valid_attachments()) {
         errors.check(masq::gc(&req.conf.name, valid));
     }

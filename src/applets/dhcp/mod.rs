@@ -41,7 +41,7 @@ use crate::cni::config::NetConf;
 use crate::cni::env::Env;
 use crate::cni::error::code;
 use crate::cni::gojson;
-use crate::cni::{Applet, CniResult, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, CodeContext, Error, Request, Result, Version};
 use proto::{Call, CallError};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -287,10 +287,10 @@ fn ask(socket: &str, req: &Request, call: &Call) -> Result<Value> {
 /// The call a Go plugin's `skel.CmdArgs` stands for (`op`: add or del), read from its network
 /// config as cnibox's plugin reads it.
 pub(super) fn go_call(op: &str, env: Env, stdin: Vec<u8>) -> Result<Call> {
-    let raw: Value = serde_json::from_slice(&stdin)
-        .map_err(|e| Error::decode(format!("error parsing netconf: {e}")))?;
-    let conf: NetConf = gojson::from_value(&raw)
-        .map_err(|e| Error::decode(format!("error parsing netconf: {e}")))?;
+    let raw: Value =
+        serde_json::from_slice(&stdin).ctx_code(code::DECODE_FAILURE, "error parsing netconf")?;
+    let conf: NetConf =
+        gojson::from_value(&raw).ctx_code(code::DECODE_FAILURE, "error parsing netconf")?;
     let req = Request {
         env,
         stdin,

@@ -16,7 +16,7 @@
 //! `op` is `add`, `del`, `check`, `status` or `gc`; `options` are the option codes and values
 //! the client sends (`provide`), `request` the parameter request list (option 55).
 
-use crate::error::{Error, Result};
+use crate::error::{CodeContext, Error, Result, code};
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr};
 use serde_json::{Value, json};
@@ -239,8 +239,8 @@ fn connect(socket: &str, end: Instant) -> std::result::Result<UnixStream, Option
 /// which would read as success, or one past u32, which would be cut to another code) becomes
 /// 999 with the daemon's code in the message.
 fn answer(buf: &[u8]) -> Result<Value> {
-    let v: Value = serde_json::from_slice(buf)
-        .map_err(|e| Error::internal(format!("bad answer from DHCP daemon: {e}")))?;
+    let v: Value =
+        serde_json::from_slice(buf).ctx_code(code::INTERNAL, "bad answer from DHCP daemon")?;
     let Some(c) = v.get("code") else {
         return Ok(v);
     };

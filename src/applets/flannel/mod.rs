@@ -34,10 +34,13 @@ mod tests;
 
 use crate::attachment;
 use crate::cni::env::Env;
-use crate::cni::result::{Route, compact};
-use crate::cni::{Applet, CniResult, Command, Context, Error, Request, Result, Version, delegate};
+use crate::cni::gojson::compact;
+use crate::cni::result::Route;
+use crate::cni::{
+    Applet, CniResult, CodeContext, Command, Context, Error, Request, Result, Version, delegate,
+};
 use crate::error::code;
-use crate::undo::ErrorList;
+use crate::undo::{ErrorList, and_undo};
 use serde_json::{Map, Value, json};
 use std::path::PathBuf;
 use stored::{RECORD, read_stored, remove, store, stored_path, unstore};
@@ -129,11 +132,10 @@ fn load(req: &Request) -> Result<Flannel> {
     let ipam = object("ipam", member("ipam"))?;
     let routes = match ipam.get("routes") {
         None | Some(Value::Null) => Vec::new(),
-        Some(v) => crate::cni::gojson::from_value(v).map_err(|e| {
-            Error::config(format!(
-                "failed to read IPAM routes: failed to parse ipam.routes: {e}"
-            ))
-        })?,
+        Some(v) => crate::cni::gojson::from_value(v).ctx_code(
+            code::INVALID_CONFIG,
+            "failed to read IPAM routes: failed to parse ipam.routes",
+        )?,
     };
     Ok(Flannel {
         subnet_file,
@@ -236,18 +238,15 @@ fn add(req: &Request) -> Result<CniResult> {
                     | code::INVALID_CONFIG
                     | code::INVALID_NETNS
             );
-            let undone = match delegate::plugin(Command::Del, kind, text.as_bytes(), req) {
-                Ok(_) => true,
-                Err(e) => {
-                    crate::warn!("flannel: DEL after the failed ADD: {e}");
-                    false
-                }
-            };
-            if undone || refused {
+            let undone = delegate::plugin(Command::Del, kind, text.as_bytes(), req).map(drop);
+            if undone.is_ok() || refused {
                 unstore(&f, cid, &made);
                 attachment::forget(RECORD, net, cid, ifname);
             }
-            Err(err)
+            Err(and_undo(
+                err,
+                undone.ctx(format_args!("undo {kind} delegate")),
+            ))
         }
     }
 }

@@ -6,6 +6,7 @@ use super::record::{Moved, distrust, just_moved, name_for_host};
 use crate::cni::{Context, Error, Result};
 use crate::netlink::{Handle, Link};
 use crate::netns::NetNs;
+use crate::undo::and_undo;
 
 /// A link's name and alias: what it has before a move, or what it gets.
 pub(super) type Names<'a> = (&'a str, &'a str);
@@ -46,17 +47,12 @@ pub(super) fn via_temporary(
     // The index stays: the new namespace has only `lo`.
     if let Err(e) = rename_and_move(&mut t, index, to, dst_ns) {
         let e = e.ctx(format_args!("failed to move {:?} on as {:?}", from.0, to.0));
-        return Err(and_undo(e, rename_and_move(&mut t, index, from, src_ns)));
+        return Err(and_undo(
+            e,
+            rename_and_move(&mut t, index, from, src_ns).ctx("undo"),
+        ));
     }
     Ok(())
-}
-
-/// `e`, with the failure of the undo `u` appended to its message.
-pub(super) fn and_undo(mut e: Error, u: Result<()>) -> Error {
-    if let Err(u) = u {
-        e.msg = format!("{} (and undo: {})", e.msg, u.msg);
-    }
-    e
 }
 
 /// Move the host device `dev` into `ns` (`cont`: a handle there) as `ifname`, its host name in
@@ -83,7 +79,7 @@ pub(super) fn move_in(
         move_then_rename(host, cont, dev.index, from, to, ns, &host_ns)
     };
     if let Err(e) = moved {
-        return Err(and_undo(e, restore_up(host, dev)));
+        return Err(and_undo(e, restore_up(host, dev).ctx("undo")));
     }
     let up = cont.link(ifname).and_then(|l| {
         cont.set_up(l.index, true)?;
@@ -94,7 +90,7 @@ pub(super) fn move_in(
         let u = just_moved(ns, ifname, &dev.name, &host_ns)
             .and_then(|m| back_to_host(ns, ifname, &host_ns, m.as_ref()))
             .and_then(|_| restore_up(host, dev));
-        and_undo(e, u)
+        and_undo(e, u.ctx("undo"))
     })
 }
 
@@ -115,7 +111,7 @@ pub(super) fn move_then_rename(
     let index = cont.link(from.0)?.index;
     rename(cont, index, to).map_err(|e| {
         let e = e.ctx(format_args!("failed to rename {:?} to {:?}", from.0, to.0));
-        and_undo(e, rename_and_move(cont, index, from, host_ns))
+        and_undo(e, rename_and_move(cont, index, from, host_ns).ctx("undo"))
     })
 }
 
@@ -174,18 +170,18 @@ pub(super) fn back_to_host(
         })();
         r.map_err(|e| {
             let e = e.ctx(format_args!("failed to move {:?} back as {orig:?}", l.name));
-            and_undo(e, rename(&mut cont, l.index, from))
+            and_undo(e, rename(&mut cont, l.index, from).ctx("undo"))
         })
     };
     if let Err(e) = moved {
-        let u = (|| {
+        let u = (|| -> Result<()> {
             if l.up {
                 let i = cont.link(&l.name)?.index;
                 cont.set_up(i, true)?;
             }
             Ok(())
         })();
-        return Err(and_undo(e, u));
+        return Err(and_undo(e, u.ctx("undo")));
     }
     Ok(Some(orig))
 }

@@ -32,9 +32,10 @@ use iptables::{dnat_chain, ipt_add, ipt_check, ipt_remove, old_snat_chain};
 use nftables::{nft_add, nft_check, nft_remove, nft_remove_owned, nft_replaced};
 
 use crate::attachment;
+use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::result::CniResult;
-use crate::cni::{Applet, Command, Context, Error, Request, Result, Version};
+use crate::cni::{Applet, CodeContext, Command, Context, Error, Request, Result, Version};
 use crate::netfilter;
 use crate::netfilter::iptables::{Iptables, Proto, Saved, Script};
 use crate::netfilter::{Backend, SCTP, TCP, UDP, validate};
@@ -219,7 +220,7 @@ fn load(req: &Request) -> Result<Portmap> {
     let raw: Vec<RawMapping> = match req.runtime_config("portMappings") {
         None | Some(serde_json::Value::Null) => Vec::new(),
         Some(v) => gojson::from_value::<Vec<RawMapping>>(v)
-            .map_err(|e| Error::decode(format!("runtimeConfig.portMappings: {e}")))?,
+            .ctx_code(code::DECODE_FAILURE, "runtimeConfig.portMappings")?,
     };
     let mut maps = Vec::with_capacity(raw.len());
     for m in raw {

@@ -3,47 +3,69 @@
 //! compare it with the kernel's, delete it in DEL, and read the MAC a runtime asks for. How the
 //! link is made is in `link.rs`.
 
+use crate::applets::shared::iface;
 use crate::cni::result::CniResult;
 use crate::cni::{Error, Request, Result};
 use crate::netlink::{Handle, Link, fmt_mac};
 
+/// What CHECK found for CNI_IFNAME: the prevResult (required), CNI_IFNAME's position in its
+/// interfaces, and the link of that name in the container.
+pub struct Checked {
+    pub prev: CniResult,
+    pub pos: usize,
+    pub link: Link,
+}
+
+/// [`Checked`] with the handle in the container it was found through.
+pub struct CheckedOwn {
+    pub cont: Handle,
+    pub prev: CniResult,
+    pub pos: usize,
+    pub link: Link,
+}
+
+impl CheckedOwn {
+    /// CHECK's end: the prevResult's addresses and routes for the link are there
+    /// ([`iface::check`]).
+    pub fn check_addresses(mut self) -> Result<()> {
+        iface::check(&mut self.cont, &self.link, &self.prev, self.pos)
+    }
+}
+
 /// CHECK's start for an applet that makes one container interface of `kind`: CNI_NETNS opened
 /// (a missing one is an error), the IPAM plugin's CHECK, then [`checked_iface`], in that order.
 /// Returns a handle in the container with what `checked_iface` found.
-pub fn check_own_iface(
-    req: &Request,
-    ipam: Option<&str>,
-    kind: &str,
-) -> Result<(Handle, CniResult, usize, Link)> {
+pub fn check_own_iface(req: &Request, ipam: Option<&str>, kind: &str) -> Result<CheckedOwn> {
     let ns = req.netns()?;
     if let Some(ipam) = ipam {
         crate::cni::delegate::delegate(crate::cni::Command::Check, ipam, req)?;
     }
     let mut cont = Handle::in_netns(&ns)?;
-    let (prev, pos, link) = checked_iface(req, &mut cont, kind)?;
-    Ok((cont, prev, pos, link))
+    let Checked { prev, pos, link } = checked_iface(req, &mut cont, kind)?;
+    Ok(CheckedOwn {
+        cont,
+        prev,
+        pos,
+        link,
+    })
 }
 
 /// CHECK's common part: the prevResult (required), the position of CNI_IFNAME in it with
 /// CNI_NETNS as its sandbox, and the link of that name in the container, which must be of
 /// `kind` and have the MAC the prevResult recorded.
-pub fn checked_iface(
-    req: &Request,
-    cont: &mut Handle,
-    kind: &str,
-) -> Result<(CniResult, usize, Link)> {
-    let (prev, pos, link) = checked_any_iface(req, cont)?;
-    if link.kind.as_deref() != Some(kind) {
+pub fn checked_iface(req: &Request, cont: &mut Handle, kind: &str) -> Result<Checked> {
+    let found = checked_any_iface(req, cont)?;
+    if found.link.kind.as_deref() != Some(kind) {
         return Err(Error::internal(format!(
             "Error: Container interface {} not of type {kind}",
             req.env.ifname
         )));
     }
-    Ok((prev, pos, link))
+    Ok(found)
 }
 
 /// [`checked_iface`] for a link of any kind (host-device moves in whatever it is given).
-pub fn checked_any_iface(req: &Request, cont: &mut Handle) -> Result<(CniResult, usize, Link)> {
+pub fn checked_any_iface(req: &Request, cont: &mut Handle) -> Result<Checked> {
     let prev = req
         .prev_result()?
         .ok_or_else(|| Error::config("required prevResult missing"))?;
@@ -70,7 +92,7 @@ pub fn checked_any_iface(req: &Request, cont: &mut Handle) -> Result<(CniResult,
             "Interface {ifname} Mac {want} doesn't match container Mac: {mac}"
         )));
     }
-    Ok((prev, pos, link))
+    Ok(Checked { prev, pos, link })
 }
 
 /// The MAC a runtime asks for as text, over `configured`: CNI_ARGS `MAC`, then

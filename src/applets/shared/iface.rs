@@ -50,9 +50,9 @@ pub fn ipam_add<'a>(ipam: &'a str, req: &'a Request, undo: &mut Undo<'a>) -> Res
     Ok(r)
 }
 
-/// The end of ADD for one container link: `result` (IPAM's, the chain's, or empty for an L2
-/// link) made about `link` alone ([`sole_interface`]) and applied to it ([`configure`]: with no
-/// address, just set up), with the config's DNS.
+/// `result` (IPAM's, the chain's, or empty for an L2 link) made about `link` alone
+/// ([`sole_interface`]) and applied to it ([`configure`]: with no address, just set up); the
+/// end of a container link's ADD (`link::configure`).
 pub fn apply(
     req: &Request,
     ns: &NetNs,
@@ -63,7 +63,6 @@ pub fn apply(
 ) -> Result<CniResult> {
     sole_interface(&mut result, req, link);
     configure(ns, cont, &req.env.ifname, link.index, &result, 0, dad)?;
-    result.dns = req.conf.dns.clone().unwrap_or_default();
     Ok(result)
 }
 

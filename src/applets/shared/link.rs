@@ -3,11 +3,13 @@
 //! deleted again when configuring fails), and for a link on a master interface (vlan, macvlan,
 //! ipvlan) the master lookup and the creation under a temporary name, renamed to CNI_IFNAME.
 
+use crate::applets::shared::iface;
+use crate::applets::shared::settle::Dad;
 use crate::cni::env::validate_config_ifname;
 use crate::cni::{CniResult, Context, Error, Request, Result};
 use crate::netlink::{Family, Handle, Link};
 use crate::netns::NetNs;
-use crate::undo::Undo;
+use crate::undo::{Undo, and_undo};
 use crate::{random, sysctl};
 
 /// ADD of an applet that makes one container link of `kind` in `ns`: `create` makes it (and
@@ -29,6 +31,69 @@ pub fn add<'a>(
     });
     let r = configure(&mut cont, &link, &mut undo);
     undo.finish(r)
+}
+
+/// How a kind's ADD gives its new link its addresses ([`configure`]): what upstream does
+/// differently per kind, nothing else.
+pub struct Setup<'a> {
+    /// The IPAM plugin; without one, the result is `chained` (ipvlan's prevResult) or empty
+    /// (a link without addresses).
+    pub ipam: Option<&'a str>,
+    pub chained: Option<CniResult>,
+    /// Prefix of an IPAM ADD failure (vlan's `failed to execute IPAM delegate`).
+    pub ipam_ctx: Option<&'static str>,
+    /// Tell the neighbours of the addresses ([`announce`]), when there are any.
+    pub announce: Announce,
+    pub dad: Dad,
+    /// The result's DNS: the config's, or the IPAM plugin's (dummy, as upstream).
+    pub dns: Dns,
+}
+
+/// Which announcements a kind makes for its addresses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Announce {
+    Never,
+    /// `arp_notify` only (tap).
+    Arp,
+    /// `arp_notify` and `ndisc_notify` (macvlan, ipvlan).
+    ArpNdisc,
+}
+
+/// Where the result's DNS comes from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Dns {
+    Config,
+    Ipam,
+}
+
+/// The end of a container link's ADD, the same for every kind: IPAM ADD (its DEL pushed onto
+/// `undo`), the neighbours told, the result applied to `link` ([`iface::apply`]) with its DNS.
+pub fn configure<'a>(
+    req: &'a Request,
+    ns: &NetNs,
+    cont: &mut Handle,
+    link: &Link,
+    undo: &mut Undo<'a>,
+    how: Setup<'a>,
+) -> Result<CniResult> {
+    let result = match how.ipam {
+        Some(ipam) => {
+            let r = iface::ipam_add(ipam, req, undo);
+            match how.ipam_ctx {
+                Some(what) => r.ctx(what)?,
+                None => r?,
+            }
+        }
+        None => how.chained.unwrap_or_default(),
+    };
+    if how.announce != Announce::Never && !result.ips.is_empty() {
+        announce(ns, cont, link, how.announce == Announce::ArpNdisc)?;
+    }
+    let mut result = iface::apply(req, ns, cont, link, result, how.dad)?;
+    if how.dns == Dns::Config {
+        result.dns = req.conf.dns.clone().unwrap_or_default();
+    }
+    Ok(result)
 }
 
 /// CNI_IFNAME must not be taken in the container yet.
@@ -206,10 +271,8 @@ fn rename_into_place(cont: &mut Handle, kind: &str, tmp: &str, ifname: &str) -> 
             cont.link_by_index(tmp_link.index)?
                 .ok_or_else(|| Error::internal(format!("failed to refetch {kind} {ifname:?}")))
         });
-    renamed.map_err(|mut e| {
-        if let Err(d) = cont.del_link(tmp_link.index) {
-            e.msg = format!("{} (and undo {kind} {tmp}: {d})", e.msg);
-        }
-        e
+    renamed.map_err(|e| {
+        let undo = cont.del_link(tmp_link.index);
+        and_undo(e, undo.ctx(format_args!("undo {kind} {tmp}")))
     })
 }

@@ -36,7 +36,7 @@
 //! [`LIMIT`] and then succeeds with the optimistic addresses, as upstream (v1.9, #1207) succeeds
 //! after its 5 s with tentative ones. A link with a carrier still tentative at [`LIMIT`] fails.
 
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::netlink::monitor::{RTNLGRP_IPV6_IFADDR, RTNLGRP_LINK};
 use crate::netlink::{
     Family, Handle, IFA_F_DADFAILED, IFA_F_NODAD, IFA_F_OPTIMISTIC, IFA_F_TENTATIVE, Monitor,
@@ -122,7 +122,7 @@ impl<'a> Settle<'a> {
         }
         s.monitor = Some(
             Monitor::in_netns(ns, &[RTNLGRP_IPV6_IFADDR, RTNLGRP_LINK])
-                .map_err(|e| Error::from(e).ctx("failed to watch IPv6 address changes"))?,
+                .ctx("failed to watch IPv6 address changes")?,
         );
         s.saved = ns.enter(|| {
             let mut saved = Vec::new();

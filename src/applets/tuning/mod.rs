@@ -31,8 +31,9 @@ mod tests;
 
 use keys::{check_sysctl_files, refuse_duplicate_sysctls, sysctl_path};
 
+use crate::cni::error::code;
 use crate::cni::gojson;
-use crate::cni::{Applet, CniResult, Context, Error, Request, Result, Version};
+use crate::cni::{Applet, CniResult, CodeContext, Context, Error, Request, Result, Version};
 use crate::netlink::{Handle, Link, fmt_mac, parse_mac};
 use crate::netns::NetNs;
 use crate::undo::{ErrorList, Undo};
@@ -174,7 +175,7 @@ fn load(req: &Request, verify_sysctls: bool) -> Result<Tuning> {
     }
     let c: Conf = req.decode()?;
     let a: ArgsCni = match gojson::member(&req.raw, "args").and_then(|a| gojson::member(a, "cni")) {
-        Some(v) => gojson::from_value(v).map_err(|e| Error::decode(format!("args.cni: {e}")))?,
+        Some(v) => gojson::from_value(v).ctx_code(code::DECODE_FAILURE, "args.cni")?,
         None => ArgsCni::default(),
     };
     let data_dir = if c.data_dir.is_empty() {
@@ -358,7 +359,7 @@ fn write_backup(dir: &Path, path: &Path, saved: &Saved) -> Result<()> {
                 e,
             ),
         })?;
-    let text = crate::cni::result::pretty_with_indent(saved, b" ");
+    let text = crate::cni::gojson::pretty_with_indent(saved, b" ");
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)

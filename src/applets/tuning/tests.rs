@@ -38,11 +38,11 @@ fn backup_format_is_upstreams() {
         tx_qlen: Some(1000),
     };
     assert_eq!(
-        crate::cni::result::pretty_with_indent(&s, b" "),
+        crate::cni::gojson::pretty_with_indent(&s, b" "),
         "{\n \"mac\": \"aa:bb:cc:dd:ee:ff\",\n \"promisc\": false,\n \"mtu\": 1500,\n \"txQLen\": 1000\n}"
     );
     assert_eq!(
-        crate::cni::result::pretty_with_indent(&Saved::default(), b" "),
+        crate::cni::gojson::pretty_with_indent(&Saved::default(), b" "),
         "{}"
     );
 }

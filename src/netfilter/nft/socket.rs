@@ -4,7 +4,7 @@
 use super::{
     BATCH_BEGIN, BATCH_END, Batch, F_DUMP, F_ECHO, Family, NEWRULE, RuleInfo, SUBSYS, TRIES,
 };
-use crate::error::{Error, Result};
+use crate::error::{Context, Error, Result};
 use crate::netlink::Error as NlError;
 use crate::netlink::socket::{Echoed, NlSocket, message};
 use netlink_sys::protocols::NETLINK_NETFILTER;
@@ -98,8 +98,7 @@ impl Nftables {
     /// Open a socket in the current network namespace.
     pub fn open() -> Result<Nftables> {
         Ok(Nftables {
-            sock: NlSocket::open(NETLINK_NETFILTER, "nftables")
-                .map_err(|e| Error::from(e).ctx("nftables"))?,
+            sock: NlSocket::open(NETLINK_NETFILTER, "nftables").ctx("nftables")?,
             applied: false,
         })
     }
