@@ -16,6 +16,13 @@
 //! `op` is `add`, `del`, `check`, `status` or `gc`; `options` are the option codes and values
 //! the client sends (`provide`), `request` the parameter request list (option 55).
 
+// Foreign bytes: every numeric conversion is checked (try_from, or a cast proven exact).
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::error::{Error, Result};
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr};

@@ -1,6 +1,13 @@
 //! One connection: Go's net/rpc when it starts with `CONNECT` ([`gorpc`]), else one cnibox
 //! JSON call ([`super::super::proto`]), answered from the lease table.
 
+// Foreign bytes: every numeric conversion is checked (try_from, or a cast proven exact).
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use super::super::conns::{IDLE, Ticket};
 use super::super::gorpc::{self, OnUndelivered, Reply};
 use super::super::mapping::key;
