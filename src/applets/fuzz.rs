@@ -43,7 +43,7 @@ pub fn gob_seeds() -> Vec<Vec<u8>> {
         gateway: None,
     });
     r.routes.push(Route::new(r.ips[0].address, None));
-    let mut sent = [false; 3];
+    let mut sent = gorpc::TypesDefined::default();
     let mut answers = gorpc::answer(&mut sent, "DHCP.Allocate", 1, &Ok(Some(r)));
     let err = Err(crate::error::Error::internal("no"));
     answers.extend(gorpc::answer(&mut sent, "DHCP.Release", 2, &err));

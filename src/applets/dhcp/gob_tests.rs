@@ -2,7 +2,7 @@
 //! Debian's package) wrote on the socket (tests/fuzz/gob/), and against hostile streams.
 
 use super::gob::{Dec, Enc, MAX_MESSAGE, Val, read_message};
-use super::gorpc::{answer, request, result};
+use super::gorpc::{TypesDefined, answer, request, result};
 use crate::cni::env::{Command, Env};
 use crate::cni::result::{CniResult, IpConfig, Route};
 use crate::error::Error;
@@ -107,7 +107,7 @@ fn sample() -> CniResult {
 /// What the daemon answers reads back as it was, types defined once per stream.
 #[test]
 fn our_answers_round_trip() {
-    let mut sent = [false; 3];
+    let mut sent = TypesDefined::default();
     let mut s = answer(&mut sent, "DHCP.Allocate", 0, &Ok(Some(sample())));
     let first = s.len();
     s.extend(answer(&mut sent, "DHCP.Allocate", 7, &Ok(Some(sample()))));
@@ -131,7 +131,7 @@ fn our_answers_round_trip() {
     assert_eq!(v[6].str("Error"), "bad: key");
     // The Go daemon's answer to Release, byte for byte.
     assert_eq!(
-        answer(&mut [false; 3], "DHCP.Release", 0, &Ok(None)).len(),
+        answer(&mut TypesDefined::default(), "DHCP.Release", 0, &Ok(None)).len(),
         DAEMON_RELEASE.len()
     );
 }

@@ -95,16 +95,24 @@ pub(crate) fn request(method: &str, env: &Env, stdin: &[u8]) -> Vec<u8> {
     out.0
 }
 
+/// Why a net/rpc call brought no reply.
+pub(crate) enum RpcError {
+    /// The daemon answered the call with this error text.
+    Refused(String),
+    /// The exchange broke (handshake, write, read, a bad stream), for this reason.
+    Broken(String),
+}
+
 /// Call `method` with the plugin's arguments on a connected `s`, before `end`: the reply, or
-/// `(true, the daemon's error text)`, or `(false, why the exchange broke)`.
+/// why there is none.
 pub(crate) fn call(
     s: &UnixStream,
     end: Instant,
     method: &str,
     env: &Env,
     stdin: &[u8],
-) -> std::result::Result<Val, (bool, String)> {
-    let broke = |e: String| (false, e);
+) -> std::result::Result<Val, RpcError> {
+    let broke = RpcError::Broken;
     let mut w = s;
     let left = end.saturating_duration_since(Instant::now());
     let mut write = |b: &[u8]| {
@@ -130,7 +138,7 @@ pub(crate) fn call(
     let body = dec.read(&mut r).map_err(broke)?;
     match head.str("Error") {
         e if e.is_empty() => Ok(body),
-        e => Err((true, e)),
+        e => Err(RpcError::Refused(e)),
     }
 }
 
@@ -248,11 +256,20 @@ fn put_result(e: &mut Enc, r: &CniResult) {
 /// What a call of the daemon's answers: Allocate's result, or Release's nothing.
 pub(crate) type Reply = Result<Option<CniResult>>;
 
-/// What to do when an answer cannot be delivered (the plugin is gone).
-pub(crate) type Undo<'a> = Option<Box<dyn FnOnce() + 'a>>;
+/// What to do when an answer cannot be delivered (the plugin is gone): release the lease
+/// acquired for it. Not an ADD's undo ([`crate::undo::Undo`]): nothing here ran for the plugin.
+pub(crate) type OnUndelivered<'a> = Option<Box<dyn FnOnce() + 'a>>;
 
 /// The daemon's handling of one call: method, `skel.CmdArgs` as an environment, network config.
-pub(crate) type Handler<'a> = dyn Fn(&str, Env, Vec<u8>) -> (Reply, Undo<'a>) + 'a;
+pub(crate) type Handler<'a> = dyn Fn(&str, Env, Vec<u8>) -> (Reply, OnUndelivered<'a>) + 'a;
+
+/// The gob types a server's stream has defined so far (each is defined once per stream).
+#[derive(Default)]
+pub(crate) struct TypesDefined {
+    response: bool,
+    result: bool,
+    empty: bool,
+}
 
 /// The daemon's side, after the first byte `first` of a connection that is Go's handshake:
 /// answer each call on `s` with `handle(method, args)` until the plugin hangs up. `handle`
@@ -268,7 +285,7 @@ pub(crate) fn serve<'a>(s: &UnixStream, first: u8, handle: &Handler<'a>) {
         return;
     }
     let mut dec = Dec::new();
-    let mut sent = [false; 3];
+    let mut defined = TypesDefined::default();
     // A broken or hostile stream ends the connection, and with it its decoder's state.
     let closed = |e: String| {
         if e != CLOSED {
@@ -294,7 +311,7 @@ pub(crate) fn serve<'a>(s: &UnixStream, first: u8, handle: &Handler<'a>) {
         };
         let method = head.str("ServiceMethod");
         let stdin = a.get("StdinData").map_or(vec![], |b| b.bytes().to_vec());
-        let (reply, undo) = match method.as_str() {
+        let (reply, on_undelivered) = match method.as_str() {
             "DHCP.Allocate" | "DHCP.Release" => handle(&method, env, stdin),
             m => (
                 Err(Error::internal(format!("rpc: can't find method {m}"))),
@@ -305,23 +322,23 @@ pub(crate) fn serve<'a>(s: &UnixStream, first: u8, handle: &Handler<'a>) {
             Some(Val::Uint(n)) => *n,
             _ => 0,
         };
-        let out = answer(&mut sent, &method, seq, &reply);
+        let out = answer(&mut defined, &method, seq, &reply);
         if w.write_all(&out).is_err() {
-            if let Some(undo) = undo {
-                undo();
+            if let Some(release) = on_undelivered {
+                release();
             }
             return;
         }
     }
 }
 
-/// The server's stream for one answer (`sent`: which types this stream has defined).
-pub(crate) fn answer(sent: &mut [bool; 3], method: &str, seq: u64, reply: &Reply) -> Vec<u8> {
+/// The server's stream for one answer, defining the types `defined` does not have yet.
+pub(crate) fn answer(defined: &mut TypesDefined, method: &str, seq: u64, reply: &Reply) -> Vec<u8> {
     let mut out = Enc::default();
-    if !sent[0] {
+    if !defined.response {
         let fields = [("ServiceMethod", 6), ("Seq", 3), ("Error", 6)];
         out.define(RESPONSE, "Response", &fields);
-        sent[0] = true;
+        defined.response = true;
     }
     let mut m = Enc::default();
     m.int(RESPONSE);
@@ -342,16 +359,16 @@ pub(crate) fn answer(sent: &mut [bool; 3], method: &str, seq: u64, reply: &Reply
     out.message(&m);
     let mut m = Enc::default();
     if let Ok(Some(result)) = reply {
-        if !sent[1] {
+        if !defined.result {
             define_result(&mut out);
-            sent[1] = true;
+            defined.result = true;
         }
         m.int(RESULT);
         put_result(&mut m, result);
     } else {
-        if !sent[2] {
+        if !defined.empty {
             out.define(EMPTY, "", &[]);
-            sent[2] = true;
+            defined.empty = true;
         }
         m.int(EMPTY);
         m.uint(0);

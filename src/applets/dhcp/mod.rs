@@ -33,6 +33,7 @@ pub(crate) mod gob;
 mod gob_tests;
 pub(crate) mod gorpc;
 mod lease;
+mod mapping;
 pub(super) mod packet;
 mod proto;
 mod store;
@@ -42,7 +43,8 @@ use crate::cni::env::Env;
 use crate::cni::error::code;
 use crate::cni::gojson;
 use crate::cni::{Applet, CniResult, CodeContext, Error, Request, Result, Version};
-use proto::{Call, CallError};
+use gorpc::RpcError;
+use proto::{Call, CallError, Op};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Instant;
@@ -122,9 +124,9 @@ fn socket(ipam: &Ipam) -> Result<String> {
     Ok(s.to_string())
 }
 
-/// `ipam`'s keys, decoded as Go decodes them (member by member: each struct decoder costs
-/// kilobytes in the binary).
-fn ipam(req: &Request) -> Result<Ipam> {
+/// The applet's `load(req)`: `ipam`'s keys, decoded as Go decodes them (member by member: each
+/// struct decoder costs kilobytes in the binary).
+fn load(req: &Request) -> Result<Ipam> {
     let Some(v) = gojson::member(&req.raw, "ipam") else {
         return Ok(Ipam::default());
     };
@@ -166,7 +168,7 @@ fn ipam(req: &Request) -> Result<Ipam> {
 
 /// The ADD call: the options the client sends and asks for, as upstream's prepareOptions.
 fn add_call(req: &Request, ipam: &Ipam) -> Result<Call> {
-    let mut call = base(req, "add");
+    let mut call = attachment_call(req, Op::Add);
     // CNI_ARGS read as upstream reads them for `fromArg`: `;`-separated `K=V`, nothing refused.
     let arg = |k: &str| {
         req.env
@@ -229,9 +231,10 @@ fn absolute(path: &str) -> Result<String> {
     Ok(cwd.join(path).display().to_string())
 }
 
-fn base(req: &Request, op: &str) -> Call {
+/// The call `op` on the request's attachment, with nothing else filled in.
+fn attachment_call(req: &Request, op: Op) -> Call {
     Call {
-        op: op.into(),
+        op,
         container_id: req.env.container_id.clone(),
         network: req.conf.name.clone(),
         ifname: req.env.ifname.clone(),
@@ -242,9 +245,13 @@ fn base(req: &Request, op: &str) -> Call {
 
 /// The daemon's answer to `call`: cnibox's daemon speaks JSON; Go's daemon answers that with
 /// an HTTP error, and then gets the call again in its own protocol.
-fn exchange(socket: &str, req: &Request, call: &Call) -> std::result::Result<Value, CallError> {
+fn send_to_daemon(
+    socket: &str,
+    req: &Request,
+    call: &Call,
+) -> std::result::Result<Value, CallError> {
     match proto::call(socket, call) {
-        Err(CallError::GoDaemon) => go(socket, req, call),
+        Err(CallError::GoDaemon) => send_to_go_daemon(socket, req, call),
         r => r,
     }
 }
@@ -252,13 +259,17 @@ fn exchange(socket: &str, req: &Request, call: &Call) -> std::result::Result<Val
 /// `call` to Go's daemon: ADD and CHECK are `DHCP.Allocate` (which acquires a lease when none
 /// is held, as upstream's CHECK does), DEL is `DHCP.Release`. It has no STATUS (it answered:
 /// it is up) and no GC.
-fn go(socket: &str, req: &Request, call: &Call) -> std::result::Result<Value, CallError> {
-    let method = match call.op.as_str() {
-        "add" | "check" => "DHCP.Allocate",
-        "del" => "DHCP.Release",
-        _ => return Ok(json!({})),
+fn send_to_go_daemon(
+    socket: &str,
+    req: &Request,
+    call: &Call,
+) -> std::result::Result<Value, CallError> {
+    let method = match call.op {
+        Op::Add | Op::Check => "DHCP.Allocate",
+        Op::Del => "DHCP.Release",
+        Op::Status | Op::Gc => return Ok(json!({})),
     };
-    let limit = proto::deadline(&call.op);
+    let limit = proto::deadline(call.op);
     let end = Instant::now() + limit;
     let s = proto::dial(socket, end, limit)?;
     let mut env = req.env.clone();
@@ -271,14 +282,15 @@ fn go(socket: &str, req: &Request, call: &Call) -> std::result::Result<Value, Ca
             Ok(json!({ "result": v }))
         }
         Ok(_) => Ok(json!({})),
-        Err((true, e)) => Err(failed(format!("error calling {method}: {e}"))),
-        Err(_) if Instant::now() >= end => Err(proto::silent(socket, limit)),
-        Err((false, e)) => Err(failed(format!("DHCP daemon at {socket}: {e}"))),
+        Err(RpcError::Refused(e)) => Err(failed(format!("error calling {method}: {e}"))),
+        Err(RpcError::Broken(_)) if Instant::now() >= end => Err(proto::silent(socket, limit)),
+        Err(RpcError::Broken(e)) => Err(failed(format!("DHCP daemon at {socket}: {e}"))),
     }
 }
 
-fn ask(socket: &str, req: &Request, call: &Call) -> Result<Value> {
-    exchange(socket, req, call).map_err(|e| match e {
+/// [`send_to_daemon`] where every failure is the verb's error.
+fn send_or_fail(socket: &str, req: &Request, call: &Call) -> Result<Value> {
+    send_to_daemon(socket, req, call).map_err(|e| match e {
         CallError::Unreachable(e) | CallError::Silent(e) | CallError::Failed(e) => e,
         CallError::GoDaemon => Error::internal("unexpected HTTP answer"),
     })
@@ -286,7 +298,7 @@ fn ask(socket: &str, req: &Request, call: &Call) -> Result<Value> {
 
 /// The call a Go plugin's `skel.CmdArgs` stands for (`op`: add or del), read from its network
 /// config as cnibox's plugin reads it.
-pub(super) fn go_call(op: &str, env: Env, stdin: Vec<u8>) -> Result<Call> {
+pub(super) fn go_call(op: Op, env: Env, stdin: Vec<u8>) -> Result<Call> {
     let raw: Value =
         serde_json::from_slice(&stdin).ctx_code(code::DECODE_FAILURE, "error parsing netconf")?;
     let conf: NetConf =
@@ -299,15 +311,15 @@ pub(super) fn go_call(op: &str, env: Env, stdin: Vec<u8>) -> Result<Call> {
         version: Version::V110,
         applets: &[],
     };
-    let ipam = ipam(&req)?;
-    if op == "add" {
+    let ipam = load(&req)?;
+    if op == Op::Add {
         return add_call(&req, &ipam);
     }
-    Ok(base(&req, op))
+    Ok(attachment_call(&req, op))
 }
 
 fn add(req: &Request) -> Result<CniResult> {
-    let ipam = ipam(req)?;
+    let ipam = load(req)?;
     let sock = socket(&ipam)?;
     if req.env.netns.is_empty() {
         return Err(Error::env("required env variables [CNI_NETNS] missing"));
@@ -316,18 +328,18 @@ fn add(req: &Request) -> Result<CniResult> {
     // that is no namespace is code 8 even when the daemon is not there to say so.
     req.netns()?;
     let call = add_call(req, &ipam)?;
-    let v = ask(&sock, req, &call)?;
+    let v = send_or_fail(&sock, req, &call)?;
     CniResult::from_json(&v["result"], Version::V110)
         .map_err(|e| e.ctx("bad result from DHCP daemon"))
 }
 
 fn del(req: &Request) -> Result<()> {
-    let sock = socket(&ipam(req)?)?;
-    let mut call = base(req, "del");
+    let sock = socket(&load(req)?)?;
+    let mut call = attachment_call(req, Op::Del);
     if !call.netns.is_empty() && !call.netns.starts_with('/') {
         call.netns = absolute(&call.netns).unwrap_or(call.netns);
     }
-    match exchange(&sock, req, &call) {
+    match send_to_daemon(&sock, req, &call) {
         Ok(_) => Ok(()),
         Err(CallError::Unreachable(e)) => {
             crate::warn!("dhcp: {e}: no lease to release");
@@ -345,31 +357,31 @@ fn del(req: &Request) -> Result<()> {
 }
 
 fn check(req: &Request) -> Result<()> {
-    let ipam = ipam(req)?;
+    let ipam = load(req)?;
     let call = add_call(req, &ipam)?;
-    let mut check = base(req, "check");
+    let mut check = attachment_call(req, Op::Check);
     check.netns = call.netns;
-    ask(&socket(&ipam)?, req, &check).map(|_| ())
+    send_or_fail(&socket(&ipam)?, req, &check).map(|_| ())
 }
 
 fn status(req: &Request) -> Result<()> {
-    let ipam = ipam(req)?;
-    ask(&socket(&ipam)?, req, &base(req, "status"))
+    let ipam = load(req)?;
+    send_or_fail(&socket(&ipam)?, req, &attachment_call(req, Op::Status))
         .map(|_| ())
         .map_err(|e| Error::new(code::PLUGIN_NOT_AVAILABLE, e.msg).with_details(e.details))
 }
 
 fn gc(req: &Request) -> Result<()> {
-    let sock = socket(&ipam(req)?)?;
+    let sock = socket(&load(req)?)?;
     let Some(valid) = req.valid_attachments() else {
         return Ok(());
     };
-    let mut call = base(req, "gc");
+    let mut call = attachment_call(req, Op::Gc);
     call.keep = valid
         .iter()
         .map(|a| (a.container_id.clone(), a.ifname.clone()))
         .collect();
-    match exchange(&sock, req, &call) {
+    match send_to_daemon(&sock, req, &call) {
         Ok(_) | Err(CallError::Unreachable(_) | CallError::GoDaemon) => Ok(()),
         Err(CallError::Silent(e)) => {
             crate::warn!("dhcp: {e}: leaving the GC to the daemon");

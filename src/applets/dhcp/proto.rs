@@ -16,6 +16,13 @@
 //! `op` is `add`, `del`, `check`, `status` or `gc`; `options` are the option codes and values
 //! the client sends (`provide`), `request` the parameter request list (option 55).
 
+// Foreign bytes: every numeric conversion is checked (try_from, or a cast proven exact).
+#![deny(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap
+)]
+
 use crate::error::{CodeContext, Error, Result, code};
 use nix::errno::Errno;
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, UnixAddr};
@@ -25,9 +32,48 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
+/// What a call asks the daemon to do: the plugin's verb.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Op {
+    /// Hand over the attachment's lease, acquiring one when none is held.
+    Add,
+    /// Release the attachment's lease.
+    Del,
+    /// Whether the daemon holds the attachment's lease.
+    Check,
+    /// Whether the daemon answers; the default, as it changes nothing.
+    #[default]
+    Status,
+    /// Release the network's leases whose attachments are not in `keep`.
+    Gc,
+}
+
+impl Op {
+    const NAMES: [(Op, &'static str); 5] = [
+        (Op::Add, "add"),
+        (Op::Del, "del"),
+        (Op::Check, "check"),
+        (Op::Status, "status"),
+        (Op::Gc, "gc"),
+    ];
+
+    /// The name on the wire.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(o, _)| *o == self)
+            .map_or("", |(_, n)| n)
+    }
+
+    /// The operation named `s` on the wire.
+    pub fn from_name(s: &str) -> Option<Op> {
+        Self::NAMES.iter().find(|(_, n)| *n == s).map(|(o, _)| *o)
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Call {
-    pub op: String,
+    pub op: Op,
     pub container_id: String,
     pub network: String,
     pub ifname: String,
@@ -41,14 +87,24 @@ pub struct Call {
 impl Call {
     pub fn to_json(&self) -> Value {
         json!({
-            "op": self.op, "containerID": self.container_id, "network": self.network,
+            "op": self.op.name(), "containerID": self.container_id, "network": self.network,
             "ifName": self.ifname, "netns": self.netns, "options": self.options,
             "request": self.request, "priority": self.priority, "keep": self.keep,
         })
     }
 
-    /// The daemon's reading: absent members are empty, members of the wrong type an error.
-    pub fn from_json(v: &Value) -> Option<Call> {
+    /// The daemon's reading: absent members are empty, members of the wrong type an error
+    /// (code 6, as is an `op` that names no [`Op`]).
+    pub fn from_json(v: &Value) -> Result<Call> {
+        let call =
+            Self::members(v).ok_or_else(|| Error::decode("bad call: not a cnibox dhcp call"))?;
+        let op = call.0.as_str();
+        let op = Op::from_name(op).ok_or_else(|| Error::decode(format!("unknown call {op:?}")))?;
+        Ok(Call { op, ..call.1 })
+    }
+
+    /// The members of a call: its `op` as written, and the rest.
+    fn members(v: &Value) -> Option<(String, Call)> {
         let s = |k: &str| match v.get(k) {
             None => Some(String::new()),
             Some(x) => x.as_str().map(String::from),
@@ -64,26 +120,30 @@ impl Call {
             }
         }
         let byte = |x: &Value| x.as_u64().and_then(|n| u8::try_from(n).ok());
-        Some(Call {
-            op: s("op")?,
-            container_id: s("containerID")?,
-            network: s("network")?,
-            ifname: s("ifName")?,
-            netns: s("netns")?,
-            options: list("options")?
-                .iter()
-                .map(|x| pair(x).and_then(|(a, b)| Some((byte(a)?, b))))
-                .collect::<Option<_>>()?,
-            request: list("request")?.iter().map(byte).collect::<Option<_>>()?,
-            priority: match v.get("priority") {
-                None => 0,
-                Some(p) => u32::try_from(p.as_u64()?).ok()?,
+        let op = s("op")?;
+        Some((
+            op,
+            Call {
+                op: Op::default(),
+                container_id: s("containerID")?,
+                network: s("network")?,
+                ifname: s("ifName")?,
+                netns: s("netns")?,
+                options: list("options")?
+                    .iter()
+                    .map(|x| pair(x).and_then(|(a, b)| Some((byte(a)?, b))))
+                    .collect::<Option<_>>()?,
+                request: list("request")?.iter().map(byte).collect::<Option<_>>()?,
+                priority: match v.get("priority") {
+                    None => 0,
+                    Some(p) => u32::try_from(p.as_u64()?).ok()?,
+                },
+                keep: list("keep")?
+                    .iter()
+                    .map(|x| pair(x).and_then(|(a, b)| Some((a.as_str()?.to_string(), b))))
+                    .collect::<Option<_>>()?,
             },
-            keep: list("keep")?
-                .iter()
-                .map(|x| pair(x).and_then(|(a, b)| Some((a.as_str()?.to_string(), b))))
-                .collect::<Option<_>>()?,
-        })
+        ))
     }
 }
 
@@ -95,12 +155,12 @@ pub const MAX_MESSAGE: u64 = 1 << 20;
 /// and a margin; a daemon run with longer ones is cut there, and releases the lease it gets
 /// too late (it cannot hand it over). DEL and GC wait for lease threads to send their
 /// DHCPRELEASE; CHECK and STATUS only look.
-pub fn deadline(op: &str) -> Duration {
+pub fn deadline(op: Op) -> Duration {
     use super::flags::{DEFAULT_RESEND_TIMEOUT, DEFAULT_TIMEOUT};
     match op {
-        "add" => DEFAULT_RESEND_TIMEOUT + 2 * DEFAULT_TIMEOUT + Duration::from_secs(30),
-        "del" | "gc" => Duration::from_secs(10),
-        _ => Duration::from_secs(5),
+        Op::Add => DEFAULT_RESEND_TIMEOUT + 2 * DEFAULT_TIMEOUT + Duration::from_secs(30),
+        Op::Del | Op::Gc => Duration::from_secs(10),
+        Op::Check | Op::Status => Duration::from_secs(5),
     }
 }
 
@@ -119,7 +179,7 @@ pub enum CallError {
 
 /// Send `call` to the daemon at `socket` and return its answer, within [`deadline`].
 pub fn call(socket: &str, call: &Call) -> std::result::Result<Value, CallError> {
-    call_within(socket, call, deadline(&call.op))
+    call_within(socket, call, deadline(call.op))
 }
 
 /// [`call`] with a deadline `limit` from now for the whole exchange: connecting (a daemon
@@ -266,7 +326,7 @@ mod tests {
     #[test]
     fn call_round_trip_and_bad_members() {
         let c = Call {
-            op: "add".into(),
+            op: Op::Add,
             container_id: "c".into(),
             network: "n".into(),
             ifname: "eth0".into(),
@@ -282,8 +342,10 @@ mod tests {
         assert_eq!(format!("{d:?}"), format!("{c:?}"));
         assert_eq!(
             Call::from_json(&json!({"op": "status"})).unwrap().op,
-            "status"
+            Op::Status
         );
+        let e = Call::from_json(&json!({"op": "renew"})).unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (6, "unknown call \"renew\""));
         for bad in [
             json!({"op": 1}),
             json!({"options": [[256, "x"]]}),
@@ -292,7 +354,8 @@ mod tests {
             json!({"priority": 4294967296u64}),
             json!({"keep": [["a", 2]]}),
         ] {
-            assert!(Call::from_json(&bad).is_none(), "{bad}");
+            let e = Call::from_json(&bad).unwrap_err();
+            assert_eq!(e.msg, "bad call: not a cnibox dhcp call", "{bad}");
         }
     }
 
@@ -312,7 +375,7 @@ mod tests {
         });
         let start = Instant::now();
         let call = Call {
-            op: "del".into(),
+            op: Op::Del,
             ..Call::default()
         };
         let r = call_within(path.to_str().unwrap(), &call, Duration::from_secs(1));
@@ -329,10 +392,10 @@ mod tests {
 
     #[test]
     fn deadlines_cover_the_daemons_default_budget() {
-        assert!(deadline("add") > Duration::from_secs(208 + 20));
-        assert!(deadline("add") < Duration::from_secs(300));
-        assert_eq!(deadline("del"), Duration::from_secs(10));
-        assert_eq!(deadline("status"), Duration::from_secs(5));
+        assert!(deadline(Op::Add) > Duration::from_secs(208 + 20));
+        assert!(deadline(Op::Add) < Duration::from_secs(300));
+        assert_eq!(deadline(Op::Del), Duration::from_secs(10));
+        assert_eq!(deadline(Op::Status), Duration::from_secs(5));
     }
 
     /// The daemon's error codes: a CNI code passes, 0 (success) and codes past u32 (cut to

@@ -205,7 +205,7 @@ fn parse_for(f: &str, b: &[u8]) -> Option<Saved> {
 
 fn parse(b: &[u8]) -> Option<Saved> {
     let v: Value = serde_json::from_slice(b).ok()?;
-    let call = Call::from_json(v.get("call")?)?;
+    let call = Call::from_json(v.get("call")?).ok()?;
     let hex = v.get("ack")?.as_str()?;
     let bytes = (0..hex.len())
         .step_by(2)
@@ -222,7 +222,7 @@ fn parse(b: &[u8]) -> Option<Saved> {
 #[cfg(test)]
 mod tests {
     use super::super::packet::{ACK, Msg};
-    use super::super::proto::Call;
+    use super::super::proto::{Call, Op};
     use super::{Store, file_name, parse};
 
     /// A record reads back as written and is removed by its lease's name; a half-written
@@ -241,7 +241,7 @@ mod tests {
         let mode = std::fs::metadata(&leases).unwrap().permissions().mode();
         assert_eq!(mode & 0o7777, 0o700);
         let call = Call {
-            op: "add".into(),
+            op: Op::Add,
             container_id: "c".into(),
             network: "n".into(),
             netns: "/run/netns/c".into(),
