@@ -204,8 +204,11 @@ impl Bound {
     pub fn new(ack: Msg, server: Ipv4Addr, age: Duration) -> Bound {
         let lease = u64::from(ack.secs(packet::OPT_LEASE_TIME).unwrap_or(3600));
         let opt = |c, default| ack.secs(c).map_or(default, u64::from);
-        let t2 = opt(packet::OPT_T2, lease * 85 / 100);
-        let t1 = opt(packet::OPT_T1, lease / 2);
+        // A lease time or T1 of 0 must not renew in a loop as fast as the server answers:
+        // a renewal a second at most, T1 <= T2 <= lease.
+        let t1 = opt(packet::OPT_T1, lease / 2).max(1);
+        let t2 = opt(packet::OPT_T2, lease * 85 / 100).max(t1);
+        let lease = lease.max(t2);
         let now = Instant::now();
         let at = |s: u64| now + Duration::from_secs(s).saturating_sub(age);
         Bound {
@@ -378,6 +381,7 @@ impl Client {
                 m.kind() == packet::OFFER && m.ip(packet::OPT_SERVER_ID).is_some()
             })?;
             let Some(offer) = offer else { return Ok(None) };
+            invalid("DHCPOFFER", &offer)?;
             let sid = offer
                 .ip(packet::OPT_SERVER_ID)
                 .unwrap_or(Ipv4Addr::UNSPECIFIED);
@@ -388,10 +392,12 @@ impl Client {
             let wait = Instant::now() + c.t.timeout;
             c.port
                 .send(Ipv4Addr::UNSPECIFIED, Ipv4Addr::BROADCAST, &r)?;
-            c.port.recv(x, wait, &|m| {
+            let ack = c.port.recv(x, wait, &|m| {
                 matches!(m.kind(), packet::ACK | packet::NAK)
                     && m.ip(packet::OPT_SERVER_ID) == Some(sid)
-            })
+            })?;
+            ack.as_ref().map_or(Ok(()), |m| invalid("DHCPACK", m))?;
+            Ok(ack)
         })?;
         let server = ack
             .ip(packet::OPT_SERVER_ID)
@@ -409,10 +415,12 @@ impl Client {
             r.ciaddr = addr;
             let wait = Instant::now() + c.t.timeout;
             c.port.send(addr, Ipv4Addr::BROADCAST, &r)?;
-            c.port.recv(x, wait, &|m| {
+            let ack = c.port.recv(x, wait, &|m| {
                 matches!(m.kind(), packet::ACK | packet::NAK)
                     && m.ip(packet::OPT_SERVER_ID) == Some(server)
-            })
+            })?;
+            ack.as_ref().map_or(Ok(()), |m| invalid("DHCPACK", m))?;
+            Ok(ack)
         })?;
         Ok(Bound::new(ack, server, Duration::ZERO))
     }
@@ -464,6 +472,9 @@ impl Client {
                     } else {
                         self.acquire()
                     };
+                    // After a round of tries that failed (NAKs, no answer), a pause before
+                    // the next: never two REQUESTs back to back.
+                    let mut after = Duration::ZERO;
                     match r {
                         Ok(n) => {
                             b = n;
@@ -486,13 +497,23 @@ impl Client {
                                 log(&self.id, "renewal time expired, rebinding");
                                 state = State::Rebinding;
                             }
+                            after = jitter(Duration::from_secs(2));
                         }
                     }
-                    Duration::ZERO
+                    after
                 }
             };
             self.pause(sleep);
         }
+    }
+}
+
+/// An OFFER or ACK that cannot be a lease ([`Msg::problem`]), as the attempt's error (the
+/// retry names it); a NAK is what it is.
+fn invalid(what: &str, m: &Msg) -> io::Result<()> {
+    match m.problem() {
+        Some(p) if m.kind() != packet::NAK => Err(io::Error::other(format!("invalid {what}: {p}"))),
+        _ => Ok(()),
     }
 }
 

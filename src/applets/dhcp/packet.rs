@@ -52,6 +52,8 @@ pub struct Msg {
     pub chaddr: [u8; 6],
     /// Options in the order written; a code appears once (later `set` replaces).
     pub options: Vec<(u8, Vec<u8>)>,
+    /// The option that ran past the end of a received packet (the list ended there).
+    pub truncated: Option<u8>,
 }
 
 impl Msg {
@@ -65,6 +67,7 @@ impl Msg {
             yiaddr: Ipv4Addr::UNSPECIFIED,
             chaddr: mac,
             options: Vec::new(),
+            truncated: None,
         };
         m.set(OPT_MSG_TYPE, vec![kind]);
         m
@@ -147,6 +150,7 @@ impl Msg {
             yiaddr: ip(16),
             chaddr: [b[28], b[29], b[30], b[31], b[32], b[33]],
             options: Vec::new(),
+            truncated: None,
         };
         let mut i = FIXED + 4;
         while i < b.len() {
@@ -155,15 +159,18 @@ impl Msg {
                 0 => i += 1,
                 255 => break,
                 _ => {
-                    let Some(&len) = b.get(i + 1) else { break };
-                    let Some(v) = b.get(i + 2..i + 2 + len as usize) else {
+                    let Some(v) = b
+                        .get(i + 1)
+                        .and_then(|&len| b.get(i + 2..i + 2 + len as usize))
+                    else {
+                        m.truncated = Some(code);
                         break;
                     };
                     match m.options.iter_mut().find(|(c, _)| *c == code) {
                         Some(o) => o.1.extend_from_slice(v),
                         None => m.options.push((code, v.to_vec())),
                     }
-                    i += 2 + len as usize;
+                    i += 2 + v.len();
                 }
             }
         }
@@ -185,29 +192,75 @@ impl Msg {
         self.ip(OPT_ROUTER)
     }
 
+    /// Option 121 (RFC 3442), `None` when absent, empty or malformed (a width over 32, a
+    /// route that runs past the option): then it is ignored whole, as upstream's parser does.
+    fn classless_routes(&self) -> Option<Vec<(Ipv4Addr, u8, Ipv4Addr)>> {
+        let mut v = self.get(OPT_CLASSLESS_ROUTES).filter(|v| !v.is_empty())?;
+        let mut out = Vec::new();
+        while let Some(&width) = v.first() {
+            let n = (width as usize).div_ceil(8);
+            if width > 32 || v.len() < 1 + n + 4 {
+                return None;
+            }
+            let mut d = [0u8; 4];
+            d[..n].copy_from_slice(&v[1..1 + n]);
+            let g = &v[1 + n..5 + n];
+            out.push((
+                Ipv4Addr::from(d),
+                width,
+                Ipv4Addr::new(g[0], g[1], g[2], g[3]),
+            ));
+            v = &v[5 + n..];
+        }
+        Some(out)
+    }
+
+    /// Why this reply cannot be a lease, where cnibox is stricter than upstream (README
+    /// "Beyond upstream"): an option that runs past the packet, a `yiaddr` that is not a
+    /// host address of its subnet, a router outside the subnet the default route goes through.
+    /// A missing or bad subnet mask is left to the result (named there as upstream does).
+    pub fn problem(&self) -> Option<String> {
+        if let Some(code) = self.truncated {
+            return Some(format!("option {code} runs past the end of the packet"));
+        }
+        let a = self.yiaddr;
+        if a.is_unspecified() || a.is_broadcast() || a.is_multicast() || a.is_loopback() {
+            return Some(format!("yiaddr {a} is not a unicast host address"));
+        }
+        let (_, prefix) = self.address()?;
+        let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+        let (ip, net) = (u32::from(a), u32::from(a) & mask);
+        if prefix < 31 && ip == net | !mask {
+            return Some(format!(
+                "yiaddr {a} is the broadcast address of {}/{prefix}",
+                Ipv4Addr::from(net)
+            ));
+        }
+        if prefix < 31 && ip == net {
+            return Some(format!(
+                "yiaddr {a} is the network address of {}/{prefix}",
+                Ipv4Addr::from(net)
+            ));
+        }
+        if let Some(r) = self.router()
+            && self.classless_routes().is_none()
+            && u32::from(r) & mask != net
+        {
+            return Some(format!(
+                "router {r} (option 3) is outside {a}/{prefix}: no route reaches it"
+            ));
+        }
+        None
+    }
+
     /// Routes of a lease as upstream builds them: option 121 alone when present (RFC 3442:
     /// then 33 and 3 are ignored), else option 33's classful routes plus a default route via
     /// the router. `(destination, prefix, gateway)`; gateway 0.0.0.0 means on-link.
     pub fn routes(&self) -> Vec<(Ipv4Addr, u8, Ipv4Addr)> {
-        let mut out = Vec::new();
-        if let Some(mut v) = self.get(OPT_CLASSLESS_ROUTES).filter(|v| !v.is_empty()) {
-            while let Some(&width) = v.first() {
-                let n = (width as usize).div_ceil(8);
-                if width > 32 || v.len() < 1 + n + 4 {
-                    break;
-                }
-                let mut d = [0u8; 4];
-                d[..n].copy_from_slice(&v[1..1 + n]);
-                let g = &v[1 + n..5 + n];
-                out.push((
-                    Ipv4Addr::from(d),
-                    width,
-                    Ipv4Addr::new(g[0], g[1], g[2], g[3]),
-                ));
-                v = &v[5 + n..];
-            }
-            return out;
+        if let Some(routes) = self.classless_routes() {
+            return routes;
         }
+        let mut out = Vec::new();
         if let Some(v) = self.get(OPT_STATIC_ROUTES) {
             for r in v.chunks_exact(8) {
                 let dst = Ipv4Addr::new(r[0], r[1], r[2], r[3]);
@@ -363,27 +416,69 @@ mod tests {
             ]
         );
         // Option 121 replaces 33 and the router's default route; width 0 is a default
-        // route, a gateway of 0.0.0.0 an on-link route; a bad width ends the list.
-        let m = reply(&[
-            (OPT_ROUTER, &[10, 1, 2, 1]),
-            (OPT_STATIC_ROUTES, &[172, 16, 0, 0, 10, 1, 2, 9]),
-            (
-                OPT_CLASSLESS_ROUTES,
-                &[0, 10, 1, 2, 254, 20, 10, 99, 16, 0, 0, 0, 0, 33, 1],
-            ),
-        ]);
+        // route, a gateway of 0.0.0.0 an on-link route.
+        let classless = [0, 10, 1, 2, 254, 20, 10, 99, 16, 0, 0, 0, 0];
+        let with = |c: &[u8]| {
+            reply(&[
+                (OPT_ROUTER, &[10, 1, 2, 1]),
+                (OPT_STATIC_ROUTES, &[172, 16, 0, 0, 10, 1, 2, 9]),
+                (OPT_CLASSLESS_ROUTES, c),
+            ])
+        };
         assert_eq!(
-            m.routes(),
+            with(&classless).routes(),
             [
                 (ip(0, 0, 0, 0), 0, ip(10, 1, 2, 254)),
                 (ip(10, 99, 16, 0), 20, ip(0, 0, 0, 0)),
             ]
         );
+        // A malformed option 121 (a width of 33, a route past its end) is ignored whole,
+        // as v1.9.1 does: option 33 and the router instead.
+        let fallback = [
+            (ip(172, 16, 0, 0), 16, ip(10, 1, 2, 9)),
+            (ip(0, 0, 0, 0), 0, ip(10, 1, 2, 1)),
+        ];
+        let mut bad = classless.to_vec();
+        bad.extend_from_slice(&[33, 1, 2, 3, 4, 5, 10, 1, 2, 1]);
+        assert_eq!(with(&bad).routes(), fallback);
+        assert_eq!(with(&classless[..8]).routes(), fallback);
         assert_eq!(
             reply(&[(OPT_SUBNET_MASK, &[255, 0, 255, 0])]).address(),
             None
         );
         assert_eq!(reply(&[]).routes(), []);
+    }
+
+    #[test]
+    fn problems_of_a_lease_are_named() {
+        let mask = (OPT_SUBNET_MASK, &[255u8, 255, 255, 0][..]);
+        assert_eq!(reply(&[mask, (OPT_ROUTER, &[10, 1, 2, 1])]).problem(), None);
+        let at = |a: [u8; 4], opts: &[(u8, &[u8])]| {
+            let mut m = reply(opts);
+            m.yiaddr = Ipv4Addr::from(a);
+            m.problem().unwrap_or_default()
+        };
+        assert!(at([0, 0, 0, 0], &[mask]).contains("yiaddr 0.0.0.0"));
+        assert!(at([255; 4], &[mask]).contains("yiaddr 255.255.255.255"));
+        assert!(at([10, 1, 2, 255], &[mask]).contains("broadcast address of 10.1.2.0/24"));
+        assert!(at([10, 1, 2, 0], &[mask]).contains("network address"));
+        let outside = [
+            (OPT_SUBNET_MASK, &[255u8, 255, 255, 0][..]),
+            (OPT_ROUTER, &[192, 0, 2, 1]),
+        ];
+        assert!(at([10, 1, 2, 3], &outside).contains("router 192.0.2.1"));
+        // Reachable through option 121: left to the routes.
+        let mut reach = outside.to_vec();
+        reach.push((OPT_CLASSLESS_ROUTES, &[32, 192, 0, 2, 1, 0, 0, 0, 0]));
+        assert_eq!(at([10, 1, 2, 3], &reach), "");
+        // An option that runs past the packet.
+        let mut b = reply(&[mask]).encode();
+        let end = b.iter().rposition(|&x| x == 255).unwrap();
+        b.truncate(end);
+        b.extend_from_slice(&[OPT_ROUTER, 4, 10, 1]);
+        let m = Msg::decode(&b).unwrap();
+        assert_eq!(m.router(), None);
+        assert!(m.problem().unwrap().contains("option 3 runs past"));
     }
 
     #[test]
