@@ -12,6 +12,9 @@ kernel gave, which the replayer uses to map interface indexes and nf_tables hand
 /proc/sys operations, namespace switches, tap ioctls. Dropped: process plumbing (execve, mmap,
 signals, reading the config from stdin, writing the result to stdout, pipes to a delegate,
 exit), which is what the floor leaves out by definition. See benches/NOTES.md ("The floor").
+A child a plugin forks without exec (cnibox's DEL sends a link deletion from one and does not
+wait for it) is replayed like a thread that never exits: concurrently, sharing the plugin's
+descriptors, and outside the plugin's time (the runtime does not wait for it either).
 """
 import os
 import re
@@ -37,6 +40,7 @@ CONST = {'AF_NETLINK': 16, 'AF_INET': 2, 'AF_INET6': 10, 'AF_UNIX': 1, 'AF_PACKE
          'NETLINK_GENERIC': 16, 'NETLINK_AUDIT': 9, 'NETLINK_SOCK_DIAG': 4,
          'SOL_SOCKET': 1, 'SOL_NETLINK': 270, 'NETLINK_EXT_ACK': 11, 'NETLINK_CAP_ACK': 10,
          'NETLINK_GET_STRICT_CHK': 12, 'NETLINK_NO_ENOBUFS': 5, 'NETLINK_ADD_MEMBERSHIP': 1,
+         'NETLINK_DROP_MEMBERSHIP': 2,
          'SO_RCVTIMEO_OLD': 20, 'SO_SNDTIMEO_OLD': 21, 'SO_RCVTIMEO_NEW': 66, 'SO_RCVBUF': 8,
          'SO_SNDBUF': 7, 'SO_RCVBUFFORCE': 33, 'SO_SNDBUFFORCE': 32, 'SO_RCVTIMEO': 20,
          'CLONE_NEWNET': 0x40000000, 'LOCK_SH': 1, 'LOCK_EX': 2, 'LOCK_NB': 4, 'LOCK_UN': 8,
@@ -114,11 +118,13 @@ def main():
     cns_hex = cns.encode().hex()
     files = {int(f.split('.')[-1]): parse(os.path.join(tdir, f)) for f in os.listdir(tdir)
              if re.fullmatch(r't\.\d+', f)}
-    parent, start, exe, other = {}, {}, {}, {}
+    parent, start, exe, other, threads = {}, {}, {}, {}, {}
     for pid, calls in files.items():
         for c in calls:
             if c[1] in ('clone', 'clone3', 'vfork', 'fork') and c[3].lstrip('-').isdigit() and int(c[3]) > 0:
                 parent[int(c[3])] = pid
+                if 'CLONE_THREAD' in c[2]:
+                    threads[int(c[3])] = pid
             if c[1] == 'execve' and c[3] == '0':
                 p = unhex(HEXSTR.search(c[2]).group(1)).decode()
                 if os.path.dirname(p) == ours:
@@ -145,6 +151,7 @@ def main():
                     sys.exit(f'floor-record: {exe[top]} runs {other[p]}: the floor replays only '
                              'what cnibox itself asks of the kernel')
                 members.append(p)
+        forked = {p for p in members if p != top and p not in exe and p not in threads}
         ops = []
         for m, pid in enumerate(members):
             seen = pid not in exe  # ops before the process exec'd an applet are bash's own
@@ -154,12 +161,21 @@ def main():
                     continue
                 if seen:
                     ops.append((c[0], m, i, pid, c))
-            ops.append((files[pid][-1][0] if files[pid] else 0, m, 1 << 30, pid, None))
+            if pid not in forked:
+                ops.append((files[pid][-1][0] if files[pid] else 0, m, 1 << 30, pid, None))
         ops.sort(key=lambda o: o[:3])
         out.append(f'seg {verb} {0 if plug.startswith("=") else 1} {plug.lstrip("=")}')
         for _, _, _, pid, c in ops:
             if c is None:
                 out.append(f'exit {pid}')
+                continue
+            if c[1] in ('fork', 'vfork', 'clone', 'clone3') and c[3].isdigit() and int(c[3]) in forked:
+                # Started from the process (a fork from one of its threads too), whose
+                # descriptors it shares.
+                leader = pid
+                while leader in threads:
+                    leader = threads[leader]
+                out.append(f'thread {leader} {c[3]}')
                 continue
             line = convert(pid, c, cns_hex, skipped)
             if line:

@@ -253,7 +253,7 @@ fn del(req: &Request) -> Result<()> {
         ));
     }
     if let Some(ns) = req.netns_if_exists()?
-        && let Err(e) = Handle::in_netns(&ns)?.del_link_by_name(&req.env.ifname)
+        && let Err(e) = Handle::in_netns(&ns)?.del_link_by_name_unlisted(&req.env.ifname)
     {
         errors.push(Error::from(e).ctx(format_args!("failed to delete {:?}", req.env.ifname)));
     }

@@ -529,6 +529,40 @@ impl Handle {
             .map_err(|e| e.ctx(format_args!("delete link {index}")))
     }
 
+    /// Delete a link like [`Handle::del_link`], returning once the kernel has unlisted it (its
+    /// RTM_DELLINK notification: gone from the namespace, a veth's peer with it, the name free)
+    /// rather than after the RCU barrier that ends a deletion, which a detached child process
+    /// waits out ([`NlSocket::request_until`](super::NlSocket::request_until)). For DEL, whose
+    /// caller waits for the process: the Go plugins wait for that barrier, cnibox does not.
+    pub fn del_link_unlisted(&mut self, index: u32) -> Result<()> {
+        self.sock.join(super::monitor::RTNLGRP_LINK)?;
+        let gone = |ty: u16, body: &[u8]| {
+            // ifinfomsg: family, pad, type (u16), then the index (i32) at offset 4.
+            ty == RTM_DELLINK
+                && body
+                    .get(4..8)
+                    .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    == Some(index)
+        };
+        let r = self
+            .sock
+            .request_until(link_msg(RTM_DELLINK, index, |_| {}), gone);
+        let _ = self.sock.leave(super::monitor::RTNLGRP_LINK);
+        r.map_err(|e| e.ctx(format_args!("delete link {index}")))
+    }
+
+    /// [`Handle::del_link_unlisted`] of the link called `name`; `false` when there is none.
+    pub fn del_link_by_name_unlisted(&mut self, name: &str) -> Result<bool> {
+        let Some(l) = self.link_by_name(name)? else {
+            return Ok(false);
+        };
+        match self.del_link_unlisted(l.index) {
+            Ok(()) => Ok(true),
+            Err(e) if e.errno == libc::ENODEV => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Delete the link called `name` (upstream's `DelLinkByName`), in one request; `false`
     /// when there is none, which DEL and undo steps take as done.
     pub fn del_link_by_name(&mut self, name: &str) -> Result<bool> {

@@ -115,6 +115,13 @@ impl NlSocket {
             .map_err(|e| Error::io(&format!("join netlink group {group}"), e))
     }
 
+    /// Leave the multicast group `group` joined by [`NlSocket::join`].
+    pub fn leave(&self, group: u32) -> Result<()> {
+        self.sock
+            .drop_membership(group)
+            .map_err(|e| Error::io(&format!("leave netlink group {group}"), e))
+    }
+
     /// Wait at most `limit` for a datagram (a notification on a socket that joined a group).
     /// `Ok(false)`: nothing came in time. What arrived is not returned: callers re-read the
     /// state they wait on, so a lost notification (ENOBUFS) is only a wake-up like the others.
@@ -193,6 +200,71 @@ impl NlSocket {
                         body: m.payload.to_vec(),
                     }),
                     _ => {}
+                }
+            }
+        }
+    }
+
+    /// Send `req` like [`NlSocket::request_ack`], but return as soon as the kernel has done
+    /// its visible part: when a notification `done(type, payload)` accepts arrives (on a group
+    /// this socket has joined), or the request's own ACK or error. The request is sent from a
+    /// forked child process, which stays in the kernel for what follows the notification (a
+    /// link deletion's RCU barrier in `netdev_run_todo`, 10-30 ms) and exits on its own; the
+    /// caller, and the runtime waiting for this process, do not wait for it. Without a child
+    /// (fork failed) the request runs here, as `request_ack` would.
+    pub fn request_until(
+        &mut self,
+        mut req: Vec<u8>,
+        done: impl Fn(u16, &[u8]) -> bool,
+    ) -> Result<()> {
+        use std::os::fd::AsRawFd;
+        let seq = self.next_seq();
+        stamp(&mut req, NLM_F_REQUEST | NLM_F_ACK, seq);
+        let fd = self.sock.as_raw_fd();
+        // SAFETY: fork has no preconditions. The child (possibly forked from one thread of
+        // several) makes only async-signal-safe system calls on memory that exists before the
+        // fork (`req`, `fd`): no allocation, no lock, no unwinding, then _exit.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: as above. Everything but the socket is closed first, so that the child
+            // holds none of the parent's pipes (the runtime reads stdout to its end) or locks.
+            unsafe {
+                let lo = fd as libc::c_uint;
+                if lo > 0 {
+                    libc::syscall(
+                        libc::SYS_close_range,
+                        0 as libc::c_uint,
+                        lo - 1,
+                        0 as libc::c_uint,
+                    );
+                }
+                libc::syscall(
+                    libc::SYS_close_range,
+                    lo + 1,
+                    libc::c_uint::MAX,
+                    0 as libc::c_uint,
+                );
+                libc::send(fd, req.as_ptr().cast(), req.len(), 0);
+                libc::_exit(0)
+            }
+        }
+        if pid < 0 {
+            return self.request_ack(req, 0).map(drop);
+        }
+        loop {
+            let n = match self.recv() {
+                Ok(n) => n,
+                // Notifications were lost: the request's ACK still comes, later.
+                Err(e) if e.errno == libc::ENOBUFS => continue,
+                Err(e) => return Err(e),
+            };
+            for m in wire::messages(&self.buf[..n]) {
+                if m.seq == seq && m.ty == NLMSG_ERROR {
+                    return status(m.flags, m.payload);
+                }
+                // (A notification may carry the request's sequence number: the kernel echoes it.)
+                if m.ty != NLMSG_ERROR && done(m.ty, m.payload) {
+                    return Ok(());
                 }
             }
         }

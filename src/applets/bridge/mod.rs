@@ -493,7 +493,7 @@ fn del_veth(req: &Request, b: &Bridge) -> Result<Option<overlap::Pending<netlink
         return Ok(None);
     }
     // Without masquerading there is nothing to overlap the deletion with.
-    let job = move || h.del_link(l.index);
+    let job = move || h.del_link_unlisted(l.index);
     Ok(Some(if b.c.ip_masq {
         overlap::spawn(job)
     } else {

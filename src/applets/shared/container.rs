@@ -141,7 +141,7 @@ pub fn delete_own_link(req: &Request, applet: &str, kind: &str) -> Result<()> {
             );
             Ok(())
         }
-        Some(l) => match cont.del_link(l.index) {
+        Some(l) => match cont.del_link_unlisted(l.index) {
             Err(e) if !e.is_not_found() => {
                 Err(Error::from(e).ctx(format_args!("failed to delete {ifname}")))
             }
