@@ -14,7 +14,7 @@
 //! than `--grace` (default 30 s) with no cache entry may be an ADD in flight: it is left alone
 //! and its owner passed to GC as valid. Runtime-side like `runtime/`; nothing imports it.
 
-mod survey;
+pub(crate) mod survey;
 
 use crate::cni::Applet;
 use crate::cni::error::Error;

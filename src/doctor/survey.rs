@@ -119,7 +119,7 @@ fn stores(list: &NetList) -> Vec<PathBuf> {
     out
 }
 
-fn result_addresses(r: Option<&Value>) -> (Vec<String>, Vec<String>) {
+pub(crate) fn result_addresses(r: Option<&Value>) -> (Vec<String>, Vec<String>) {
     let Some(r) = r else {
         return (Vec::new(), Vec::new());
     };
