@@ -481,7 +481,10 @@ fn config_loader() {
 
 /// The byte-input targets of the coverage-guided fuzzers (fuzz/, `make fuzz-long`): the
 /// directory of their seeds and crash inputs under tests/fuzz/, and the library entry point.
-const CORPORA: [(&str, fn(&[u8]) -> usize); 7] = [
+/// A library fuzz entry point over bytes.
+type Entry = fn(&[u8]) -> usize;
+
+const CORPORA: [(&str, Entry); 7] = [
     ("dhcp", cnibox::applets::fuzz::dhcp_packet),
     ("gob", cnibox::applets::fuzz::gob_stream),
     ("netlink", cnibox::netlink::fuzz::reply),
