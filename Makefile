@@ -100,7 +100,7 @@ fuzz-long:
 	  ( cd fuzz && $(FUZZ_ENV) cargo +nightly fuzz run $(FUZZ_FLAGS) $$t corpus/$$t ../tests/fuzz/$$t -- \
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 	  ) >fuzz/artifacts/$$t.log 2>&1 || status=1; \
-	  grep -E '^#[0-9]+ +DONE|^stat::number_of_executed_units|^stat::average_exec_per_sec|^==[0-9]+==' \
+	  grep -E '^#[0-9]+[[:space:]]+DONE|^stat::number_of_executed_units|^stat::average_exec_per_sec|^==[0-9]+==' \
 	    fuzz/artifacts/$$t.log | sed "s/^/$$t: /"; \
 	  for f in fuzz/artifacts/$$t/crash-* fuzz/artifacts/$$t/timeout-* fuzz/artifacts/$$t/oom-*; do \
 	    [ -f "$$f" ] && cp "$$f" tests/fuzz/$$t/ && echo "$$t: kept $$f in tests/fuzz/$$t/"; \

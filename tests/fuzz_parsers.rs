@@ -2,13 +2,18 @@
 //! (issue 24, item 13): DHCP replies (a container's network answers the daemon, which runs as
 //! root on the host), Go net/rpc gob streams (the dhcp daemon's socket), netlink replies (what a container sets — names, aliases, addresses,
 //! nested link info — comes back through them), the tuning allowlist (its patterns, and sysctl
-//! keys from pod annotations matched against them), flannel's subnet.env and D-Bus replies
-//! (firewall's firewalld backend). Each target runs the library's own entry point
+//! keys from pod annotations matched against them), flannel's subnet.env, D-Bus replies
+//! (firewall's firewalld backend), nf_tables dumps, libcni result-cache files and network
+//! configurations (issue 35). Each target runs the library's own entry point
 //! (`cnibox::applets::fuzz`, `cnibox::netlink::fuzz`, `cnibox::dbus::fuzz`) on mutated
 //! seeds — the seed files under tests/fuzz/ plus well-formed messages built here — and fails on
 //! a panic (with the input), on one execution longer than `SLOW` and, by taking the test binary
 //! down, on a stack overflow. The loop runs on a thread with the binary's main-thread stack
 //! (8 MiB), so an overflow here is one there.
+//!
+//! `corpus_replay` runs every file under tests/fuzz/<target>/ of the byte targets unmutated:
+//! the seeds, the minimized corpora and each crash input of the coverage-guided fuzzers
+//! (fuzz/, `make fuzz-long`).
 //!
 //! Deterministic: `FUZZ_SEED` and `FUZZ_PARSER_EXECS` (per target; default 3000, `make fuzz`
 //! runs 100,000).
