@@ -21,7 +21,7 @@ cargo_for = $(CARGO)$(if $(call has_std,$(RUST_SYSROOT),$(1)),,$(if \
 FORCE   ?=
 BACKUPDIR ?= $(DESTDIR)$(BINDIR).pre-cnibox
 
-.PHONY: all build build-arm release test test-unit test-unit-arm test-vm test-vm-arm bench bench-compare bench-peers hot-order install uninstall check demo clean fuzz
+.PHONY: all build build-arm release test test-unit test-unit-arm test-vm test-vm-arm bench bench-compare bench-peers hot-order install uninstall check demo clean fuzz fuzz-long
 
 all: build
 
@@ -80,6 +80,32 @@ fuzz:
 	FUZZ_EXECS=$${FUZZ_EXECS:-50000} $(CARGO) test --release --test fuzz -- --nocapture || status=1; \
 	FUZZ_PARSER_EXECS=$${FUZZ_PARSER_EXECS:-100000} $(CARGO) test --test fuzz_parsers -- --nocapture || status=1; \
 	exit $$status
+
+# Coverage-guided fuzzing (fuzz/: cargo-fuzz, libFuzzer, the nightly toolchain): each target
+# for FUZZ_SECONDS from the seeds in tests/fuzz/<target>/ (new inputs go to fuzz/corpus/, not
+# committed). Debug assertions on, so integer overflow is a crash, as in the test profile; no
+# sanitizer (the parsers are safe Rust: ASan would only slow them). A crash, timeout or OOM
+# input is copied into tests/fuzz/<target>/, where tests/fuzz_parsers.rs (corpus_replay)
+# replays it in CI; the run's final cov/ft/exec/s go to fuzz/artifacts/<target>.log.
+FUZZ_SECONDS ?= 120
+FUZZ_TARGETS ?= dhcp gob netlink dbus nftables cache config
+FUZZ_FLAGS = -s none --debug-assertions
+# A fixed build identity: build.rs's `git status` refreshes the index, which would make every
+# cargo call of the loop rebuild the crate.
+FUZZ_ENV = CNIBOX_COMMIT=fuzz-long
+fuzz-long:
+	cd fuzz && $(FUZZ_ENV) cargo +nightly fuzz build $(FUZZ_FLAGS)
+	status=0; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/corpus/$$t fuzz/artifacts/$$t; \
+	  ( cd fuzz && $(FUZZ_ENV) cargo +nightly fuzz run $(FUZZ_FLAGS) $$t corpus/$$t ../tests/fuzz/$$t -- \
+	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	  ) >fuzz/artifacts/$$t.log 2>&1 || status=1; \
+	  grep -E '^#[0-9]+[[:space:]]+DONE|^stat::number_of_executed_units|^stat::average_exec_per_sec|^==[0-9]+==' \
+	    fuzz/artifacts/$$t.log | sed "s/^/$$t: /"; \
+	  for f in fuzz/artifacts/$$t/crash-* fuzz/artifacts/$$t/timeout-* fuzz/artifacts/$$t/oom-*; do \
+	    [ -f "$$f" ] && cp "$$f" tests/fuzz/$$t/ && echo "$$t: kept $$f in tests/fuzz/$$t/"; \
+	  done; \
+	done; exit $$status
 
 # The unit tests on 32-bit ARM under qemu-user (qemu-arm-static): code that assumes a 64-bit
 # usize or time_t fails here. qemu-user refuses nf_tables netlink sockets and does not translate

@@ -2,13 +2,18 @@
 //! (issue 24, item 13): DHCP replies (a container's network answers the daemon, which runs as
 //! root on the host), Go net/rpc gob streams (the dhcp daemon's socket), netlink replies (what a container sets — names, aliases, addresses,
 //! nested link info — comes back through them), the tuning allowlist (its patterns, and sysctl
-//! keys from pod annotations matched against them), flannel's subnet.env and D-Bus replies
-//! (firewall's firewalld backend). Each target runs the library's own entry point
+//! keys from pod annotations matched against them), flannel's subnet.env, D-Bus replies
+//! (firewall's firewalld backend), nf_tables dumps, libcni result-cache files and network
+//! configurations (issue 35). Each target runs the library's own entry point
 //! (`cnibox::applets::fuzz`, `cnibox::netlink::fuzz`, `cnibox::dbus::fuzz`) on mutated
 //! seeds — the seed files under tests/fuzz/ plus well-formed messages built here — and fails on
 //! a panic (with the input), on one execution longer than `SLOW` and, by taking the test binary
 //! down, on a stack overflow. The loop runs on a thread with the binary's main-thread stack
 //! (8 MiB), so an overflow here is one there.
+//!
+//! `corpus_replay` runs every file under tests/fuzz/<target>/ of the byte targets unmutated:
+//! the seeds, the minimized corpora and each crash input of the coverage-guided fuzzers
+//! (fuzz/, `make fuzz-long`).
 //!
 //! Deterministic: `FUZZ_SEED` and `FUZZ_PARSER_EXECS` (per target; default 3000, `make fuzz`
 //! runs 100,000).
@@ -45,6 +50,7 @@ fn seed_files(target: &str) -> Vec<Vec<u8>> {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .flatten()
         .map(|e| e.path())
+        .filter(|p| p.is_file())
         .collect();
     files.sort();
     let seeds: Vec<Vec<u8>> = files.iter().map(|p| std::fs::read(p).unwrap()).collect();
@@ -432,6 +438,101 @@ fn dbus_reply_reader() {
             },
         )
     });
+}
+
+/// nf_tables chain and rule dumps as the netfilter client reads them (captured from a kernel:
+/// tests/fuzz/nftables-capture.py over tests/fuzz/nftables-ruleset.nft).
+#[test]
+fn nftables_dump_reader() {
+    fuzz("nftables-dump", "nftables_dump_reader", execs(), || {
+        let seeds = seed_files("nftables");
+        (
+            move |r: &mut Rng| mutate(r, &seeds),
+            |b: &[u8]| {
+                std::hint::black_box(cnibox::netlink::fuzz::nft_dump(b));
+            },
+        )
+    });
+}
+
+/// libcni result-cache files as `cnibox doctor` and a runtime's DEL read them.
+#[test]
+fn libcni_cache_reader() {
+    fuzz("cache", "libcni_cache_reader", execs(), || {
+        let seeds = seed_files("cache");
+        (
+            move |r: &mut Rng| mutate(r, &seeds),
+            |b: &[u8]| {
+                std::hint::black_box(cnibox::applets::fuzz::cache_record(b));
+            },
+        )
+    });
+}
+
+/// Network configurations (lists, single plugins, prevResults) as the loader and the Go-style
+/// decoder read them.
+#[test]
+fn config_loader() {
+    fuzz("config", "config_loader", execs(), || {
+        let seeds = seed_files("config");
+        (
+            move |r: &mut Rng| mutate(r, &seeds),
+            |b: &[u8]| {
+                std::hint::black_box(cnibox::applets::fuzz::config(b));
+            },
+        )
+    });
+}
+
+/// The byte-input targets of the coverage-guided fuzzers (fuzz/, `make fuzz-long`): the
+/// directory of their seeds and crash inputs under tests/fuzz/, and the library entry point.
+/// A library fuzz entry point over bytes.
+type Entry = fn(&[u8]) -> usize;
+
+const CORPORA: [(&str, Entry); 7] = [
+    ("dhcp", cnibox::applets::fuzz::dhcp_packet),
+    ("gob", cnibox::applets::fuzz::gob_stream),
+    ("netlink", cnibox::netlink::fuzz::reply),
+    ("dbus", cnibox::dbus::fuzz::reply),
+    ("nftables", cnibox::netlink::fuzz::nft_dump),
+    ("cache", cnibox::applets::fuzz::cache_record),
+    ("config", cnibox::applets::fuzz::config),
+];
+
+/// Every file under tests/fuzz/<target>/ — the seeds, and every crash or timeout input
+/// `make fuzz-long` found (kept there as `crash-*` / `timeout-*`) — run unmutated through its
+/// target: no panic, none slower than `SLOW`.
+#[test]
+fn corpus_replay() {
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for (target, entry) in CORPORA {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fuzz")
+            .join(target);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "no corpus in {}", dir.display());
+        for file in files {
+            let input = std::fs::read(&file).unwrap();
+            let t = Instant::now();
+            let res = std::panic::catch_unwind(|| std::hint::black_box(entry(&input)));
+            let took = t.elapsed();
+            count += 1;
+            if res.is_err() {
+                failures.push(format!("{}: panicked", file.display()));
+            } else if took > SLOW {
+                failures.push(format!("{}: took {took:?}", file.display()));
+            }
+        }
+    }
+    let _ = std::io::stderr().write_all(format!("corpus replay: {count} files\n").as_bytes());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// A scratch directory for the file-reading targets, removed at the end.

@@ -125,3 +125,46 @@ pub fn subnet_env(path: &str) -> Result<(), String> {
         .map(|_| ())
         .map_err(|e| e.msg)
 }
+
+/// Read `b` as a libcni result-cache file, as `cnibox doctor` does (the record, then the
+/// addresses and host interfaces of its result) and as a runtime's DEL/CHECK reads the cached
+/// result: returns how much was read.
+pub fn cache_record(b: &[u8]) -> usize {
+    use crate::cni::result::CniResult;
+    use crate::cni::version::Version;
+    use crate::runtime::cache;
+    let rec = cache::parse_record("fuzz".into(), Ok(b.to_vec()));
+    let (addrs, host) = crate::doctor::survey::result_addresses(rec.result.as_ref());
+    let mut n = addrs.len() + host.len() + rec.network.len();
+    // A runtime reads the cached result (a pre-0.8 record is a bare one) as a prevResult.
+    let bare = serde_json::from_slice::<serde_json::Value>(b).ok();
+    if let Some(r) = rec.result.as_ref().or(bare.as_ref()) {
+        n += CniResult::from_json(r, Version::V110).map_or(0, |r| r.ips.len());
+    }
+    n += rec.error.map_or(0, |e| e.len());
+    n += rec.rt.map_or(0, |rt| {
+        rt.container_id.len() + rt.args.len() + rt.caps.len()
+    });
+    n
+}
+
+/// Read `b` as a network configuration: the loader's list (a `.conflist`, or a `.conf`
+/// promoted to one), the plugin config and a `prevResult` decoded the Go way (case-insensitive
+/// keys, Go's type errors): returns how much was read.
+pub fn config(b: &[u8]) -> usize {
+    use crate::cni::config::NetConf;
+    use crate::cni::gojson;
+    use crate::cni::result::CniResult;
+    use crate::cni::version::Version;
+    let mut n =
+        crate::runtime::load::list_from_bytes(b.to_vec()).map_or(0, |(list, _)| list.plugins.len());
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(b) else {
+        return n;
+    };
+    n += gojson::from_value::<NetConf>(&v).map_or(0, |c| c.name.len());
+    if let Some(prev) = gojson::member(&v, "prevResult") {
+        n += CniResult::from_json(prev, Version::V110)
+            .map_or(0, |r| r.ips.len() + r.routes.len() + r.interfaces.len());
+    }
+    n
+}

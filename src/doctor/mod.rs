@@ -15,7 +15,7 @@
 //! and its owner passed to GC as valid. Runtime-side like `runtime/`; nothing imports it.
 
 mod rules;
-mod survey;
+pub(crate) mod survey;
 
 use crate::cni::Applet;
 use crate::cni::error::Error;

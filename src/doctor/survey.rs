@@ -151,7 +151,7 @@ fn subnets(list: &NetList) -> Vec<IpNet> {
     out
 }
 
-fn result_addresses(r: Option<&Value>) -> (Vec<String>, Vec<String>) {
+pub(crate) fn result_addresses(r: Option<&Value>) -> (Vec<String>, Vec<String>) {
     let Some(r) = r else {
         return (Vec::new(), Vec::new());
     };

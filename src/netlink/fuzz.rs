@@ -24,3 +24,9 @@ pub fn reply(buf: &[u8]) -> usize {
     }
     n
 }
+
+/// Walk one received nf_tables datagram as the chain and rule dumps read it (names, handles,
+/// hooks, and a rule's comment from its user data): returns how much was read.
+pub fn nft_dump(buf: &[u8]) -> usize {
+    crate::netfilter::nft::read_dump(buf)
+}

@@ -166,6 +166,17 @@ pub(crate) fn records() -> Vec<Record> {
 }
 
 fn record(file: PathBuf) -> Record {
+    let data = match read_file(&file) {
+        Ok(Some(data)) => Ok(data),
+        Ok(None) => Err("vanished while read".to_string()),
+        Err(e) => Err(e.msg),
+    };
+    parse_record(file, data)
+}
+
+/// A record from the bytes of `file` (or why they could not be read); the fuzz entry point
+/// `applets::fuzz::cache_record` calls it too.
+pub(crate) fn parse_record(file: PathBuf, data: std::result::Result<Vec<u8>, String>) -> Record {
     let mut rec = Record {
         file,
         network: String::new(),
@@ -173,11 +184,7 @@ fn record(file: PathBuf) -> Record {
         result: None,
         error: None,
     };
-    let v = match read_file(&rec.file) {
-        Ok(Some(data)) => serde_json::from_slice::<Value>(&data).map_err(|e| e.to_string()),
-        Ok(None) => Err("vanished while read".to_string()),
-        Err(e) => Err(e.msg),
-    };
+    let v = data.and_then(|d| serde_json::from_slice::<Value>(&d).map_err(|e| e.to_string()));
     let v = match v {
         Ok(v) if is_v1(&v) => v,
         Ok(_) => {

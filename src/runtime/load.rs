@@ -109,7 +109,7 @@ pub(crate) fn at_least(v: &str, min: (u64, u64, u64)) -> Result<bool> {
 
 const CURRENT: (u64, u64, u64) = (1, 1, 0);
 
-fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
+pub(crate) fn list_from_bytes(bytes: Vec<u8>) -> Result<(NetList, bool)> {
     let raw = match serde_json::from_slice::<Value>(&bytes) {
         Ok(Value::Object(raw)) => raw,
         Ok(_) => return Err(bad(" list", "not a JSON object")),

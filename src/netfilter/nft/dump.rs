@@ -113,50 +113,8 @@ impl Nftables {
         )?;
         let mut out = Vec::new();
         for m in msgs.unwrap_or_default() {
-            let (mut table, mut c) = (
-                String::new(),
-                ChainInfo {
-                    name: String::new(),
-                    handle: 0,
-                    base: None,
-                },
-            );
-            let (mut hook, mut prio, mut policy, mut kind) = (None, 0, Policy::Accept, None);
-            for (ty, d) in msg::attrs(&m) {
-                match ty {
-                    NFTA_CHAIN_TABLE => table = msg::get_str(d),
-                    NFTA_CHAIN_HANDLE => c.handle = msg::get_be64(d),
-                    NFTA_CHAIN_NAME => c.name = msg::get_str(d),
-                    NFTA_CHAIN_HOOK => {
-                        for (ty, d) in msg::attrs(d) {
-                            match ty {
-                                NFTA_HOOK_HOOKNUM => hook = hook_from(msg::get_be32(d)),
-                                NFTA_HOOK_PRIORITY => prio = msg::get_be32(d) as i32,
-                                _ => {}
-                            }
-                        }
-                    }
-                    NFTA_CHAIN_POLICY if msg::get_be32(d) == 0 => policy = Policy::Drop,
-                    NFTA_CHAIN_TYPE => {
-                        kind = match msg::get_str(d).as_str() {
-                            "filter" => Some(ChainType::Filter),
-                            "nat" => Some(ChainType::Nat),
-                            "route" => Some(ChainType::Route),
-                            _ => None,
-                        }
-                    }
-                    _ => {}
-                }
-            }
+            let (table, c) = parse_chain(&m);
             if table == t.name {
-                if let (Some(hook), Some(kind)) = (hook, kind) {
-                    c.base = Some(BaseChain {
-                        kind,
-                        hook,
-                        priority: prio,
-                        policy,
-                    });
-                }
                 out.push(c);
             }
         }
@@ -229,6 +187,54 @@ impl Nftables {
             rules,
         })
     }
+}
+
+/// A chain message's table name and the chain (a base chain when it has a hook and a type).
+pub(super) fn parse_chain(m: &[u8]) -> (String, ChainInfo) {
+    let (mut table, mut c) = (
+        String::new(),
+        ChainInfo {
+            name: String::new(),
+            handle: 0,
+            base: None,
+        },
+    );
+    let (mut hook, mut prio, mut policy, mut kind) = (None, 0, Policy::Accept, None);
+    for (ty, d) in msg::attrs(m) {
+        match ty {
+            NFTA_CHAIN_TABLE => table = msg::get_str(d),
+            NFTA_CHAIN_HANDLE => c.handle = msg::get_be64(d),
+            NFTA_CHAIN_NAME => c.name = msg::get_str(d),
+            NFTA_CHAIN_HOOK => {
+                for (ty, d) in msg::attrs(d) {
+                    match ty {
+                        NFTA_HOOK_HOOKNUM => hook = hook_from(msg::get_be32(d)),
+                        NFTA_HOOK_PRIORITY => prio = msg::get_be32(d) as i32,
+                        _ => {}
+                    }
+                }
+            }
+            NFTA_CHAIN_POLICY if msg::get_be32(d) == 0 => policy = Policy::Drop,
+            NFTA_CHAIN_TYPE => {
+                kind = match msg::get_str(d).as_str() {
+                    "filter" => Some(ChainType::Filter),
+                    "nat" => Some(ChainType::Nat),
+                    "route" => Some(ChainType::Route),
+                    _ => None,
+                }
+            }
+            _ => {}
+        }
+    }
+    if let (Some(hook), Some(kind)) = (hook, kind) {
+        c.base = Some(BaseChain {
+            kind,
+            hook,
+            priority: prio,
+            policy,
+        });
+    }
+    (table, c)
 }
 
 /// A rule message's table name and the rule.

@@ -13,6 +13,21 @@ pub use socket::{Nftables, linger_at_exit};
 
 use std::fmt;
 
+/// Read a received nf_tables datagram as the dumps do: each message's payload (after the
+/// nfgenmsg header) as a chain and as a rule, whatever its type says. For the fuzz entry point
+/// `netlink::fuzz::nft_dump`; returns how much was read, so nothing is optimised away.
+pub(crate) fn read_dump(buf: &[u8]) -> usize {
+    let mut n = 0;
+    for m in crate::netlink::wire::messages(buf) {
+        let body = m.payload.get(4..).unwrap_or_default();
+        let (table, c) = dump::parse_chain(body);
+        n += table.len() + c.name.len() + c.base.map_or(0, |b| b.priority as usize & 1);
+        let (table, r) = dump::parse_rule(body);
+        n += table.len() + r.chain.len() + r.comment.map_or(0, |c| c.len());
+    }
+    n
+}
+
 const SUBSYS: u16 = 10; // NFNL_SUBSYS_NFTABLES
 const BATCH_BEGIN: u16 = 0x10;
 const BATCH_END: u16 = 0x11;
