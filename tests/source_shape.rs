@@ -18,7 +18,6 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/applets/ptp.rs", "add_steps"),
     ("src/applets/shared/iface.rs", "configure"),
     ("src/doctor/survey.rs", "survey"),
-    ("src/install.rs", "main"),
     ("src/netfilter/rule/encode.rs", "stmt"),
 ];
 
@@ -163,10 +162,10 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
         if skip_until_depth.is_none() && t.starts_with("#[cfg(test)]") {
             pending_test_attr = true;
         }
-        if skip_until_depth.is_none() {
-            if let Some(name) = fn_name(t) {
-                fn_waiting = Some((name, n + 1));
-            }
+        if skip_until_depth.is_none()
+            && let Some(name) = fn_name(t)
+        {
+            fn_waiting = Some((name, n + 1));
         }
         for ch in line.chars() {
             match ch {
@@ -175,10 +174,10 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
                         skip_until_depth = Some(depth);
                         pending_test_attr = false;
                         fn_waiting = None;
-                    } else if let Some((name, start)) = fn_waiting.take() {
-                        if skip_until_depth.is_none() {
-                            open_fns.push((name, start, depth));
-                        }
+                    } else if let Some((name, start)) = fn_waiting.take()
+                        && skip_until_depth.is_none()
+                    {
+                        open_fns.push((name, start, depth));
                     }
                     depth += 1;
                 }
@@ -187,10 +186,10 @@ fn functions(code: &str) -> Vec<(String, usize, usize)> {
                     if skip_until_depth == Some(depth) {
                         skip_until_depth = None;
                     }
-                    if open_fns.last().is_some_and(|f| f.2 == depth) {
-                        if let Some((name, start, _)) = open_fns.pop() {
-                            found.push((name, start, n + 1 - start + 1));
-                        }
+                    if open_fns.last().is_some_and(|f| f.2 == depth)
+                        && let Some((name, start, _)) = open_fns.pop()
+                    {
+                        found.push((name, start, n + 1 - start + 1));
                     }
                 }
                 ';' => {
