@@ -332,3 +332,42 @@ fn scanner_measures_functions() {
         "{fns:?}"
     );
 }
+
+/// README's Layout block: every top-level file and directory of `src/` is named there as
+/// `src/NAME` (`src/NAME/` for a directory), and every `src/…` path it names exists.
+#[test]
+fn readme_layout_matches_src() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = fs::read_to_string(root.join("README.md")).expect("README.md");
+    let start = readme
+        .find("## Layout")
+        .expect("README has a Layout section");
+    let block = &readme[start..];
+    let block = block.split("```").nth(1).expect("the Layout code block");
+    let named: Vec<&str> = block
+        .split(|c: char| c.is_whitespace() || matches!(c, ';' | ',' | '(' | ')' | '`'))
+        .filter(|w| w.starts_with("src/"))
+        .collect();
+    let mut missing = Vec::new();
+    let mut entries: Vec<_> = fs::read_dir(src_dir())
+        .expect("src/")
+        .filter_map(|e| e.ok())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let want = if e.path().is_dir() {
+            format!("src/{name}/")
+        } else {
+            format!("src/{name}")
+        };
+        if !named.contains(&want.as_str()) {
+            missing.push(want);
+        }
+    }
+    let gone: Vec<_> = named.iter().filter(|p| !root.join(p).exists()).collect();
+    assert!(
+        missing.is_empty() && gone.is_empty(),
+        "README Layout: not named: {missing:?}; named but absent: {gone:?}"
+    );
+}
