@@ -16,7 +16,6 @@ const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/applets/portmap/mod.rs", "load"),
     ("src/applets/shared/iface.rs", "configure"),
     ("src/doctor/survey.rs", "survey"),
-    ("src/netfilter/rule/encode.rs", "stmt"),
 ];
 
 fn src_dir() -> PathBuf {
