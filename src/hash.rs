@@ -1,5 +1,8 @@
 //! SHA-512, for the names upstream derives from `sha512(network + containerID)`: iptables chain
-//! names (`CNI-…`, `CNI-DN-…`), nftables rule comments and bandwidth's `bwp…` ifb devices.
+//! names (`CNI-…`, `CNI-DN-…`), nftables rule comments, bandwidth's `bwp…` ifb devices, bridge
+//! spoof-check names and cnitool's `cnitool-…` container IDs; and for cnibox's own file names
+//! where a key may be too long or unsafe for a path (`~<hex>` in host-local's, dhcp's, flannel's,
+//! tuning's and the attachment stores).
 //! A few dozen lines here instead of a crate; speed is irrelevant for a handful of short inputs.
 
 const K: [u64; 80] = [

@@ -43,8 +43,8 @@ fn found(path: &Path) -> Found {
     if meta.is_symlink() && fs::read_link(path).is_ok_and(|t| t.ends_with("cnibox")) {
         return Found::Cnibox;
     }
-    // A hard link of DIR/cnibox needs no reading. Bounded: cnibox is under 2 MB; a huge file
-    // of that name is somebody else's.
+    // A hard link of DIR/cnibox needs no reading. Bounded at 64 MiB (cnibox is far
+    // smaller): a huge file of that name is somebody else's.
     let same = |m: &fs::Metadata, o: fs::Metadata| m.dev() == o.dev() && m.ino() == o.ino();
     let ours = fs::metadata(path).is_ok_and(|m| {
         fs::metadata(path.with_file_name("cnibox")).is_ok_and(|o| same(&m, o))
@@ -60,61 +60,78 @@ fn say(status: i32, text: &str) -> i32 {
     status
 }
 
-pub(crate) fn main(args: &[String]) -> i32 {
-    let (mut force, mut hard, mut remove, mut list) = (false, false, false, false);
-    let (mut dir, mut backup, mut restore) = (None, None, None);
+/// The command line: flags, and the directories as given.
+#[derive(Default)]
+struct Options<'a> {
+    force: bool,
+    hard: bool,
+    remove: bool,
+    list: bool,
+    dir: Option<&'a str>,
+    backup: Option<&'a str>,
+    restore: Option<&'a str>,
+}
+
+/// The options, or the exit status when the command line is done with (help, or an error said).
+fn parse_args(args: &[String]) -> Result<Options<'_>, i32> {
+    let mut o = Options::default();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--force" => force = true,
-            "--hardlink" => hard = true,
-            "--remove" => remove = true,
-            "--list" => list = true,
+            "--force" => o.force = true,
+            "--hardlink" => o.hard = true,
+            "--remove" => o.remove = true,
+            "--list" => o.list = true,
             "--backup" | "--restore" => {
                 let Some(v) = it.next() else {
-                    return say(2, &format!("{a} needs a directory"));
+                    return Err(say(2, &format!("{a} needs a directory")));
                 };
                 *(if a == "--backup" {
-                    &mut backup
+                    &mut o.backup
                 } else {
-                    &mut restore
+                    &mut o.restore
                 }) = Some(v);
             }
-            "-h" | "--help" => return crate::say(std::io::stdout(), USAGE, 0),
-            o if o.starts_with('-') => return say(2, &format!("unknown option {o}\n{USAGE}")),
-            d => match dir {
-                Some(first) => return say(2, &format!("one directory only (got {first} and {d})")),
-                None => dir = Some(d),
+            "-h" | "--help" => return Err(crate::say(std::io::stdout(), USAGE, 0)),
+            f if f.starts_with('-') => {
+                return Err(say(2, &format!("unknown option {f}\n{USAGE}")));
+            }
+            d => match o.dir {
+                Some(first) => {
+                    return Err(say(2, &format!("one directory only (got {first} and {d})")));
+                }
+                None => o.dir = Some(d),
             },
         }
     }
-    let d = dir.map_or("/opt/cni/bin", |d| d.trim_end_matches('/'));
+    Ok(o)
+}
+
+pub(crate) fn main(args: &[String]) -> i32 {
+    let o = match parse_args(args) {
+        Ok(o) => o,
+        Err(status) => return status,
+    };
+    let d = o.dir.map_or("/opt/cni/bin", |d| d.trim_end_matches('/'));
     let d = if d.is_empty() { "/" } else { d };
     let dir = Path::new(d);
-    let names = TABLE.iter().map(|a| a.name);
-    if let Some(saved) = restore {
+    if let Some(saved) = o.restore {
         return restore_from(Path::new(saved), dir);
     }
-    if list || remove {
-        let mut status = 0;
-        for n in names {
-            let path = dir.join(n);
-            let what = found(&path);
-            if list {
-                let w = ["absent", "cnibox", "other"][what as usize];
-                crate::say(std::io::stdout(), &format!("{n}\t{w}"), 0);
-            } else if what == Found::Cnibox && fs::remove_file(&path).is_err() {
-                status = say(1, &format!("could not remove {}", path.display()));
-            }
-        }
-        return status;
+    if o.list || o.remove {
+        return list_or_remove(dir, o.list);
     }
-    let backup = PathBuf::from(backup.map_or_else(|| format!("{d}.pre-cnibox"), String::from));
-    let other: Vec<&str> = names
+    let backup = PathBuf::from(
+        o.backup
+            .map_or_else(|| format!("{d}.pre-cnibox"), String::from),
+    );
+    let other: Vec<&str> = TABLE
+        .iter()
+        .map(|a| a.name)
         .filter(|n| found(&dir.join(n)) == Found::Other)
         .collect();
     let b = backup.display();
-    if !other.is_empty() && !force {
+    if !other.is_empty() && !o.force {
         let text = format!(
             "these files in {d} are not cnibox: {}\ncnibox install: nothing was changed. To \
              replace them, keeping them in {b} for 'cnibox install --restore {b} {d}', run \
@@ -126,46 +143,70 @@ pub(crate) fn main(args: &[String]) -> i32 {
     if let Err(e) = fs::create_dir_all(dir).and_then(|()| place_binary(dir)) {
         return say(1, &format!("cannot install {d}/cnibox: {e}"));
     }
-    let mut failed = Vec::new();
-    for n in TABLE.iter().map(|a| a.name) {
-        let path = dir.join(n);
-        if other.contains(&n) {
-            // A hard link, not a move: the plugin stays in place until the rename below.
-            let saved = backup.join(n);
-            let _ = fs::remove_file(&saved);
-            if let Err(e) = fs::create_dir_all(&backup).and_then(|()| fs::hard_link(&path, &saved))
-            {
-                say(
-                    1,
-                    &format!("could not keep {} in {b} ({e}); not linked", path.display()),
-                );
-                failed.push(n);
-                continue;
-            }
-            let text = format!(
-                "cnibox install: moved {} to {}",
-                path.display(),
-                saved.display()
-            );
-            crate::say(std::io::stdout(), &text, 0);
-        }
-        let new = dir.join(format!("{n}.cnibox-new"));
-        let _ = fs::remove_file(&new);
-        let (made, what) = if hard {
-            (fs::hard_link(dir.join("cnibox"), &new), "hard link")
-        } else {
-            (symlink("cnibox", &new), "symbolic link")
-        };
-        if let Err(e) = made.and_then(|()| fs::rename(&new, &path)) {
-            let _ = fs::remove_file(&new);
-            say(1, &format!("{}: {what} failed: {e}", path.display()));
-            failed.push(n);
-        }
-    }
+    let failed: Vec<&str> = TABLE
+        .iter()
+        .map(|a| a.name)
+        .filter(|n| !link_applet(dir, n, other.contains(n).then_some(&backup), o.hard))
+        .collect();
     if failed.is_empty() {
         return 0;
     }
     say(1, &format!("not linked: {}", failed.join(" ")))
+}
+
+/// `--list` (each applet name: absent, cnibox or other) or `--remove` (cnibox's links only).
+fn list_or_remove(dir: &Path, list: bool) -> i32 {
+    let mut status = 0;
+    for n in TABLE.iter().map(|a| a.name) {
+        let path = dir.join(n);
+        let what = found(&path);
+        if list {
+            let w = ["absent", "cnibox", "other"][what as usize];
+            crate::say(std::io::stdout(), &format!("{n}\t{w}"), 0);
+        } else if what == Found::Cnibox && fs::remove_file(&path).is_err() {
+            status = say(1, &format!("could not remove {}", path.display()));
+        }
+    }
+    status
+}
+
+/// `dir/n` becomes a link to cnibox, made under a temporary name and renamed over the old file;
+/// a plugin that is not cnibox is first hard-linked into `backup` (given for those only).
+/// False, said on stderr, when it was not linked.
+fn link_applet(dir: &Path, n: &str, backup: Option<&PathBuf>, hard: bool) -> bool {
+    let path = dir.join(n);
+    if let Some(backup) = backup {
+        // A hard link, not a move: the plugin stays in place until the rename below.
+        let saved = backup.join(n);
+        let _ = fs::remove_file(&saved);
+        if let Err(e) = fs::create_dir_all(backup).and_then(|()| fs::hard_link(&path, &saved)) {
+            let b = backup.display();
+            say(
+                1,
+                &format!("could not keep {} in {b} ({e}); not linked", path.display()),
+            );
+            return false;
+        }
+        let text = format!(
+            "cnibox install: moved {} to {}",
+            path.display(),
+            saved.display()
+        );
+        crate::say(std::io::stdout(), &text, 0);
+    }
+    let new = dir.join(format!("{n}.cnibox-new"));
+    let _ = fs::remove_file(&new);
+    let (made, what) = if hard {
+        (fs::hard_link(dir.join("cnibox"), &new), "hard link")
+    } else {
+        (symlink("cnibox", &new), "symbolic link")
+    };
+    if let Err(e) = made.and_then(|()| fs::rename(&new, &path)) {
+        let _ = fs::remove_file(&new);
+        say(1, &format!("{}: {what} failed: {e}", path.display()));
+        return false;
+    }
+    true
 }
 
 /// This very binary into `dir/cnibox`: a temporary file, then rename(2) over the old one (whose

@@ -1,13 +1,16 @@
 //! cnibox: the standard CNI plugins as one multi-call binary.
 //!
 //! Layers point one way: `applets` use `cni` (the protocol), `ipam`, `netlink`, `netns`,
-//! `netfilter` (tc lives in `netlink::tc`) and `sysctl`; none of those know about applets.
+//! `netfilter` (tc lives in `netlink::tc`), `sysctl` and `dbus` (firewalld); `runtime` (the
+//! runtime side, `cnitool`) and `doctor` (which reads the runtime's cache) sit beside them and
+//! run plugins as processes; none of those know about applets.
 
 // No panic in production code (README): no unwrap/expect outside tests. Set here rather than in
 // Cargo.toml's [lints], which would also reach tests/ and benches/.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
 
-/// `eprintln!` that cannot panic. Plugins run with SIGPIPE ignored (Rust's start-up) and their
+/// `eprintln!` that cannot panic. Plugins run with SIGPIPE ignored (`process::start`, called
+/// first by main.rs) and their
 /// stderr is a pipe the runtime may close early: `eprintln!` would then panic half-way through
 /// an ADD, and a panic aborts without running the undo guard. A message that cannot be
 /// written is dropped instead.

@@ -2,9 +2,10 @@
 //!
 //! A [`NetNs`] holds an fd to a namespace (a `/var/run/netns/x` bind mount or a
 //! `/proc/<pid>/ns/net` file). [`NetNs::enter`] runs a closure inside the namespace on the
-//! current thread and always switches back; the program is single-threaded, so "current thread"
-//! is the whole process, while tests may use it from parallel threads safely (setns(2) with
-//! `CLONE_NEWNET` only affects the calling thread).
+//! current thread and always switches back. setns(2) with `CLONE_NEWNET` only affects the
+//! calling thread, so threads that enter namespaces (bridge DEL's helpers, the dhcp daemon's
+//! lease threads, parallel tests) each switch only themselves: code that enters a namespace
+//! must do its namespace work on the thread that entered it.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -159,8 +160,7 @@ impl NetNs {
         })
     }
 
-    /// The namespace of the calling thread.
-    /// For DEL: `None` when `path` is empty or the namespace is already gone, which DEL treats
+    /// The namespace at `path`, for DEL: `None` when `path` is empty or the namespace is already gone, which DEL treats
     /// as nothing left to do inside it.
     pub fn open_existing(path: &str) -> error::Result<Option<NetNs>> {
         if path.is_empty() {
@@ -173,6 +173,7 @@ impl NetNs {
         }
     }
 
+    /// The namespace of the calling thread.
     pub fn current() -> error::Result<NetNs> {
         let path = "/proc/thread-self/ns/net";
         let f = File::open(path).ctx("open current netns")?;

@@ -2,8 +2,8 @@
 //! `tun` only reports), so this is the one place that uses the TUNSETIFF family of ioctls.
 //!
 //! The ioctl numbers and `struct ifreq` come from libc, so their encoding and sizes are the
-//! target's own (40-byte `ifreq` on 64-bit, 32 on 32-bit ARM); the unsafe code is the two small
-//! `ioctl_*` functions below.
+//! target's own (40-byte `ifreq` on 64-bit, 32 on 32-bit ARM); the unsafe code is three blocks:
+//! the two small `ioctl_*` functions below and the zeroed `ifreq` in [`create_here`].
 //!
 //! With an SELinux label the device must be created by a process running in that label (the
 //! kernel labels a tun device with its creator's context), so `create` then re-executes this

@@ -455,8 +455,8 @@ fn release_binary_fits_the_budget_without_an_unwinder() {
     };
     let bytes = fs::read(&bin).expect("the release binary");
     assert!(
-        bytes.len() < 1_500_000,
-        "{}: {} bytes, the budget is < 1,500,000",
+        (bytes.len() as u64) < SIZE_BUDGET,
+        "{}: {} bytes, the budget is < {SIZE_BUDGET}",
         Path::new(&bin).display(),
         bytes.len()
     );
@@ -469,5 +469,60 @@ fn release_binary_fits_the_budget_without_an_unwinder() {
         found.is_empty(),
         "{} contains {found:?}: the unwinder or its tables are linked again",
         Path::new(&bin).display()
+    );
+}
+
+/// benches/NOTES.md quotes the release binary's size (the size target's sentence and the
+/// per-target table's x86_64 row) and how many times smaller it is than Debian 12's plugins in
+/// /usr/lib/cni: both must match the built binary (within 2%) so that they cannot drift.
+#[test]
+fn notes_quote_the_measured_binary_size() {
+    let Some(bin) = release_build("notes_size") else {
+        return;
+    };
+    let size = fs::metadata(&bin).expect("the release binary").len() as f64;
+    let notes = fs::read_to_string(repo().join("benches/NOTES.md")).expect("benches/NOTES.md");
+    let number = |s: &str| -> f64 {
+        s.trim_matches(|c: char| !c.is_ascii_digit())
+            .replace(',', "")
+            .parse()
+            .unwrap_or_else(|e| panic!("NOTES.md: {s:?} is not a number: {e}"))
+    };
+    let sentence = notes
+        .lines()
+        .find_map(|l| {
+            l.split_once(" bytes, ")
+                .filter(|(_, r)| r.contains("× smaller than the 16"))
+        })
+        .expect("NOTES.md: the size target's \"N bytes, R× smaller than the 16 …\" sentence");
+    let quoted = number(sentence.0.rsplit(' ').next().unwrap_or(""));
+    let ratio: f64 = sentence
+        .1
+        .split('×')
+        .next()
+        .unwrap_or("")
+        .parse()
+        .expect("the ratio");
+    let row = notes
+        .lines()
+        .find(|l| l.starts_with("| `x86_64-unknown-linux-musl` |"))
+        .expect("NOTES.md: the per-target table's x86_64 row");
+    let row_bytes = number(row.split('|').nth(3).unwrap_or(""));
+    for (what, n) in [("size sentence", quoted), ("per-target table", row_bytes)] {
+        assert!(
+            (n - size).abs() <= size * 0.02,
+            "NOTES.md's {what} says {n} bytes, the release binary is {size}: update it"
+        );
+    }
+    let reference: u64 = fs::read_dir(OLDER_REFERENCE_DIR)
+        .expect("Debian 12's plugins (.ci/setup)")
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len())
+        .sum();
+    let measured = reference as f64 / size;
+    assert!(
+        (ratio - measured).abs() <= measured * 0.02,
+        "NOTES.md says {ratio}× smaller than {OLDER_REFERENCE_DIR}; measured {measured:.1}×"
     );
 }

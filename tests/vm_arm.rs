@@ -1,6 +1,6 @@
 //! The edge builds: the static aarch64 and armv7 binaries that `make test` builds and names in
 //! `CNIBOX_STATIC_AARCH64` / `CNIBOX_STATIC_ARMV7` (this test builds nothing). Each one must be a
-//! static, stripped ELF of its architecture under 1.5 MiB, install with `symlinks.sh` from an
+//! static, stripped ELF of its architecture under the 1.5 MB budget (`common::SIZE_BUDGET`), install with `symlinks.sh` from an
 //! x86 host (via qemu-user, or `CNIBOX_APPLETS` without it), and pass `tests/vm/arm-smoke.sh`
 //! booted on Debian's own kernel for that architecture under qemu-system-aarch64/-arm (TCG;
 //! bridge + host-local + portmap on nftables + bandwidth, traffic, nft read back, DEL leaving
@@ -17,7 +17,6 @@ use std::time::Instant;
 
 /// The runner's "missing host dependency" exit status.
 const EX_MISSING: i32 = 3;
-const MAX_SIZE: u64 = 1536 * 1024;
 
 struct Arch {
     /// `--arch` of tests/vm/run.sh and fetch-arch.sh.
@@ -156,9 +155,10 @@ fn static_stripped_small(a: &Arch) {
     let size = b.len() as u64;
     eprintln!("{}: {size} bytes", a.target);
     assert!(
-        size < MAX_SIZE,
-        "{}: {size} bytes, over 1.5 MiB",
-        bin.display()
+        size < common::SIZE_BUDGET,
+        "{}: {size} bytes, over the budget of {} bytes",
+        bin.display(),
+        common::SIZE_BUDGET
     );
 }
 

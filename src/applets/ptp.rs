@@ -29,6 +29,7 @@ use crate::sysctl;
 use crate::undo::{ErrorList, Undo};
 use ipnet::IpNet;
 use serde::Deserialize;
+use std::net::IpAddr;
 
 pub static APPLET: Applet = Applet {
     name: "ptp",
@@ -90,44 +91,9 @@ fn add_steps<'a>(
 ) -> Result<CniResult> {
     let ifname = &req.env.ifname;
     let mut result = iface::ipam_add(p.ipam, req, undo)?;
-    let gateways: Vec<_> = result
-        .ips
-        .iter()
-        .map(|ip| {
-            let gw = ip.gateway.ok_or_else(|| {
-                Error::internal(format!(
-                    "IPAM plugin {:?} returned {} without a gateway (ptp routes through it)",
-                    p.ipam, ip.address
-                ))
-            })?;
-            // Whatever the IPAM plugin returns (a static address, a prevResult-like answer of
-            // a third-party plugin), the gateway must be a host of the address's family other
-            // than the address itself: it becomes a /32 (/128) on the host end.
-            if gw.is_ipv4() != ip.address.addr().is_ipv4() {
-                return Err(Error::internal(format!(
-                    "IPAM plugin {:?} returned gateway {gw} for {}: not of the same address family",
-                    p.ipam, ip.address
-                )));
-            }
-            if gw == ip.address.addr() {
-                return Err(Error::internal(format!(
-                    "IPAM plugin {:?} returned {} with itself as gateway",
-                    p.ipam, ip.address
-                )));
-            }
-            Ok(gw)
-        })
-        .collect::<Result<_>>()?;
+    let gateways = checked_gateways(p.ipam, &result)?;
     let mut host = Handle::new()?;
-    for v6 in [false, true] {
-        if result
-            .ips
-            .iter()
-            .any(|ip| ip.address.addr().is_ipv6() == v6)
-        {
-            sysctl::forwarding_on(&mut host, v6).ctx("could not enable IP forwarding")?;
-        }
-    }
+    enable_forwarding(&mut host, &result)?;
 
     let mut cont = Handle::in_netns(ns)?;
     if cont.link_by_name(ifname)?.is_some() {
@@ -148,67 +114,8 @@ fn add_steps<'a>(
     // addresses are the gateways). Without DAD the address is usable at once, so the routes
     // below can take it as their source (the kernel refuses a tentative source address).
     iface::configure(ns, &mut cont, ifname, cv.index, &result, 1, Dad::Off)?;
-    // Point-to-point through the gateway: drop the kernel's subnet route, reach the gateway
-    // on the link, the subnet through the gateway.
-    for (ip, gw) in result.ips.iter().zip(&gateways) {
-        let subnet = ip.address.trunc();
-        cont.route_del(&Route {
-            dst: subnet,
-            oif: Some(cv.index),
-            ..Default::default()
-        })
-        .ctx(format_args!("failed to delete route {subnet} dev {ifname}"))?;
-        let gw_net = IpNet::from(*gw);
-        for r in [
-            Route {
-                dst: gw_net,
-                oif: Some(cv.index),
-                scope: SCOPE_LINK,
-                src: Some(ip.address.addr()),
-                ..Default::default()
-            },
-            Route {
-                dst: subnet,
-                gw: Some(*gw),
-                oif: Some(cv.index),
-                src: Some(ip.address.addr()),
-                ..Default::default()
-            },
-        ] {
-            cont.route_add(&r).ctx(format_args!(
-                "failed to add route {} in the container",
-                r.dst
-            ))?;
-        }
-    }
-
-    // The host end: each gateway as a host address, a host route to each container address.
-    let hv = host.link(&host_name)?;
-    // Bridges must not autoconfigure from router advertisements of their ports; neither
-    // should this routed end.
-    let _ = sysctl::set(
-        &sysctl::iface("net/ipv6/conf", &host_name, "accept_ra"),
-        "0",
-    );
-    host.set_up(hv.index, true)
-        .ctx(format_args!("failed to set {host_name:?} up"))?;
-    for (ip, gw) in result.ips.iter().zip(&gateways) {
-        let gw_net = IpNet::from(*gw);
-        host.add_addr(hv.index, gw_net, IFA_F_NODAD)
-            .ctx(format_args!("failed to add {gw_net} to {host_name:?}"))?;
-        let dst = IpNet::from(ip.address.addr());
-        match host.route_add(&Route {
-            dst,
-            oif: Some(hv.index),
-            scope: SCOPE_HOST,
-            ..Default::default()
-        }) {
-            Err(e) if !e.is_exists() => {
-                return Err(Error::from(e).ctx(format_args!("failed to add route {dst} on host")));
-            }
-            _ => {}
-        }
-    }
+    route_through_gateways(&mut cont, ifname, cv.index, &result, &gateways)?;
+    host_end(&mut host, &host_name, &result, &gateways)?;
     if p.c.ip_masq {
         let nets: Vec<IpNet> = result.ips.iter().map(|ip| ip.address).collect();
         let (network, cid) = (&req.conf.name, &req.env.container_id);
@@ -235,6 +142,128 @@ fn add_steps<'a>(
         result.dns = dns;
     }
     Ok(result)
+}
+
+/// Each address's gateway, checked: ptp routes through it.
+fn checked_gateways(ipam: &str, result: &CniResult) -> Result<Vec<IpAddr>> {
+    result
+        .ips
+        .iter()
+        .map(|ip| {
+            let gw = ip.gateway.ok_or_else(|| {
+                Error::internal(format!(
+                    "IPAM plugin {:?} returned {} without a gateway (ptp routes through it)",
+                    ipam, ip.address
+                ))
+            })?;
+            // Whatever the IPAM plugin returns (a static address, a prevResult-like answer of
+            // a third-party plugin), the gateway must be a host of the address's family other
+            // than the address itself: it becomes a /32 (/128) on the host end.
+            if gw.is_ipv4() != ip.address.addr().is_ipv4() {
+                return Err(Error::internal(format!(
+                    "IPAM plugin {:?} returned gateway {gw} for {}: not of the same address family",
+                    ipam, ip.address
+                )));
+            }
+            if gw == ip.address.addr() {
+                return Err(Error::internal(format!(
+                    "IPAM plugin {:?} returned {} with itself as gateway",
+                    ipam, ip.address
+                )));
+            }
+            Ok(gw)
+        })
+        .collect()
+}
+
+/// IP forwarding on for each family the result has addresses of.
+fn enable_forwarding(host: &mut Handle, result: &CniResult) -> Result<()> {
+    for v6 in [false, true] {
+        if result
+            .ips
+            .iter()
+            .any(|ip| ip.address.addr().is_ipv6() == v6)
+        {
+            sysctl::forwarding_on(host, v6).ctx("could not enable IP forwarding")?;
+        }
+    }
+    Ok(())
+}
+
+/// Point-to-point through the gateway: drop the kernel's subnet route, reach the gateway on
+/// the link, the subnet through the gateway.
+fn route_through_gateways(
+    cont: &mut Handle,
+    ifname: &str,
+    index: u32,
+    result: &CniResult,
+    gateways: &[IpAddr],
+) -> Result<()> {
+    for (ip, gw) in result.ips.iter().zip(gateways) {
+        let subnet = ip.address.trunc();
+        cont.route_del(&Route {
+            dst: subnet,
+            oif: Some(index),
+            ..Default::default()
+        })
+        .ctx(format_args!("failed to delete route {subnet} dev {ifname}"))?;
+        let gw_net = IpNet::from(*gw);
+        for r in [
+            Route {
+                dst: gw_net,
+                oif: Some(index),
+                scope: SCOPE_LINK,
+                src: Some(ip.address.addr()),
+                ..Default::default()
+            },
+            Route {
+                dst: subnet,
+                gw: Some(*gw),
+                oif: Some(index),
+                src: Some(ip.address.addr()),
+                ..Default::default()
+            },
+        ] {
+            cont.route_add(&r).ctx(format_args!(
+                "failed to add route {} in the container",
+                r.dst
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// The host end: each gateway as a host address, a host route to each container address.
+fn host_end(
+    host: &mut Handle,
+    host_name: &str,
+    result: &CniResult,
+    gateways: &[IpAddr],
+) -> Result<()> {
+    let hv = host.link(host_name)?;
+    // Bridges must not autoconfigure from router advertisements of their ports; neither
+    // should this routed end.
+    let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", host_name, "accept_ra"), "0");
+    host.set_up(hv.index, true)
+        .ctx(format_args!("failed to set {host_name:?} up"))?;
+    for (ip, gw) in result.ips.iter().zip(gateways) {
+        let gw_net = IpNet::from(*gw);
+        host.add_addr(hv.index, gw_net, IFA_F_NODAD)
+            .ctx(format_args!("failed to add {gw_net} to {host_name:?}"))?;
+        let dst = IpNet::from(ip.address.addr());
+        match host.route_add(&Route {
+            dst,
+            oif: Some(hv.index),
+            scope: SCOPE_HOST,
+            ..Default::default()
+        }) {
+            Err(e) if !e.is_exists() => {
+                return Err(Error::from(e).ctx(format_args!("failed to add route {dst} on host")));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn del(req: &Request) -> Result<()> {

@@ -1,7 +1,7 @@
 //! A minimal D-Bus client: method calls with string arguments on the system bus, for the
 //! firewall applet's firewalld backend (upstream uses godbus). It connects to
-//! `DBUS_SYSTEM_BUS_ADDRESS` (its `unix:path=`/`unix:abstract=` entries, in order) or the
-//! spec's default socket, authenticates with SASL EXTERNAL as our uid, says `Hello`, and then
+//! `DBUS_SYSTEM_BUS_ADDRESS` (its `unix:path=` entries, in order; `unix:abstract=` and other
+//! transports, which no system bus uses, are skipped) or the spec's default socket, authenticates with SASL EXTERNAL as our uid, says `Hello`, and then
 //! makes one call at a time, skipping signals and anything else that is not the answer. Every
 //! call and the handshake have a deadline, so a bus that stops answering costs a bounded wait
 //! (code 11), never a hung plugin; every method call carries NO_AUTO_START, so asking whether a

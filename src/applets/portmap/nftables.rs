@@ -82,12 +82,32 @@ pub(super) fn nft_add(
     // Only the fixed chains' rules are read: the others hold one or more per container.
     let snap = nft.snapshot_of(&t, &["hostports_all", "prerouting", "output"])?;
     let mut b = Batch::new();
-    b.ensure_table(&snap, &t, Some("CNI portmap plugin"))
-        .ensure_chain(&snap, &t, "hostports", None)
-        .ensure_chain(&snap, &t, "hostip_hostports", None)
+    ensure_chains(&mut b, &snap, &t, pm.snat);
+    for r in replaced.iter().filter(|r| r.table == t) {
+        b.del_rule(&t, &r.chain, r.handle);
+    }
+    let added =
+        add_dnat_rules(&mut b, &t, pm, cip, &bases) + add_masquerade_rules(&mut b, &t, pm, cip);
+    let echoed = nft
+        .apply_echo(&b)
+        .ctx("unable to set up nftables rules for port mappings")?;
+    let c = nft_comment(&pm.cid);
+    let lines: Vec<String> = echoed
+        .iter()
+        .filter(|r| r.comment.as_deref() == Some(c.as_str()))
+        .map(|r| RuleRef::new(&t, &r.chain, r.handle).line())
+        .collect();
+    Ok((lines.len() == added).then_some(lines))
+}
+
+/// The table and the chains every container's rules go through, made when missing.
+fn ensure_chains(b: &mut Batch, snap: &Snapshot, t: &Table, snat: bool) {
+    b.ensure_table(snap, t, Some("CNI portmap plugin"))
+        .ensure_chain(snap, t, "hostports", None)
+        .ensure_chain(snap, t, "hostip_hostports", None)
         .ensure_fixed_chain(
-            &snap,
-            &t,
+            snap,
+            t,
             "hostports_all",
             None,
             &[
@@ -97,30 +117,32 @@ pub(super) fn nft_add(
         );
     for (chain, hook) in [("prerouting", Hook::Prerouting), ("output", Hook::Output)] {
         b.ensure_fixed_chain(
-            &snap,
-            &t,
+            snap,
+            t,
             chain,
             Some(BaseChain::new(ChainType::Nat, hook, -100)),
             &[Rule::new().fib_daddr_local().jump("hostports_all")],
         );
     }
-    if pm.snat {
+    if snat {
         b.ensure_chain(
-            &snap,
-            &t,
+            snap,
+            t,
             "masquerading",
             Some(BaseChain::new(ChainType::Nat, Hook::Postrouting, 100)),
         );
     }
-    for r in replaced.iter().filter(|r| r.table == t) {
-        b.del_rule(&t, &r.chain, r.handle);
-    }
+}
+
+/// One DNAT rule per mapping of the family and condition set; how many.
+fn add_dnat_rules(b: &mut Batch, t: &Table, pm: &Portmap, cip: &IpNet, bases: &[Rule]) -> usize {
+    let v6 = cip.addr().is_ipv6();
     let mut added = 0;
     for m in &pm.maps {
         let Some(dst) = m.for_family(v6) else {
             continue;
         };
-        for base in &bases {
+        for base in bases {
             let mut r = base.clone();
             if let Some(d) = dst {
                 r = r.daddr(d);
@@ -130,10 +152,18 @@ pub(super) fn nft_add(
                 .dport(m.host_port)
                 .dnat(cip.addr(), Some(m.container_port))
                 .comment(nft_comment(&pm.cid));
-            b.add_rule(&t, "hostports", &r);
+            b.add_rule(t, "hostports", &r);
             added += 1;
         }
     }
+    added
+}
+
+/// With `snat`, masquerade what the container sends to itself through a mapped port (and,
+/// for IPv4, hairpin from localhost); how many rules.
+fn add_masquerade_rules(b: &mut Batch, t: &Table, pm: &Portmap, cip: &IpNet) -> usize {
+    let v6 = cip.addr().is_ipv6();
+    let mut added = 0;
     if pm.snat {
         let src: IpNet = if pm.masq_all {
             if v6 {
@@ -145,7 +175,7 @@ pub(super) fn nft_add(
             cip.addr().into()
         };
         b.add_rule(
-            &t,
+            t,
             "masquerading",
             &Rule::new()
                 .saddr(src)
@@ -156,7 +186,7 @@ pub(super) fn nft_add(
         added += 1;
         if !v6 && !pm.masq_all {
             b.add_rule(
-                &t,
+                t,
                 "masquerading",
                 &Rule::new()
                     .saddr(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
@@ -167,16 +197,7 @@ pub(super) fn nft_add(
             added += 1;
         }
     }
-    let echoed = nft
-        .apply_echo(&b)
-        .ctx("unable to set up nftables rules for port mappings")?;
-    let c = nft_comment(&pm.cid);
-    let lines: Vec<String> = echoed
-        .iter()
-        .filter(|r| r.comment.as_deref() == Some(c.as_str()))
-        .map(|r| RuleRef::new(&t, &r.chain, r.handle).line())
-        .collect();
-    Ok((lines.len() == added).then_some(lines))
+    added
 }
 
 pub(super) fn nft_check(pm: &Portmap, cip: &IpNet) -> Result<()> {

@@ -10,6 +10,7 @@ use super::{Rule, Stmt, Verdict};
 use crate::error::{Error, Result};
 use crate::netfilter::msg::{Writer, udata_comment};
 use crate::netfilter::nft::Family;
+use ipnet::IpNet;
 use std::net::IpAddr;
 
 impl Rule {
@@ -183,27 +184,7 @@ fn ip_bytes(a: IpAddr) -> (u8, Vec<u8>) {
 
 fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
     match s {
-        Stmt::Addr { dst, net, neq } => {
-            let (v, addr) = ip_bytes(net.network());
-            let mask = ip_bytes(net.netmask()).1;
-            l3dep(w, family, l3, v)?;
-            let offset = match (v, dst) {
-                (4, false) => 12,
-                (4, true) => 16,
-                (_, false) => 8,
-                (_, true) => 24,
-            };
-            let plen = net.prefix_len() as usize;
-            let op = if *neq { CMP_NEQ } else { CMP_EQ };
-            if plen > 0 && plen.is_multiple_of(8) {
-                payload(w, BASE_NETWORK, offset, plen / 8);
-                cmp(w, op, &addr[..plen / 8]);
-            } else {
-                payload(w, BASE_NETWORK, offset, addr.len());
-                bitwise(w, &mask);
-                cmp(w, op, &addr);
-            }
-        }
+        Stmt::Addr { dst, net, neq } => addr_match(w, family, l3, *dst, net, *neq)?,
         Stmt::L4proto(p) => {
             meta(w, META_L4PROTO);
             cmp(w, CMP_EQ, &[*p]);
@@ -216,18 +197,7 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
             payload(w, BASE_TRANSPORT, if *dst { 2 } else { 0 }, 2);
             cmp(w, if *neq { CMP_NEQ } else { CMP_EQ }, &port.to_be_bytes());
         }
-        Stmt::Ifname { out, name, neq } => {
-            // The kernel compares 16 bytes; a NUL inside would cut the name short.
-            if name.is_empty() || name.len() >= 16 || name.contains('\0') {
-                return Err(Error::config(format!(
-                    "nftables: invalid interface name {name:?} (1-15 bytes, no NUL)"
-                )));
-            }
-            let mut b = [0u8; 16];
-            b[..name.len()].copy_from_slice(name.as_bytes());
-            meta(w, if *out { META_OIFNAME } else { META_IIFNAME });
-            cmp(w, if *neq { CMP_NEQ } else { CMP_EQ }, &b);
-        }
+        Stmt::Ifname { out, name, neq } => ifname_match(w, *out, name, *neq)?,
         Stmt::CtState(bits, neq) => {
             expr(w, "ct", |w| {
                 w.be32(NFTA_CT_KEY, 0); // NFT_CT_STATE
@@ -257,48 +227,102 @@ fn stmt(w: &mut Writer, family: Family, l3: &mut u8, s: &Stmt) -> Result<()> {
         }
         Stmt::Counter => expr(w, "counter", |_| {}),
         Stmt::Masq => expr(w, "masq", |_| {}),
-        Stmt::Nat { dnat, addr, port } => {
-            let (v, a) = ip_bytes(*addr);
-            if (family == Family::Ip && v != 4) || (family == Family::Ip6 && v != 6) {
-                return Err(Error::internal(format!(
-                    "nftables: cannot NAT to {addr} in a {family} table"
-                )));
-            }
-            immediate(w, REG1, |w| w.attr(NFTA_DATA_VALUE, &a));
-            if let Some(p) = port {
-                immediate(w, REG2, |w| w.attr(NFTA_DATA_VALUE, &p.to_be_bytes()));
-            }
-            expr(w, "nat", |w| {
-                w.be32(NFTA_NAT_TYPE, *dnat as u32);
-                w.be32(NFTA_NAT_FAMILY, if v == 4 { 2 } else { 10 });
-                w.be32(NFTA_NAT_REG_ADDR_MIN, REG1);
-                if port.is_some() {
-                    w.be32(NFTA_NAT_REG_PROTO_MIN, REG2);
-                    w.be32(NFTA_NAT_FLAGS, 2); // NF_NAT_RANGE_PROTO_SPECIFIED
-                }
-            });
-        }
-        Stmt::Verdict(v) => {
-            let (code, chain): (i32, _) = match v {
-                Verdict::Accept => (1, None),
-                Verdict::Drop => (0, None),
-                Verdict::Return => (-5, None),
-                Verdict::Jump(c) => (-3, Some(c)),
-                Verdict::Goto(c) => (-4, Some(c)),
-            };
-            if let Some(c) = chain {
-                crate::netfilter::validate::nft_name("nftables jump target", c)?;
-            }
-            // Register 0 is the verdict register.
-            immediate(w, 0, |w| {
-                w.nest(NFTA_DATA_VERDICT, |w| {
-                    w.be32(NFTA_VERDICT_CODE, code as u32);
-                    if let Some(c) = chain {
-                        w.str(NFTA_VERDICT_CHAIN, c);
-                    }
-                })
-            });
-        }
+        Stmt::Nat { dnat, addr, port } => nat(w, family, *dnat, *addr, *port)?,
+        Stmt::Verdict(v) => verdict(w, v)?,
     }
+    Ok(())
+}
+
+/// An address match: the source or destination address, or its prefix, compared.
+fn addr_match(
+    w: &mut Writer,
+    family: Family,
+    l3: &mut u8,
+    dst: bool,
+    net: &IpNet,
+    neq: bool,
+) -> Result<()> {
+    let (v, addr) = ip_bytes(net.network());
+    let mask = ip_bytes(net.netmask()).1;
+    l3dep(w, family, l3, v)?;
+    let offset = match (v, dst) {
+        (4, false) => 12,
+        (4, true) => 16,
+        (_, false) => 8,
+        (_, true) => 24,
+    };
+    let plen = net.prefix_len() as usize;
+    let op = if neq { CMP_NEQ } else { CMP_EQ };
+    if plen > 0 && plen.is_multiple_of(8) {
+        payload(w, BASE_NETWORK, offset, plen / 8);
+        cmp(w, op, &addr[..plen / 8]);
+    } else {
+        payload(w, BASE_NETWORK, offset, addr.len());
+        bitwise(w, &mask);
+        cmp(w, op, &addr);
+    }
+    Ok(())
+}
+
+/// An interface name match (`iifname`/`oifname`), validated: 1-15 bytes, no NUL.
+fn ifname_match(w: &mut Writer, out: bool, name: &str, neq: bool) -> Result<()> {
+    // The kernel compares 16 bytes; a NUL inside would cut the name short.
+    if name.is_empty() || name.len() >= 16 || name.contains('\0') {
+        return Err(Error::config(format!(
+            "nftables: invalid interface name {name:?} (1-15 bytes, no NUL)"
+        )));
+    }
+    let mut b = [0u8; 16];
+    b[..name.len()].copy_from_slice(name.as_bytes());
+    meta(w, if out { META_OIFNAME } else { META_IIFNAME });
+    cmp(w, if neq { CMP_NEQ } else { CMP_EQ }, &b);
+    Ok(())
+}
+
+/// DNAT or SNAT to `addr` (and `port`), of the table's family.
+fn nat(w: &mut Writer, family: Family, dnat: bool, addr: IpAddr, port: Option<u16>) -> Result<()> {
+    let (v, a) = ip_bytes(addr);
+    if (family == Family::Ip && v != 4) || (family == Family::Ip6 && v != 6) {
+        return Err(Error::internal(format!(
+            "nftables: cannot NAT to {addr} in a {family} table"
+        )));
+    }
+    immediate(w, REG1, |w| w.attr(NFTA_DATA_VALUE, &a));
+    if let Some(p) = port {
+        immediate(w, REG2, |w| w.attr(NFTA_DATA_VALUE, &p.to_be_bytes()));
+    }
+    expr(w, "nat", |w| {
+        w.be32(NFTA_NAT_TYPE, dnat as u32);
+        w.be32(NFTA_NAT_FAMILY, if v == 4 { 2 } else { 10 });
+        w.be32(NFTA_NAT_REG_ADDR_MIN, REG1);
+        if port.is_some() {
+            w.be32(NFTA_NAT_REG_PROTO_MIN, REG2);
+            w.be32(NFTA_NAT_FLAGS, 2); // NF_NAT_RANGE_PROTO_SPECIFIED
+        }
+    });
+    Ok(())
+}
+
+/// A verdict; a jump or goto target is validated as a chain name.
+fn verdict(w: &mut Writer, v: &Verdict) -> Result<()> {
+    let (code, chain): (i32, _) = match v {
+        Verdict::Accept => (1, None),
+        Verdict::Drop => (0, None),
+        Verdict::Return => (-5, None),
+        Verdict::Jump(c) => (-3, Some(c)),
+        Verdict::Goto(c) => (-4, Some(c)),
+    };
+    if let Some(c) = chain {
+        crate::netfilter::validate::nft_name("nftables jump target", c)?;
+    }
+    // Register 0 is the verdict register.
+    immediate(w, 0, |w| {
+        w.nest(NFTA_DATA_VERDICT, |w| {
+            w.be32(NFTA_VERDICT_CODE, code as u32);
+            if let Some(c) = chain {
+                w.str(NFTA_VERDICT_CHAIN, c);
+            }
+        })
+    });
     Ok(())
 }
