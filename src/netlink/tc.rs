@@ -154,9 +154,10 @@ pub fn del_qdisc(h: &mut Handle, ifindex: u32, ingress: bool) -> Result<()> {
     } else {
         (TC_H_ROOT, 1 << 16, "tbf")
     };
-    let present = qdiscs(h, ifindex)?
-        .iter()
-        .any(|q| q.parent == parent && q.handle == handle && q.kind == kind);
+    // Only ours (handle and kind as ADD made it): asked of the one slot, not of a dump of
+    // every qdisc on the node, which grows with its containers.
+    let present = qdisc_at(h, ifindex, parent)?
+        .is_some_and(|q| q.parent == parent && q.handle == handle && q.kind == kind);
     if !present {
         return Ok(());
     }
@@ -226,6 +227,20 @@ pub fn qdiscs(h: &mut Handle, ifindex: u32) -> Result<Vec<Qdisc>> {
         .filter(|r| r.ty == RTM_NEWQDISC && wire::get_u32(&r.body, 4) == Some(ifindex))
         .filter_map(|r| parse(&r.body))
         .collect())
+}
+
+/// The qdisc in one slot of a link (`parent`: `TC_H_ROOT`, or `TC_H_INGRESS` for the ingress
+/// or clsact qdisc), by a plain RTM_GETQDISC of that slot: one reply, whatever the number of
+/// links and qdiscs on the node. `None`: the slot or the link does not exist.
+pub fn qdisc_at(h: &mut Handle, ifindex: u32, parent: u32) -> Result<Option<Qdisc>> {
+    let m = request(RTM_GETQDISC, &tcmsg(ifindex, 0, parent, 0), |_| {});
+    match h.request_ack(m, 0) {
+        Ok(reply) => Ok(reply
+            .filter(|r| r.ty == RTM_NEWQDISC && wire::get_u32(&r.body, 4) == Some(ifindex))
+            .and_then(|r| parse(&r.body))),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.ctx(format_args!("get qdisc {parent:#x} (link {ifindex})"))),
+    }
 }
 
 /// A qdisc from an RTM_NEWQDISC payload, with the TBF parameters of a `tbf` one.
