@@ -329,6 +329,40 @@ fn shaped_throughput() {
     }
 }
 
+/// DEL removes only the qdiscs ADD makes (tbf 1: at the root, ingress ffff:): someone else's
+/// qdiscs in those slots, with the same handles but other kinds, stay on the host veth.
+#[test]
+fn del_leaves_foreign_qdiscs() {
+    if !require_root("del_leaves_foreign_qdiscs") {
+        return;
+    }
+    let sb = Sandbox::new("bw-foreign");
+    let p = pair("f");
+    let pl = sb.plugin_in(Impl::Ours, &p.node);
+    let c = conf(&p, "1.0.0", serde_json::from_str(LIMITS).unwrap());
+    p.node.sh(&[
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        &p.host_veth,
+        "root",
+        "handle",
+        "1:",
+        "pfifo",
+    ]);
+    p.node
+        .sh(&["tc", "qdisc", "add", "dev", &p.host_veth, "clsact"]);
+    pl.del("bandwidth", &env(&p, "bwf"), &c).ok();
+    pl.del("bandwidth", &env(&p, "bwf"), &c).ok();
+    let q = p.node.sh(&["tc", "qdisc", "show", "dev", &p.host_veth]);
+    assert!(
+        q.contains("qdisc pfifo 1: root") && q.contains("qdisc clsact ffff:"),
+        "DEL removed qdiscs it did not make from {}:\n{q}",
+        p.host_veth
+    );
+}
+
 /// A failed ADD takes back what it already did: here the ifb cannot be created (a link of its
 /// name exists), after the ingress tbf went onto the host veth. Nothing of bandwidth's may stay
 /// on the host veth, and the foreign link is left alone.

@@ -323,9 +323,14 @@ fn del(req: &Request) -> Result<()> {
     errors.check(ipt_remove(&ips));
     errors.check(nft_delete_owned(&fw));
     // firewalld: the recorded zone, and (as upstream, which keeps no record) the configured
-    // one unless a netfilter backend is configured.
+    // one unless a netfilter backend is configured or our own ADD's record says where the
+    // addresses went (a record without a zone: not to firewalld, so no bus round trips).
     let mut zones: Vec<&str> = zone.into_iter().collect();
-    if !matches!(fw.backend, Choice::Rules(_)) && !fw.zone.is_empty() && zone != Some(&fw.zone) {
+    if !matches!(fw.backend, Choice::Rules(_))
+        && items.is_empty()
+        && !fw.zone.is_empty()
+        && zone != Some(&fw.zone)
+    {
         zones.push(&fw.zone);
     }
     for z in zones {
