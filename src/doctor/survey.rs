@@ -485,7 +485,7 @@ fn leases(s: &mut Survey, grace: Duration) {
 /// ADD in flight.
 pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Result<Survey> {
     let mut s = Survey {
-        networks: Vec::new(),
+        networks: networks(conf_dir)?,
         attachments: Vec::new(),
         orphans: Vec::new(),
         in_flight: Vec::new(),
@@ -493,20 +493,51 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
         reserved: Vec::new(),
         notes: Vec::new(),
     };
+    let configured: HashSet<String> = s.networks.iter().map(|n| n.name.clone()).collect();
+    cached_attachments(&mut s, &configured);
+    let stores: Vec<(String, PathBuf)> = s
+        .networks
+        .iter()
+        .flat_map(|n| n.stores.iter().map(|d| (n.name.clone(), d.clone())))
+        .collect();
+    for (network, dir) in stores {
+        match reservations(&dir) {
+            Ok(found) => {
+                for r in found {
+                    judge_reservation(&mut s, &network, r, grace);
+                }
+            }
+            Err(e) => s.notes.push(format!("{}: {e}", dir.display())),
+        }
+    }
+    node_rules(&mut s, &configured);
+    interfaces(&mut s);
+    leases(&mut s, grace);
+    Ok(s)
+}
+
+/// Every network configuration of `conf_dir`, loaded (or why not), with its host-local stores.
+fn networks(conf_dir: &Path) -> crate::cni::error::Result<Vec<Network>> {
+    let mut out = Vec::new();
     for name in load::names(conf_dir)? {
         let (list, error) = match load::load(conf_dir, &name) {
             Ok(l) => (Some(l), None),
             Err(e) => (None, Some(e.msg)),
         };
         let stores = list.as_ref().map(stores).unwrap_or_default();
-        s.networks.push(Network {
+        out.push(Network {
             name,
             list,
             error,
             stores,
         });
     }
-    let configured: HashSet<String> = s.networks.iter().map(|n| n.name.clone()).collect();
+    Ok(out)
+}
+
+/// The attachments libcni's cache records for the configured networks; an entry whose netns is
+/// gone is an orphan. A record that is not one, or of a network not configured, is a note.
+fn cached_attachments(s: &mut Survey, configured: &HashSet<String>) {
     for rec in cache::records() {
         let Some(rt) = rec.rt else {
             s.notes.push(format!(
@@ -548,70 +579,65 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
             cache_file: rec.file,
         });
     }
-    for n in &s.networks {
-        for dir in &n.stores {
-            let found = match reservations(dir) {
-                Ok(r) => r,
-                Err(e) => {
-                    s.notes.push(format!("{}: {e}", dir.display()));
-                    continue;
-                }
-            };
-            for r in found {
-                let object = r.path.display().to_string();
-                let link = if r.symlink {
-                    " (a symlink: only the link would go)"
-                } else {
-                    ""
-                };
-                let Some((cid, ifname)) = r.owner else {
-                    s.reserved.push((r.ip, String::new()));
-                    s.orphans.push(Orphan {
-                        kind: Kind::Reservation,
-                        network: n.name.clone(),
-                        object,
-                        container_id: String::new(),
-                        ifname: String::new(),
-                        why: format!("names no owner{link}"),
-                    });
-                    continue;
-                };
-                s.reserved.push((r.ip, cid.clone()));
-                let owner = s.attachments.iter_mut().find(|a| {
-                    a.network == n.name
-                        && a.rt.container_id == cid
-                        && (ifname.is_empty() || a.rt.ifname == ifname)
-                });
-                let why = match owner {
-                    Some(a) if a.live() => {
-                        a.reservations.push(object);
-                        s.held.push(r.ip);
-                        continue;
-                    }
-                    Some(a) => format!("its attachment's netns {} is gone", a.rt.netns),
-                    None if r.age < grace => {
-                        s.notes.push(format!(
-                            "{object}: no cache entry yet, {} s old: an ADD may be in flight \
-                             (left alone)",
-                            r.age.as_secs()
-                        ));
-                        s.in_flight.push((n.name.clone(), cid, ifname));
-                        s.held.push(r.ip);
-                        continue;
-                    }
-                    None => "no cached attachment".to_string(),
-                };
-                s.orphans.push(Orphan {
-                    kind: Kind::Reservation,
-                    network: n.name.clone(),
-                    object,
-                    container_id: cid,
-                    ifname,
-                    why: format!("{why}{link}"),
-                });
-            }
+}
+
+/// One host-local reservation of `network`: counted to its live attachment, left alone while
+/// younger than `grace` with no cache entry (an ADD in flight), else an orphan with why.
+fn judge_reservation(s: &mut Survey, network: &str, r: Reservation, grace: Duration) {
+    let object = r.path.display().to_string();
+    let link = if r.symlink {
+        " (a symlink: only the link would go)"
+    } else {
+        ""
+    };
+    let Some((cid, ifname)) = r.owner else {
+        s.reserved.push((r.ip, String::new()));
+        s.orphans.push(Orphan {
+            kind: Kind::Reservation,
+            network: network.to_string(),
+            object,
+            container_id: String::new(),
+            ifname: String::new(),
+            why: format!("names no owner{link}"),
+        });
+        return;
+    };
+    s.reserved.push((r.ip, cid.clone()));
+    let owner = s.attachments.iter_mut().find(|a| {
+        a.network == network
+            && a.rt.container_id == cid
+            && (ifname.is_empty() || a.rt.ifname == ifname)
+    });
+    let why = match owner {
+        Some(a) if a.live() => {
+            a.reservations.push(object);
+            s.held.push(r.ip);
+            return;
         }
-    }
+        Some(a) => format!("its attachment's netns {} is gone", a.rt.netns),
+        None if r.age < grace => {
+            s.notes.push(format!(
+                "{object}: no cache entry yet, {} s old: an ADD may be in flight (left alone)",
+                r.age.as_secs()
+            ));
+            s.in_flight.push((network.to_string(), cid, ifname));
+            s.held.push(r.ip);
+            return;
+        }
+        None => "no cached attachment".to_string(),
+    };
+    s.orphans.push(Orphan {
+        kind: Kind::Reservation,
+        network: network.to_string(),
+        object,
+        container_id: cid,
+        ifname,
+        why: format!("{why}{link}"),
+    });
+}
+
+/// The node's rules of ipMasq, portmap and firewall (`rules.rs`), each judged.
+fn node_rules(s: &mut Survey, configured: &HashSet<String>) {
     let mut found = rules::iptables(&mut s.notes);
     found.extend(rules::nftables(&mut s.notes));
     let nets: Vec<(String, Vec<IpNet>)> = s
@@ -625,9 +651,6 @@ pub(crate) fn survey(conf_dir: &Path, grace: Duration) -> crate::cni::error::Res
         })
         .collect();
     for f in found {
-        judge_rule(&mut s, &configured, &nets, f);
+        judge_rule(s, configured, &nets, f);
     }
-    interfaces(&mut s);
-    leases(&mut s, grace);
-    Ok(s)
 }
