@@ -132,13 +132,19 @@ impl NlSocket {
         setsockopt(&self.sock, sockopt::ReceiveTimeout, &tv)
             .map_err(|e| Error::new(e as i32, "set netlink receive timeout"))?;
         self.buf.clear();
-        match self.sock.recv(&mut self.buf, 0) {
+        let got = match self.sock.recv(&mut self.buf, 0) {
             Ok(_) => Ok(true),
             Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => Ok(false),
             // The socket's queue overflowed: notifications were lost, which a re-read covers.
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(true),
             Err(e) => Err(Error::io("receive netlink notification", e)),
-        }
+        };
+        // The timeout is this wait's only: a later request waits for its reply as long as the
+        // kernel takes (a zero timeval means no timeout).
+        let forever = TimeVal::new(0, 0);
+        setsockopt(&self.sock, sockopt::ReceiveTimeout, &forever)
+            .map_err(|e| Error::new(e as i32, "clear netlink receive timeout"))?;
+        got
     }
 
     fn send(&mut self, buf: &[u8]) -> Result<()> {
@@ -151,10 +157,14 @@ impl NlSocket {
     /// Receive one datagram into `self.buf`; a datagram larger than the buffer is an error.
     fn recv(&mut self) -> Result<usize> {
         self.buf.clear();
-        let n = self
-            .sock
-            .recv(&mut self.buf, libc::MSG_TRUNC)
-            .map_err(|e| Error::io("receive netlink reply", e))?;
+        // A signal (a stop and continue of the process, a handler a runtime left installed)
+        // interrupts the wait for a reply: the reply still comes, so wait again.
+        let n = loop {
+            match self.sock.recv(&mut self.buf, libc::MSG_TRUNC) {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => self.buf.clear(),
+                r => break r.map_err(|e| Error::io("receive netlink reply", e))?,
+            }
+        };
         if n > self.buf.len() {
             return Err(Error::new(
                 0,
