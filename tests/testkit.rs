@@ -62,10 +62,6 @@ const RULES: &[(&str, &str)] = &[
 /// have a copy (an entry for a clean file fails, so the list only shrinks).
 const PENDING: &[(&str, &str)] = &[
     (
-        "dhcp_peers.rs",
-        "wait_or, Proc, its Lab, an Env literal (written beside the kit, merged after it)",
-    ),
-    (
         "dhcp.rs",
         "wait_for/wait_or, read, Proc, Daemon's env (lane dhcpd: see the testkit report)",
     ),
