@@ -65,10 +65,6 @@ const PENDING: &[(&str, &str)] = &[
         "dhcp.rs",
         "wait_for/wait_or, read, Proc, Daemon's env (lane dhcpd: see the testkit report)",
     ),
-    (
-        "dhcp_hostile.rs",
-        "wait_or, read, Proc (lane dhcpd: see the testkit report)",
-    ),
 ];
 
 /// The copies in `text`: (line number, line, what to use instead).
