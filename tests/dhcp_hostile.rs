@@ -9,28 +9,21 @@
 
 mod common;
 use common::bounded::exec_within;
-use common::dhcp::DhcpLab;
+use common::dhcp::{Daemon, Dnsmasq};
 use common::env::env_for;
 use common::lab::unique_n;
-use common::proc::{Proc, log_text};
+use common::proc::log_text;
 use common::wait::{secs, wait_until_or};
 use common::*;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// Poll `f` until it holds; fails after two minutes (a bound for a hung test, not a timing),
 /// showing `why()`.
-/// `dhcp daemon` on a socket in the sandbox.
-struct Daemon {
-    proc: Proc,
-    socket: String,
-    log: PathBuf,
-}
-
 impl Daemon {
     fn pid(&self) -> u32 {
         self.proc.0.id()
@@ -48,18 +41,6 @@ impl Daemon {
     /// How many files the daemon has open.
     fn fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, |d| d.count())
-    }
-
-    /// User plus system CPU time, in clock ticks (/proc/PID/stat fields 14 and 15).
-    fn cpu_ticks(&self) -> u64 {
-        let s = log_text(Path::new(&format!("/proc/{}/stat", self.pid())));
-        let rest = &s[s.rfind(')').expect("stat") + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-    }
-
-    fn log(&self) -> String {
-        log_text(&self.log)
     }
 
     /// One cnibox STATUS call answered: the daemon serves (and has restored its records).
@@ -80,9 +61,7 @@ fn daemon_at(sb: &Sandbox, socket: &str, nofile: Option<u64>) -> Daemon {
     let log = sb.path(&format!("daemon-{}.log", unique_n()));
     let mut cmd = Command::new(sb.bin.join("dhcp"));
     cmd.args(["daemon", "-socketpath", socket, "-timeout=2s"])
-        .args(["--resendtimeout", "6s"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
+        .args(["--resendtimeout", "6s"]);
     if let Some(n) = nofile {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
@@ -99,17 +78,7 @@ fn daemon_at(sb: &Sandbox, socket: &str, nofile: Option<u64>) -> Daemon {
             });
         }
     }
-    let d = Daemon {
-        proc: Proc(cmd.spawn().expect("start dhcp daemon")),
-        socket: socket.into(),
-        log,
-    };
-    wait_until_or(
-        "the daemon's socket",
-        secs(120),
-        || UnixStream::connect(socket).is_ok(),
-        || d.log(),
-    );
+    let d = Daemon::start(cmd, socket.into(), log);
     d.answers();
     d
 }
@@ -378,55 +347,8 @@ fn have(tool: &str) -> bool {
     found
 }
 
-/// The dhcp lab with dnsmasq in its server namespace (10.N.0.50–99, router 10.N.0.1, T1 3 s).
-struct Dnsmasq {
-    lab: DhcpLab,
-    _server: Proc,
-    server_log: PathBuf,
-    leases: PathBuf,
-}
-
-impl std::ops::Deref for Dnsmasq {
-    type Target = DhcpLab;
-    fn deref(&self) -> &DhcpLab {
-        &self.lab
-    }
-}
-
 fn lab(tag: &str) -> Dnsmasq {
-    let lab = DhcpLab::new(tag);
-    let (sb, srv, n) = (&lab.sb, &lab.srv, lab.n);
-    srv.sh(&["ip", "link", "set", "lo", "up"]);
-    let server_log = sb.path("dnsmasq.log");
-    let leases = sb.path("dnsmasq.leases");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &srv.name, "dnsmasq", "--no-daemon"])
-        .args(["--conf-file=/dev/null", "--port=0", "--interface=srv0"])
-        .args(["--bind-interfaces", "--log-dhcp"])
-        .arg(format!(
-            "--dhcp-range=10.{n}.0.50,10.{n}.0.99,255.255.255.0,2m"
-        ))
-        .arg(format!("--dhcp-option=option:router,10.{n}.0.1"))
-        .arg("--dhcp-option=option:T1,3")
-        .arg(format!("--dhcp-leasefile={}", leases.display()))
-        .arg(format!("--pid-file={}", sb.path("dnsmasq.pid").display()))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&server_log).unwrap())
-        .spawn()
-        .expect("start dnsmasq");
-    let server = Proc(child);
-    wait_until_or(
-        "dnsmasq to listen",
-        secs(120),
-        || log_text(&server_log).contains("DHCP, IP range"),
-        || log_text(&server_log),
-    );
-    Dnsmasq {
-        lab,
-        _server: server,
-        server_log,
-        leases,
-    }
+    Dnsmasq::start(tag)
 }
 
 impl Dnsmasq {

@@ -6,6 +6,7 @@ use super::lab::unique_n;
 use super::proc::{Proc, log_text};
 use super::wait::{secs, wait_until_or};
 use super::{Impl, NetNs, Sandbox};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -43,11 +44,81 @@ impl DhcpLab {
             .path(&format!("{tag}/dhcp.sock"))
             .display()
             .to_string();
-        let log = self.sb.path(&format!("daemon-{tag}.log"));
+        let mut cmd = Command::new(self.sb.plugin(imp).program("dhcp"));
+        cmd.args(["daemon", "-socketpath", &socket]).args(args);
+        Daemon::start(cmd, socket, self.sb.path(&format!("daemon-{tag}.log")))
+    }
+}
+
+/// A [`DhcpLab`] with dnsmasq serving its server namespace: 10.N.0.50–99 for 2 minutes, router
+/// 10.N.0.1, T1 3 s; its log and lease file in the sandbox.
+pub struct Dnsmasq {
+    pub lab: DhcpLab,
+    _server: Proc,
+    pub server_log: PathBuf,
+    pub leases: PathBuf,
+}
+
+impl Deref for Dnsmasq {
+    type Target = DhcpLab;
+    fn deref(&self) -> &DhcpLab {
+        &self.lab
+    }
+}
+
+impl Dnsmasq {
+    /// A fresh lab (sandbox named after `tag`) once dnsmasq listens.
+    pub fn start(tag: &str) -> Dnsmasq {
+        let lab = DhcpLab::new(tag);
+        let (sb, srv, n) = (&lab.sb, &lab.srv, lab.n);
+        srv.sh(&["ip", "link", "set", "lo", "up"]);
+        let server_log = sb.path("dnsmasq.log");
+        let leases = sb.path("dnsmasq.leases");
+        let err = std::fs::File::create(&server_log).expect("create dnsmasq's log");
+        let child = Command::new("ip")
+            .args(["netns", "exec", &srv.name, "dnsmasq", "--no-daemon"])
+            .args(["--conf-file=/dev/null", "--port=0", "--interface=srv0"])
+            .args(["--bind-interfaces", "--log-dhcp"])
+            .arg(format!(
+                "--dhcp-range=10.{n}.0.50,10.{n}.0.99,255.255.255.0,2m"
+            ))
+            .arg(format!("--dhcp-option=option:router,10.{n}.0.1"))
+            .arg("--dhcp-option=option:T1,3")
+            .arg(format!("--dhcp-leasefile={}", leases.display()))
+            .arg(format!("--pid-file={}", sb.path("dnsmasq.pid").display()))
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("start dnsmasq");
+        let server = Proc(child);
+        wait_until_or(
+            "dnsmasq to listen",
+            secs(120),
+            || log_text(&server_log).contains("DHCP, IP range"),
+            || log_text(&server_log),
+        );
+        Dnsmasq {
+            lab,
+            _server: server,
+            server_log,
+            leases,
+        }
+    }
+}
+
+/// A running `dhcp daemon`, killed and reaped on drop.
+pub struct Daemon {
+    pub proc: Proc,
+    pub socket: String,
+    pub log: PathBuf,
+}
+
+impl Daemon {
+    /// Start `cmd` (a `dhcp daemon` serving `socket`), its stderr in `log`; once `socket`
+    /// accepts.
+    pub fn start(mut cmd: Command, socket: String, log: PathBuf) -> Daemon {
         let err = std::fs::File::create(&log).expect("create the daemon's log");
-        let child = Command::new(self.sb.plugin(imp).program("dhcp"))
-            .args(["daemon", "-socketpath", &socket])
-            .args(args)
+        let child = cmd
             .stdout(Stdio::null())
             .stderr(err)
             .spawn()
@@ -65,16 +136,7 @@ impl DhcpLab {
         );
         d
     }
-}
 
-/// A running `dhcp daemon`, killed and reaped on drop.
-pub struct Daemon {
-    pub proc: Proc,
-    pub socket: String,
-    pub log: PathBuf,
-}
-
-impl Daemon {
     /// Its log (stderr) so far.
     pub fn log(&self) -> String {
         log_text(&self.log)
