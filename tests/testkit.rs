@@ -60,12 +60,7 @@ const RULES: &[(&str, &str)] = &[
 
 /// Files another lane is moving onto the kit: (file, what is left to move). Each must still
 /// have a copy (an entry for a clean file fails, so the list only shrinks).
-const PENDING: &[(&str, &str)] = &[
-    (
-        "dhcp.rs",
-        "wait_for/wait_or, read, Proc, Daemon's env (lane dhcpd: see the testkit report)",
-    ),
-];
+const PENDING: &[(&str, &str)] = &[];
 
 /// The copies in `text`: (line number, line, what to use instead).
 fn copies(text: &str) -> Vec<(usize, String, &'static str)> {
