@@ -13,163 +13,32 @@
 //! shape from the same server.
 
 mod common;
-use common::bounded::{exec_within, kill_and_reap, wait_within};
-use common::lab::unique_n;
+use common::bounded::{exec_within, wait_within};
+use common::dhcp::{Daemon, Dnsmasq};
+use common::env::{env_for, env_id};
+use common::proc::{Proc, log_text};
+use common::wait::{secs, wait_until, wait_until_or};
 use common::*;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Poll `f` until it holds; fails after a minute (a bound for a hung test, not a timing).
-#[track_caller]
-fn wait_for(what: &str, f: impl FnMut() -> bool) {
-    wait_or(what, f, String::new)
-}
-
-/// [`wait_for`], showing `why()` when it times out.
-#[track_caller]
-fn wait_or(what: &str, mut f: impl FnMut() -> bool, why: impl Fn() -> String) {
-    let end = Instant::now() + Duration::from_secs(60);
-    while !f() {
-        assert!(
-            Instant::now() < end,
-            "timed out waiting for {what}\n{}",
-            why()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
-}
-
-/// A child process killed and reaped on drop, within a bound (checked: a test that is not
-/// already failing fails when the child outlives SIGKILL).
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Err(e) = kill_and_reap(&mut self.0) {
-            if std::thread::panicking() {
-                eprintln!("{e}");
-            } else {
-                panic!("{e}");
-            }
-        }
-    }
-}
-
-/// The node, and the server namespace with dnsmasq.
-struct Lab {
-    sb: Sandbox,
-    node: NetNs,
-    _srv: NetNs,
-    n: u8,
-    _server: Proc,
-    server_log: PathBuf,
-    leases: PathBuf,
-}
-
-fn lab(tag: &str) -> Lab {
-    let sb = Sandbox::new(tag);
-    let n = unique_n();
-    let (node, srv) = (NetNs::create(), NetNs::create());
-    node.sh(&[
-        "ip", "link", "add", "up0", "type", "veth", "peer", "name", "srv0", "netns", &srv.name,
-    ]);
-    node.sh(&["ip", "link", "set", "up0", "up"]);
-    srv.sh(&["ip", "link", "set", "lo", "up"]);
-    srv.sh(&[
-        "ip",
-        "addr",
-        "add",
-        &format!("10.{n}.0.1/24"),
-        "dev",
-        "srv0",
-    ]);
-    srv.sh(&["ip", "link", "set", "srv0", "up"]);
-    let server_log = sb.path("dnsmasq.log");
-    let leases = sb.path("dnsmasq.leases");
-    let log = std::fs::File::create(&server_log).unwrap();
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &srv.name,
-            "dnsmasq",
-            "--no-daemon",
-            "--conf-file=/dev/null",
-        ])
-        .args([
-            "--port=0",
-            "--interface=srv0",
-            "--bind-interfaces",
-            "--log-dhcp",
-        ])
-        .arg(format!(
-            "--dhcp-range=10.{n}.0.50,10.{n}.0.99,255.255.255.0,2m"
-        ))
-        .arg(format!("--dhcp-option=option:router,10.{n}.0.1"))
-        .arg("--dhcp-option=option:T1,3")
-        .arg(format!("--dhcp-leasefile={}", leases.display()))
-        .arg(format!("--pid-file={}", sb.path("dnsmasq.pid").display()))
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start dnsmasq");
-    let server = Proc(child);
-    wait_for("dnsmasq to listen", || {
-        read(&server_log).contains("DHCP, IP range")
-    });
-    Lab {
-        sb,
-        node,
-        _srv: srv,
-        n,
-        _server: server,
-        server_log,
-        leases,
-    }
+fn lab(tag: &str) -> Dnsmasq {
+    Dnsmasq::start(tag)
 }
 
 /// `dhcp daemon` on a socket in the sandbox, started through the applet link.
-struct Daemon {
-    proc: Proc,
-    socket: String,
-    log: PathBuf,
-}
-
-fn daemon(lab: &Lab, extra: &[&str]) -> Daemon {
+fn daemon(lab: &Dnsmasq, extra: &[&str]) -> Daemon {
     let socket = lab.sb.path("run/dhcp.sock").display().to_string();
-    let log = lab.sb.path("daemon.log");
-    let link = lab.sb.bin.join("dhcp");
-    let child = Command::new(&link)
-        .args([
-            "daemon",
-            "-socketpath",
-            &socket,
-            "-timeout=2s",
-            "--resendtimeout",
-            "6s",
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start dhcp daemon");
-    wait_for("the daemon's socket", || {
-        std::os::unix::net::UnixStream::connect(&socket).is_ok()
-    });
-    Daemon {
-        proc: Proc(child),
-        socket,
-        log,
-    }
+    let mut cmd = Command::new(lab.sb.bin.join("dhcp"));
+    cmd.args(["daemon", "-socketpath", &socket, "-timeout=2s"])
+        .args(["--resendtimeout", "6s"])
+        .args(extra);
+    Daemon::start(cmd, socket, lab.sb.path("daemon.log"))
 }
 
 fn conf(socket: &str) -> Value {
@@ -177,19 +46,11 @@ fn conf(socket: &str) -> Value {
            "ipam": {"type": "dhcp", "daemonSocketPath": socket}})
 }
 
-fn env(c: &NetNs, id: &str) -> Env {
-    Env {
-        container_id: id.into(),
-        netns: c.path(),
-        ..Env::default()
-    }
-}
-
 /// The address of a lease result, checked to be in dnsmasq's range.
 #[track_caller]
 /// [`leased`], and the result's gateway and default route are the server's router, and the
 /// address is on the container's eth0.
-fn leased_on(lab: &Lab, r: &Value, c: &NetNs) -> String {
+fn leased_on(lab: &Dnsmasq, r: &Value, c: &NetNs) -> String {
     let ip = leased(lab, r);
     let gw = format!("10.{}.0.1", lab.n);
     assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
@@ -201,7 +62,7 @@ fn leased_on(lab: &Lab, r: &Value, c: &NetNs) -> String {
     ip
 }
 
-fn leased(lab: &Lab, r: &Value) -> String {
+fn leased(lab: &Dnsmasq, r: &Value) -> String {
     let addr = r["ips"][0]["address"]
         .as_str()
         .expect("an address")
@@ -227,7 +88,7 @@ fn lease_renew_check_release() {
     let plugin = lab.sb.plugin_in(Impl::Ours, &lab.node);
     let conf = conf(&d.socket);
     let r = plugin
-        .add("macvlan", &env(&c, "dhcp-c1"), &conf)
+        .add("macvlan", &env_for(&c, "dhcp-c1"), &conf)
         .ok()
         .clone();
     let ip = leased(&lab, &r);
@@ -244,25 +105,28 @@ fn lease_renew_check_release() {
             .contains(&format!("default via {gw}"))
     );
     c.sh(&["ping", "-c1", "-W5", &gw]);
-    assert!(read(&lab.leases).contains(&ip), "dnsmasq holds the lease");
+    assert!(
+        log_text(&lab.leases).contains(&ip),
+        "dnsmasq holds the lease"
+    );
     // The client identifier is upstream's: containerID/network/ifname (type 0).
     let id_hex: String = b"dhcp-c1/dhcpnet/eth0"
         .iter()
         .map(|b| format!("{b:02x}:"))
         .collect();
-    assert!(read(&lab.leases).contains(&format!("00:{}", id_hex.trim_end_matches(':'))));
+    assert!(log_text(&lab.leases).contains(&format!("00:{}", id_hex.trim_end_matches(':'))));
 
     // A second ADD of the same attachment returns the lease held.
     let again = plugin
-        .cmd("dhcp", "ADD", &env(&c, "dhcp-c1"), &conf)
+        .cmd("dhcp", "ADD", &env_for(&c, "dhcp-c1"), &conf)
         .ok()
         .clone();
     assert_eq!(again["ips"][0]["address"], r["ips"][0]["address"]);
 
     // Renewal at T1 (3 s): the daemon says so and dnsmasq acknowledges a second time.
-    wait_for("a renewal", || {
-        read(&d.log).contains("lease renewed")
-            && read(&lab.server_log)
+    wait_until("a renewal", secs(60), || {
+        log_text(&d.log).contains("lease renewed")
+            && log_text(&lab.server_log)
                 .matches(&format!("DHCPACK(srv0) {ip}"))
                 .count()
                 >= 2
@@ -270,8 +134,8 @@ fn lease_renew_check_release() {
 
     // CHECK: the daemon holds the lease; it does not for another interface.
     let prev = with_prev(&conf, &r);
-    plugin.check("macvlan", &env(&c, "dhcp-c1"), &prev).ok();
-    let mut other = env(&c, "dhcp-c1");
+    plugin.check("macvlan", &env_for(&c, "dhcp-c1"), &prev).ok();
+    let mut other = env_for(&c, "dhcp-c1");
     other.ifname = "eth9".into();
     let msg = plugin.cmd("dhcp", "CHECK", &other, &prev).err(999);
     assert!(
@@ -284,23 +148,30 @@ fn lease_renew_check_release() {
     plugin.status("dhcp", &st).ok();
 
     // DEL releases: dnsmasq logs the DHCPRELEASE and drops the lease.
-    plugin.del("macvlan", &env(&c, "dhcp-c1"), &conf).ok();
+    plugin.del("macvlan", &env_for(&c, "dhcp-c1"), &conf).ok();
     let logs = || {
-        let (s, l, d) = (read(&lab.server_log), read(&lab.leases), read(&d.log));
+        let (s, l, d) = (
+            log_text(&lab.server_log),
+            log_text(&lab.leases),
+            log_text(&d.log),
+        );
         format!("dnsmasq:\n{s}\nleases:\n{l}\ndaemon:\n{d}")
     };
-    wait_or(
+    wait_until_or(
         "the release",
+        secs(60),
         || {
-            read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
-                && !read(&lab.leases).contains(&ip)
+            log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
+                && !log_text(&lab.leases).contains(&ip)
         },
         logs,
     );
-    assert!(read(&d.log).contains("releasing lease"));
+    assert!(log_text(&d.log).contains("releasing lease"));
     // DEL again: nothing held, still fine.
-    plugin.del("macvlan", &env(&c, "dhcp-c1"), &conf).ok();
-    plugin.check("dhcp", &env(&c, "dhcp-c1"), &prev).err(999);
+    plugin.del("macvlan", &env_for(&c, "dhcp-c1"), &conf).ok();
+    plugin
+        .check("dhcp", &env_for(&c, "dhcp-c1"), &prev)
+        .err(999);
 }
 
 #[test]
@@ -316,37 +187,40 @@ fn del_after_the_namespace_is_gone_and_sigterm() {
     let c = NetNs::create();
     let path = c.path();
     let r = plugin
-        .add("macvlan", &env(&c, "dhcp-c2"), &conf)
+        .add("macvlan", &env_for(&c, "dhcp-c2"), &conf)
         .ok()
         .clone();
     let ip = leased(&lab, &r);
     // The runtime removed the namespace before DEL: the daemon still releases the lease.
     drop(c);
     let gone = Env {
-        container_id: "dhcp-c2".into(),
         netns: path,
-        ..Env::default()
+        ..env_id("dhcp-c2")
     };
     plugin.del("macvlan", &gone, &conf).ok();
-    wait_for("the release", || {
-        read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
+    wait_until("the release", secs(60), || {
+        log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
     });
 
     // SIGTERM: exit status 0, socket and pidfile gone.
-    let pid = read(&pidfile);
+    let pid = log_text(&pidfile);
     assert_eq!(pid.trim(), d.proc.0.id().to_string());
     let c = NetNs::create();
-    plugin.add("macvlan", &env(&c, "dhcp-c3"), &conf).ok();
+    plugin.add("macvlan", &env_for(&c, "dhcp-c3"), &conf).ok();
     exec(Path::new("kill"), &["-TERM", pid.trim()], &[], "");
-    let status = wait_within(&mut d.proc.0, Duration::from_secs(10))
-        .unwrap_or_else(|| panic!("daemon still running 10 s after SIGTERM: {}", read(&d.log)));
-    assert!(status.success(), "{status:?}: {}", read(&d.log));
+    let status = wait_within(&mut d.proc.0, Duration::from_secs(10)).unwrap_or_else(|| {
+        panic!(
+            "daemon still running 10 s after SIGTERM: {}",
+            log_text(&d.log)
+        )
+    });
+    assert!(status.success(), "{status:?}: {}", log_text(&d.log));
     assert!(!Path::new(&d.socket).exists(), "socket removed");
     assert!(!pidfile.exists(), "pidfile removed");
 
     // Without a daemon: ADD fails clearly, DEL succeeds (no daemon holds no lease).
     let c = NetNs::create();
-    let out = plugin.add("macvlan", &env(&c, "dhcp-c4"), &conf);
+    let out = plugin.add("macvlan", &env_for(&c, "dhcp-c4"), &conf);
     let msg = out.err(999);
     assert!(
         msg.contains("error dialing DHCP daemon at") && msg.contains(&d.socket),
@@ -364,15 +238,15 @@ fn del_after_the_namespace_is_gone_and_sigterm() {
         1,
         "ADD undone"
     );
-    plugin.del("macvlan", &env(&c, "dhcp-c4"), &conf).ok();
+    plugin.del("macvlan", &env_for(&c, "dhcp-c4"), &conf).ok();
     let st = json!({"cniVersion": "1.1.0", "name": "dhcpnet", "type": "dhcp",
                     "ipam": {"type": "dhcp", "daemonSocketPath": d.socket}});
     plugin.status("dhcp", &st).err(50);
 }
 
 /// dnsmasq's client identifier of the lease on `ip` (the lease file's last column), as bytes.
-fn client_id_of(lab: &Lab, ip: &str) -> Vec<u8> {
-    let leases = read(&lab.leases);
+fn client_id_of(lab: &Dnsmasq, ip: &str) -> Vec<u8> {
+    let leases = log_text(&lab.leases);
     let line = leases
         .lines()
         .find(|l| l.split(' ').nth(2) == Some(ip))
@@ -400,13 +274,24 @@ fn long_container_ids_get_a_lease_each() {
     let long = "c".repeat(300);
     let (id1, id2) = (format!("{long}1"), format!("{long}2"));
     let (c1, c2) = (NetNs::create(), NetNs::create());
-    let r1 = plugin.add("macvlan", &env(&c1, &id1), &conf).ok().clone();
-    let r2 = plugin.add("macvlan", &env(&c2, &id2), &conf).ok().clone();
+    let r1 = plugin
+        .add("macvlan", &env_for(&c1, &id1), &conf)
+        .ok()
+        .clone();
+    let r2 = plugin
+        .add("macvlan", &env_for(&c2, &id2), &conf)
+        .ok()
+        .clone();
     let (ip1, ip2) = (leased(&lab, &r1), leased(&lab, &r2));
-    assert_ne!(ip1, ip2, "one lease for two attachments\n{}", read(&d.log));
+    assert_ne!(
+        ip1,
+        ip2,
+        "one lease for two attachments\n{}",
+        log_text(&d.log)
+    );
     for ip in [&ip1, &ip2] {
         assert!(
-            read(&lab.server_log).contains(&format!("DHCPACK(srv0) {ip}")),
+            log_text(&lab.server_log).contains(&format!("DHCPACK(srv0) {ip}")),
             "no exchange for {ip}"
         );
     }
@@ -422,21 +307,21 @@ fn long_container_ids_get_a_lease_each() {
     }
 
     // DEL of the second releases its lease, not the first's.
-    plugin.del("macvlan", &env(&c2, &id2), &conf).ok();
-    wait_for("the release of the second lease", || {
-        read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip2}"))
+    plugin.del("macvlan", &env_for(&c2, &id2), &conf).ok();
+    wait_until("the release of the second lease", secs(60), || {
+        log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip2}"))
     });
     assert!(
-        !read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip1}")),
+        !log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip1}")),
         "the first lease was released"
     );
-    assert!(read(&lab.leases).contains(&format!(" {ip1} ")));
+    assert!(log_text(&lab.leases).contains(&format!(" {ip1} ")));
     plugin
-        .check("macvlan", &env(&c1, &id1), &with_prev(&conf, &r1))
+        .check("macvlan", &env_for(&c1, &id1), &with_prev(&conf, &r1))
         .ok();
-    plugin.del("macvlan", &env(&c1, &id1), &conf).ok();
-    wait_for("the release of the first lease", || {
-        read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip1}"))
+    plugin.del("macvlan", &env_for(&c1, &id1), &conf).ok();
+    wait_until("the release of the first lease", secs(60), || {
+        log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip1}"))
     });
 }
 
@@ -465,31 +350,33 @@ fn a_lease_nobody_waits_for_is_released() {
     let logs = || {
         format!(
             "dnsmasq:\n{}\ndaemon:\n{}",
-            read(&lab.server_log),
-            read(&d.log)
+            log_text(&lab.server_log),
+            log_text(&d.log)
         )
     };
-    wait_or(
+    wait_until_or(
         "the lease to be released",
-        || read(&d.log).contains("the plugin is gone"),
+        secs(60),
+        || log_text(&d.log).contains("the plugin is gone"),
         logs,
     );
-    let log = read(&lab.server_log);
+    let log = log_text(&lab.server_log);
     let ip = log
         .lines()
         .find_map(|l| l.split("DHCPACK(srv0) ").nth(1))
         .and_then(|rest| rest.split(' ').next())
         .unwrap_or_else(|| panic!("no DHCPACK\n{}", logs()))
         .to_string();
-    wait_or(
+    wait_until_or(
         "the DHCPRELEASE",
-        || read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}")),
+        secs(60),
+        || log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}")),
         logs,
     );
     // The daemon holds nothing for it.
     let plugin = lab.sb.plugin_in(Impl::Ours, &lab.node);
     let msg = plugin
-        .cmd("dhcp", "CHECK", &env(&c, "dhcp-gone"), &conf(&d.socket))
+        .cmd("dhcp", "CHECK", &env_for(&c, "dhcp-gone"), &conf(&d.socket))
         .err(999);
     assert!(
         msg.contains("no DHCP lease held for dhcp-gone/dhcpnet/eth0"),
@@ -500,6 +387,7 @@ fn a_lease_nobody_waits_for_is_released() {
 /// A stand-in for the daemon on `path`: each connection's call is read and `answer` written
 /// (`None`: the connection is held open, silent, until the server is stopped).
 struct FakeDaemon {
+    path: PathBuf,
     stop: std::sync::Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<Vec<String>>>,
 }
@@ -507,49 +395,55 @@ struct FakeDaemon {
 impl FakeDaemon {
     fn start(path: &Path, answer: Option<&str>) -> FakeDaemon {
         let l = UnixListener::bind(path).unwrap();
-        l.set_nonblocking(true).unwrap();
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let (flag, answer) = (stop.clone(), answer.map(String::from));
+        // A blocking accept: stopping sets the flag and connects once to wake it.
         let thread = std::thread::spawn(move || {
             let (mut held, mut calls) = (Vec::new(), Vec::new());
-            while !flag.load(Ordering::Relaxed) {
-                match l.accept() {
-                    Ok((mut c, _)) => {
-                        c.set_nonblocking(false).unwrap();
-                        match &answer {
-                            None => held.push(c),
-                            Some(a) => {
-                                let mut call = String::new();
-                                let _ = c.read_to_string(&mut call);
-                                let _ = c.write_all(a.as_bytes());
-                                calls.push(call);
-                            }
-                        }
+            for c in l.incoming() {
+                if flag.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut c) = c else { continue };
+                match &answer {
+                    None => held.push(c),
+                    Some(a) => {
+                        let mut call = String::new();
+                        let _ = c.read_to_string(&mut call);
+                        let _ = c.write_all(a.as_bytes());
+                        calls.push(call);
                     }
-                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }
             }
             calls
         });
         FakeDaemon {
+            path: path.to_path_buf(),
             stop,
             thread: Some(thread),
         }
     }
 
+    /// Stop the accept loop and wait for its calls.
+    fn join(&mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::SeqCst);
+        let Some(t) = self.thread.take() else {
+            return Vec::new();
+        };
+        // Wake the blocking accept; it sees the flag and ends.
+        let _ = std::os::unix::net::UnixStream::connect(&self.path);
+        t.join().unwrap_or_default()
+    }
+
     /// Stop and return the calls it read.
     fn calls(mut self) -> Vec<String> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().unwrap().join().unwrap()
+        self.join()
     }
 }
 
 impl Drop for FakeDaemon {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.join();
     }
 }
 
@@ -587,7 +481,7 @@ fn a_silent_daemon_does_not_hang_the_plugin() {
     let fake = FakeDaemon::start(Path::new(&socket), None);
     let conf = ipam_conf(&socket);
     let c = NetNs::create();
-    let env = env(&c, "dhcp-silent");
+    let env = env_for(&c, "dhcp-silent");
     let limit = Duration::from_secs(30);
     // GC asks the daemon only with a list of the attachments to keep.
     let mut gc_conf = conf.clone();
@@ -641,7 +535,7 @@ fn daemon_error_codes_and_a_relative_socket_path() {
     }
     let sb = Sandbox::new("dhcp-codes");
     let c = NetNs::create();
-    let env = env(&c, "dhcp-codes");
+    let env = env_for(&c, "dhcp-codes");
     let limit = Duration::from_secs(30);
     for (code, shown) in [
         ("0", "0"),
@@ -722,7 +616,7 @@ fn daemon_flags_and_socket_errors() {
             .spawn()
             .unwrap(),
     );
-    wait_for("the socket", || {
+    wait_until("the socket", secs(60), || {
         std::os::unix::net::UnixStream::connect(&socket).is_ok()
     });
     let out = cnibox(&["dhcp", "daemon", &format!("-socketpath={socket}")]);
@@ -741,7 +635,7 @@ fn daemon_flags_and_socket_errors() {
             .spawn()
             .unwrap(),
     );
-    wait_for("the socket", || {
+    wait_until("the socket", secs(60), || {
         std::os::unix::net::UnixStream::connect(&socket).is_ok()
     });
     drop(second);
@@ -773,13 +667,13 @@ fn same_result_as(gimp: Impl) {
     let (c1, c2) = (NetNs::create(), NetNs::create());
     let a = lab.sb.plugin_in(Impl::Ours, &lab.node).add(
         "macvlan",
-        &env(&c1, "dhcp-o"),
+        &env_for(&c1, "dhcp-o"),
         &conf(&ours.socket),
     );
-    let b = lab
-        .sb
-        .plugin_in(gimp, &lab.node)
-        .add("macvlan", &env(&c2, "dhcp-g"), &conf(go_socket));
+    let b =
+        lab.sb
+            .plugin_in(gimp, &lab.node)
+            .add("macvlan", &env_for(&c2, "dhcp-g"), &conf(go_socket));
     let (mut a, mut b) = (a.ok().clone(), b.ok().clone());
     leased(&lab, &a);
     leased(&lab, &b);
@@ -795,11 +689,11 @@ fn same_result_as(gimp: Impl) {
     assert_eq!(a, b);
     lab.sb
         .plugin_in(Impl::Ours, &lab.node)
-        .del("macvlan", &env(&c1, "dhcp-o"), &conf(&ours.socket))
+        .del("macvlan", &env_for(&c1, "dhcp-o"), &conf(&ours.socket))
         .ok();
     lab.sb
         .plugin_in(gimp, &lab.node)
-        .del("macvlan", &env(&c2, "dhcp-g"), &conf(go_socket))
+        .del("macvlan", &env_for(&c2, "dhcp-g"), &conf(go_socket))
         .ok();
 }
 
@@ -819,20 +713,11 @@ fn have(tool: &str) -> bool {
 
 /// Upstream's daemon (`go`: v1.9.1 or Debian 12's v1.1.1) on a socket of its own in the sandbox,
 /// logging to a file.
-fn go_daemon(lab: &Lab, go: Impl) -> Daemon {
+fn go_daemon(lab: &Dnsmasq, go: Impl) -> Daemon {
     let socket = lab.sb.path("go/dhcp.sock").display().to_string();
-    let log = lab.sb.path("go-daemon.log");
-    let child = Command::new(lab.sb.plugin(go).program("dhcp"))
-        .args(["daemon", "-socketpath", &socket, "-timeout=2s"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start the Go dhcp daemon");
-    let proc = Proc(child);
-    wait_for("the Go daemon's socket", || {
-        std::os::unix::net::UnixStream::connect(&socket).is_ok()
-    });
-    Daemon { proc, socket, log }
+    let mut cmd = Command::new(lab.sb.plugin(go).program("dhcp"));
+    cmd.args(["daemon", "-socketpath", &socket, "-timeout=2s"]);
+    Daemon::start(cmd, socket, lab.sb.path("go-daemon.log"))
 }
 
 /// The lease records of cnibox's daemon on `socket`.
@@ -842,18 +727,19 @@ fn records(socket: &str) -> usize {
 
 /// Waits for dnsmasq to log the DHCPRELEASE of `ip` and drop its lease.
 #[track_caller]
-fn released(lab: &Lab, ip: &str, d: &Daemon) {
-    wait_or(
+fn released(lab: &Dnsmasq, ip: &str, d: &Daemon) {
+    wait_until_or(
         "the release",
+        secs(60),
         || {
-            read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
-                && !read(&lab.leases).contains(ip)
+            log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
+                && !log_text(&lab.leases).contains(ip)
         },
         || {
             format!(
                 "dnsmasq:\n{}\ndaemon:\n{}",
-                read(&lab.server_log),
-                read(&d.log)
+                log_text(&lab.server_log),
+                log_text(&d.log)
             )
         },
     );
@@ -886,32 +772,39 @@ fn go_plugin_of_with_cnibox_daemon(gimp: Impl) {
     let go = lab.sb.plugin_in(gimp, &lab.node);
     let conf = conf(&d.socket);
     let c = NetNs::create();
-    let r = go.add("macvlan", &env(&c, "dhcp-gp"), &conf).ok().clone();
+    let r = go
+        .add("macvlan", &env_for(&c, "dhcp-gp"), &conf)
+        .ok()
+        .clone();
     let ip = leased_on(&lab, &r, &c);
     assert!(
-        read(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease acquired"),
+        log_text(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease acquired"),
         "{}",
-        read(&d.log)
+        log_text(&d.log)
     );
     assert_eq!(records(&d.socket), 1);
-    let discovers = read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count();
+    let discovers = log_text(&lab.server_log)
+        .matches("DHCPDISCOVER(srv0)")
+        .count();
     let prev = with_prev(&conf, &r);
-    go.check("macvlan", &env(&c, "dhcp-gp"), &prev).ok();
+    go.check("macvlan", &env_for(&c, "dhcp-gp"), &prev).ok();
     lab.sb
         .plugin_in(Impl::Ours, &lab.node)
-        .check("macvlan", &env(&c, "dhcp-gp"), &prev)
+        .check("macvlan", &env_for(&c, "dhcp-gp"), &prev)
         .ok();
-    let now = read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count();
+    let now = log_text(&lab.server_log)
+        .matches("DHCPDISCOVER(srv0)")
+        .count();
     assert_eq!(
         now,
         discovers,
         "CHECK acquired again: {}",
-        read(&lab.server_log)
+        log_text(&lab.server_log)
     );
     // A config the daemon refuses: Go's plugin shows the daemon's message.
     let mut bad = conf.clone();
     bad["ipam"]["provide"] = json!([{"option": "nope", "value": "x"}]);
-    let msg = go.add("dhcp", &env(&c, "dhcp-gp2"), &bad).err(999);
+    let msg = go.add("dhcp", &env_for(&c, "dhcp-gp2"), &bad).err(999);
     assert!(
         msg.contains(
             "error calling DHCP.Allocate: ipam.provide[0].option: cannot parse option \"nope\""
@@ -923,30 +816,34 @@ fn go_plugin_of_with_cnibox_daemon(gimp: Impl) {
     let log = || {
         format!(
             "dnsmasq:\n{}\ndaemon:\n{}",
-            read(&lab.server_log),
-            read(&d.log)
+            log_text(&lab.server_log),
+            log_text(&d.log)
         )
     };
-    wait_or(
+    wait_until_or(
         "a renewal of the Go plugin's lease",
-        || read(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease renewed"),
+        secs(60),
+        || log_text(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease renewed"),
         log,
     );
     drop(d);
     let d = daemon(&lab, &[]);
-    wait_or(
+    wait_until_or(
         "the restored lease",
-        || read(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease restored"),
-        || read(&d.log),
+        secs(60),
+        || log_text(&d.log).contains("dhcp-gp/dhcpnet/eth0: lease restored"),
+        || log_text(&d.log),
     );
-    go.check("macvlan", &env(&c, "dhcp-gp"), &prev).ok();
+    go.check("macvlan", &env_for(&c, "dhcp-gp"), &prev).ok();
     assert_eq!(
-        read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count(),
+        log_text(&lab.server_log)
+            .matches("DHCPDISCOVER(srv0)")
+            .count(),
         discovers,
         "the restarted daemon acquired again: {}",
-        read(&lab.server_log)
+        log_text(&lab.server_log)
     );
-    go.del("macvlan", &env(&c, "dhcp-gp"), &conf).ok();
+    go.del("macvlan", &env_for(&c, "dhcp-gp"), &conf).ok();
     released(&lab, &ip, &d);
     assert_eq!(records(&d.socket), 0);
 }
@@ -976,26 +873,30 @@ fn cnibox_plugin_with_go_daemon_of(gimp: Impl) {
     let ours = lab.sb.plugin_in(Impl::Ours, &lab.node);
     let conf = conf(&d.socket);
     let c = NetNs::create();
-    let r = ours.add("macvlan", &env(&c, "dhcp-gd"), &conf).ok().clone();
+    let r = ours
+        .add("macvlan", &env_for(&c, "dhcp-gd"), &conf)
+        .ok()
+        .clone();
     let ip = leased_on(&lab, &r, &c);
     let prev = with_prev(&conf, &r);
-    ours.check("macvlan", &env(&c, "dhcp-gd"), &prev).ok();
+    ours.check("macvlan", &env_for(&c, "dhcp-gd"), &prev).ok();
     let st = json!({"cniVersion": "1.1.0", "name": "dhcpnet", "type": "dhcp",
                     "ipam": {"type": "dhcp", "daemonSocketPath": d.socket}});
     ours.status("dhcp", &st).ok();
     let mut gc = st.clone();
     gc["cni.dev/valid-attachments"] = json!([]);
     ours.gc("dhcp", &gc).ok();
-    ours.del("macvlan", &env(&c, "dhcp-gd"), &conf).ok();
+    ours.del("macvlan", &env_for(&c, "dhcp-gd"), &conf).ok();
     if gimp == Impl::Reference {
         // v1.9.1's daemon acts on the release (it logs it and stops renewing) but its
         // DHCPRELEASE never reaches the server, with its own plugin as with ours (tried with
         // v1.9.1's macvlan and dhcp on this lab: dnsmasq logs no DHCPRELEASE either; README,
         // "Compatibility"). What cnibox's plugin owes it is the call: wait for its effect.
-        wait_or(
+        wait_until_or(
             "v1.9.1's daemon to release the lease",
-            || read(&d.log).contains("dhcp-gd/dhcpnet/eth0: releasing lease"),
-            || read(&d.log),
+            secs(60),
+            || log_text(&d.log).contains("dhcp-gd/dhcpnet/eth0: releasing lease"),
+            || log_text(&d.log),
         );
     } else {
         released(&lab, &ip, &d);
@@ -1015,30 +916,37 @@ fn a_restarted_daemon_keeps_its_leases() {
     let ours = lab.sb.plugin_in(Impl::Ours, &lab.node);
     let conf = conf(&d.socket);
     let (c, gone) = (NetNs::create(), NetNs::create());
-    let r = ours.add("macvlan", &env(&c, "dhcp-rs"), &conf).ok().clone();
+    let r = ours
+        .add("macvlan", &env_for(&c, "dhcp-rs"), &conf)
+        .ok()
+        .clone();
     let ip = leased(&lab, &r);
-    ours.add("macvlan", &env(&gone, "dhcp-rs-gone"), &conf).ok();
+    ours.add("macvlan", &env_for(&gone, "dhcp-rs-gone"), &conf)
+        .ok();
     assert_eq!(records(&d.socket), 2);
     drop(d);
     drop(gone);
-    let discovers = read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count();
-    let acks = read(&lab.server_log)
+    let discovers = log_text(&lab.server_log)
+        .matches("DHCPDISCOVER(srv0)")
+        .count();
+    let acks = log_text(&lab.server_log)
         .matches(&format!("DHCPACK(srv0) {ip}"))
         .count();
     let d = daemon(&lab, &[]);
     let logs = || {
         format!(
             "dnsmasq:\n{}\ndaemon:\n{}",
-            read(&lab.server_log),
-            read(&d.log)
+            log_text(&lab.server_log),
+            log_text(&d.log)
         )
     };
-    wait_or(
+    wait_until_or(
         "the renewal of the restored lease",
+        secs(60),
         || {
-            read(&d.log).contains("dhcp-rs/dhcpnet/eth0: lease restored")
-                && read(&d.log).contains("dhcp-rs/dhcpnet/eth0: lease renewed")
-                && read(&lab.server_log)
+            log_text(&d.log).contains("dhcp-rs/dhcpnet/eth0: lease restored")
+                && log_text(&d.log).contains("dhcp-rs/dhcpnet/eth0: lease renewed")
+                && log_text(&lab.server_log)
                     .matches(&format!("DHCPACK(srv0) {ip}"))
                     .count()
                     > acks
@@ -1046,25 +954,27 @@ fn a_restarted_daemon_keeps_its_leases() {
         logs,
     );
     assert!(
-        read(&d.log).contains("dhcp-rs-gone/dhcpnet/eth0: lease dropped"),
+        log_text(&d.log).contains("dhcp-rs-gone/dhcpnet/eth0: lease dropped"),
         "{}",
         logs()
     );
     assert_eq!(records(&d.socket), 1);
     let prev = with_prev(&conf, &r);
-    ours.check("macvlan", &env(&c, "dhcp-rs"), &prev).ok();
+    ours.check("macvlan", &env_for(&c, "dhcp-rs"), &prev).ok();
     let again = ours
-        .cmd("dhcp", "ADD", &env(&c, "dhcp-rs"), &conf)
+        .cmd("dhcp", "ADD", &env_for(&c, "dhcp-rs"), &conf)
         .ok()
         .clone();
     assert_eq!(again["ips"][0]["address"], r["ips"][0]["address"]);
     assert_eq!(
-        read(&lab.server_log).matches("DHCPDISCOVER(srv0)").count(),
+        log_text(&lab.server_log)
+            .matches("DHCPDISCOVER(srv0)")
+            .count(),
         discovers,
         "{}",
         logs()
     );
-    ours.del("macvlan", &env(&c, "dhcp-rs"), &conf).ok();
+    ours.del("macvlan", &env_for(&c, "dhcp-rs"), &conf).ok();
     released(&lab, &ip, &d);
     assert_eq!(records(&d.socket), 0);
 }
@@ -1153,16 +1063,20 @@ fn the_doctor_finds_and_collects_an_orphan_lease() {
 
     let (out, v) = status(&["--gc", "--yes"]);
     assert_eq!(out.code, Some(0), "{out:?}\n{v:#}");
-    wait_or(
+    wait_until_or(
         "the orphan's release",
+        secs(60),
         || {
-            read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {}", ips[1]))
-                && !read(&lab.leases).contains(&ips[1])
+            log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {}", ips[1]))
+                && !log_text(&lab.leases).contains(&ips[1])
         },
-        || format!("{}\n{}", read(&lab.server_log), read(&d.log)),
+        || format!("{}\n{}", log_text(&lab.server_log), log_text(&d.log)),
     );
     assert_eq!(records(&d.socket), 1, "the live lease's record stays");
-    assert!(read(&lab.leases).contains(&ips[0]), "the live lease stays");
+    assert!(
+        log_text(&lab.leases).contains(&ips[0]),
+        "the live lease stays"
+    );
     let out = in_node(&cnitool, &["del", "dhcpnet", &live.path()]);
     assert!(out.status_ok, "DEL: {out:?}");
 }

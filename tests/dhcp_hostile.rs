@@ -8,57 +8,22 @@
 //! of the containers' macvlans) is a minimal copy of tests/dhcp.rs's.
 
 mod common;
-use common::bounded::{exec_within, kill_and_reap};
+use common::bounded::exec_within;
+use common::dhcp::{Daemon, Dnsmasq};
+use common::env::env_for;
 use common::lab::unique_n;
+use common::proc::log_text;
+use common::wait::{secs, wait_until_or};
 use common::*;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// Poll `f` until it holds; fails after two minutes (a bound for a hung test, not a timing),
 /// showing `why()`.
-#[track_caller]
-fn wait_or(what: &str, mut f: impl FnMut() -> bool, why: impl Fn() -> String) {
-    let end = Instant::now() + Duration::from_secs(120);
-    while !f() {
-        assert!(
-            Instant::now() < end,
-            "timed out waiting for {what}\n{}",
-            why()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
-}
-
-/// A child process killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Err(e) = kill_and_reap(&mut self.0) {
-            if std::thread::panicking() {
-                eprintln!("{e}");
-            } else {
-                panic!("{e}");
-            }
-        }
-    }
-}
-
-/// `dhcp daemon` on a socket in the sandbox.
-struct Daemon {
-    proc: Proc,
-    socket: String,
-    log: PathBuf,
-}
-
 impl Daemon {
     fn pid(&self) -> u32 {
         self.proc.0.id()
@@ -66,7 +31,7 @@ impl Daemon {
 
     /// A line of /proc/PID/status, in kB (VmRSS, VmHWM) or a count (Threads).
     fn status(&self, key: &str) -> u64 {
-        let s = read(Path::new(&format!("/proc/{}/status", self.pid())));
+        let s = log_text(Path::new(&format!("/proc/{}/status", self.pid())));
         s.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
@@ -76,18 +41,6 @@ impl Daemon {
     /// How many files the daemon has open.
     fn fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, |d| d.count())
-    }
-
-    /// User plus system CPU time, in clock ticks (/proc/PID/stat fields 14 and 15).
-    fn cpu_ticks(&self) -> u64 {
-        let s = read(Path::new(&format!("/proc/{}/stat", self.pid())));
-        let rest = &s[s.rfind(')').expect("stat") + 2..];
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-    }
-
-    fn log(&self) -> String {
-        read(&self.log)
     }
 
     /// One cnibox STATUS call answered: the daemon serves (and has restored its records).
@@ -108,9 +61,7 @@ fn daemon_at(sb: &Sandbox, socket: &str, nofile: Option<u64>) -> Daemon {
     let log = sb.path(&format!("daemon-{}.log", unique_n()));
     let mut cmd = Command::new(sb.bin.join("dhcp"));
     cmd.args(["daemon", "-socketpath", socket, "-timeout=2s"])
-        .args(["--resendtimeout", "6s"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap());
+        .args(["--resendtimeout", "6s"]);
     if let Some(n) = nofile {
         use std::os::unix::process::CommandExt;
         // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
@@ -127,16 +78,7 @@ fn daemon_at(sb: &Sandbox, socket: &str, nofile: Option<u64>) -> Daemon {
             });
         }
     }
-    let d = Daemon {
-        proc: Proc(cmd.spawn().expect("start dhcp daemon")),
-        socket: socket.into(),
-        log,
-    };
-    wait_or(
-        "the daemon's socket",
-        || UnixStream::connect(socket).is_ok(),
-        || d.log(),
-    );
+    let d = Daemon::start(cmd, socket.into(), log);
     d.answers();
     d
 }
@@ -217,8 +159,9 @@ fn benign_warm_up(d: &Daemon) -> u64 {
     }
     drop(conns);
     // No lease is held: the accept loop's thread is the only one left.
-    wait_or(
+    wait_until_or(
         "the warm-up connections' threads to end",
+        secs(120),
         || d.status("Threads") == 1,
         || format!("{} threads\n{}", d.status("Threads"), d.log()),
     );
@@ -271,8 +214,9 @@ fn huge_gob_type_definitions_are_refused_and_memory_comes_back() {
         peak < 64 * 1024,
         "peak RSS {peak} kB after {sent} bytes: the decoder state is not bounded"
     );
-    wait_or(
+    wait_until_or(
         "the daemon's memory to come back (within 20% of its baseline)",
+        secs(120),
         || d.status("VmRSS") * 10 <= baseline * 12,
         || {
             format!(
@@ -346,9 +290,9 @@ fn the_daemon_leaves_files_it_did_not_write_alone() {
     let d = daemon_at(&sb, &socket, None);
     go_release_answered(&d);
     for (name, text) in files {
-        assert_eq!(read(&leases.join(name)), text, "{name}\n{}", d.log());
+        assert_eq!(log_text(&leases.join(name)), text, "{name}\n{}", d.log());
     }
-    assert_eq!(read(&leases.join("sub/inner")), "inner", "{}", d.log());
+    assert_eq!(log_text(&leases.join("sub/inner")), "inner", "{}", d.log());
     assert!(
         std::fs::symlink_metadata(&fifo)
             .unwrap()
@@ -356,7 +300,7 @@ fn the_daemon_leaves_files_it_did_not_write_alone() {
             .is_fifo()
     );
     assert!(std::fs::symlink_metadata(&link).unwrap().is_symlink());
-    assert_eq!(read(&elsewhere.join("precious")), "keep me");
+    assert_eq!(log_text(&elsewhere.join("precious")), "keep me");
     let log = d.log();
     for name in ["notes.txt", RECORD_NAME, "x.tmp", "sub", "fifo"] {
         assert!(
@@ -384,7 +328,7 @@ fn the_daemon_leaves_files_it_did_not_write_alone() {
         out.stderr.contains(&format!("{socket}.leases")) && out.stderr.contains("symlink"),
         "{out:?}"
     );
-    assert_eq!(read(&elsewhere.join("precious")), "keep me");
+    assert_eq!(log_text(&elsewhere.join("precious")), "keep me");
     assert!(elsewhere.join("deep").is_dir());
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 2);
 }
@@ -403,70 +347,11 @@ fn have(tool: &str) -> bool {
     found
 }
 
-/// The node, and the server namespace with dnsmasq (10.N.0.50–99, router 10.N.0.1, T1 3 s).
-struct Lab {
-    sb: Sandbox,
-    node: NetNs,
-    _srv: NetNs,
-    n: u8,
-    _server: Proc,
-    server_log: PathBuf,
-    leases: PathBuf,
+fn lab(tag: &str) -> Dnsmasq {
+    Dnsmasq::start(tag)
 }
 
-fn lab(tag: &str) -> Lab {
-    let sb = Sandbox::new(tag);
-    let n = unique_n();
-    let (node, srv) = (NetNs::create(), NetNs::create());
-    node.sh(&[
-        "ip", "link", "add", "up0", "type", "veth", "peer", "name", "srv0", "netns", &srv.name,
-    ]);
-    node.sh(&["ip", "link", "set", "up0", "up"]);
-    srv.sh(&["ip", "link", "set", "lo", "up"]);
-    srv.sh(&[
-        "ip",
-        "addr",
-        "add",
-        &format!("10.{n}.0.1/24"),
-        "dev",
-        "srv0",
-    ]);
-    srv.sh(&["ip", "link", "set", "srv0", "up"]);
-    let server_log = sb.path("dnsmasq.log");
-    let leases = sb.path("dnsmasq.leases");
-    let child = Command::new("ip")
-        .args(["netns", "exec", &srv.name, "dnsmasq", "--no-daemon"])
-        .args(["--conf-file=/dev/null", "--port=0", "--interface=srv0"])
-        .args(["--bind-interfaces", "--log-dhcp"])
-        .arg(format!(
-            "--dhcp-range=10.{n}.0.50,10.{n}.0.99,255.255.255.0,2m"
-        ))
-        .arg(format!("--dhcp-option=option:router,10.{n}.0.1"))
-        .arg("--dhcp-option=option:T1,3")
-        .arg(format!("--dhcp-leasefile={}", leases.display()))
-        .arg(format!("--pid-file={}", sb.path("dnsmasq.pid").display()))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&server_log).unwrap())
-        .spawn()
-        .expect("start dnsmasq");
-    let server = Proc(child);
-    wait_or(
-        "dnsmasq to listen",
-        || read(&server_log).contains("DHCP, IP range"),
-        || read(&server_log),
-    );
-    Lab {
-        sb,
-        node,
-        _srv: srv,
-        n,
-        _server: server,
-        server_log,
-        leases,
-    }
-}
-
-impl Lab {
+impl Dnsmasq {
     fn daemon(&self, nofile: Option<u64>) -> Daemon {
         daemon_at(
             &self.sb,
@@ -479,8 +364,8 @@ impl Lab {
     fn logs(&self, d: &Daemon) -> String {
         format!(
             "dnsmasq:\n{}\nleases:\n{}\ndaemon:\n{}",
-            read(&self.server_log),
-            read(&self.leases),
+            log_text(&self.server_log),
+            log_text(&self.leases),
             d.log()
         )
     }
@@ -488,7 +373,7 @@ impl Lab {
 
 /// The address of a lease result, checked to be in dnsmasq's range.
 #[track_caller]
-fn leased(lab: &Lab, r: &Value) -> String {
+fn leased(lab: &Dnsmasq, r: &Value) -> String {
     let addr = r["ips"][0]["address"].as_str().expect("an address");
     let (ip, prefix) = addr.split_once('/').unwrap();
     assert_eq!(prefix, "24", "{r}");
@@ -536,22 +421,19 @@ fn idle_connections_do_not_starve_a_real_add() {
             .filter_map(|_| UnixStream::connect(&socket).ok())
             .collect::<Vec<_>>()
     });
-    wait_or(
+    wait_until_or(
         "the daemon to take the crowd",
+        secs(120),
         || crowd.is_finished() || d.fds() >= 1000,
         || d.log(),
     );
     let c = NetNs::create();
-    let env = Env {
-        container_id: "idle-c1".into(),
-        netns: c.path(),
-        ..Env::default()
-    };
+    let env = env_for(&c, "idle-c1");
     let plugin = lab.sb.plugin_in(Impl::Ours, &lab.node);
     let out = plugin.add("macvlan", &env, &conf(&d.socket));
     assert!(out.status_ok, "{out:?}\n{}", lab.logs(&d));
     let ip = leased(&lab, out.ok());
-    assert!(read(&lab.leases).contains(&ip), "{}", lab.logs(&d));
+    assert!(log_text(&lab.leases).contains(&ip), "{}", lab.logs(&d));
     let ticks = d.cpu_ticks() - before;
     // SAFETY: sysconf has no preconditions.
     let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap();
@@ -630,8 +512,9 @@ fn concurrent_adds_of_one_attachment_make_one_lease() {
     assert_eq!(ips.len(), 1, "{ips:?}");
     let ip = &ips[0];
     // Exactly one lease thread (the connections' threads end with their answers).
-    wait_or(
+    wait_until_or(
         "one lease thread",
+        secs(120),
         || d.status("Threads") == idle_threads + 1,
         || format!("threads: {}\n{}", d.status("Threads"), lab.logs(&d)),
     );
@@ -642,21 +525,23 @@ fn concurrent_adds_of_one_attachment_make_one_lease() {
         .unwrap()
         .count();
     assert_eq!(records, 1);
-    assert_eq!(read(&lab.leases).lines().count(), 1, "{}", lab.logs(&d));
+    assert_eq!(log_text(&lab.leases).lines().count(), 1, "{}", lab.logs(&d));
 
     let del = run("DEL");
     assert!(del.status_ok, "{del:?}");
-    wait_or(
+    wait_until_or(
         "the release",
+        secs(120),
         || {
-            read(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
-                && !read(&lab.leases).contains(ip.as_str())
+            log_text(&lab.server_log).contains(&format!("DHCPRELEASE(srv0) {ip}"))
+                && !log_text(&lab.leases).contains(ip.as_str())
         },
         || lab.logs(&d),
     );
     // No lease thread left to renew anything, no record.
-    wait_or(
+    wait_until_or(
         "no lease thread",
+        secs(120),
         || d.status("Threads") == idle_threads,
         || format!("threads: {}\n{}", d.status("Threads"), lab.logs(&d)),
     );

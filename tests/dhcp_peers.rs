@@ -9,80 +9,14 @@
 //! IPv4 only: DHCPv4 is all the dhcp plugin (upstream's and cnibox's) does.
 
 mod common;
-use common::bounded::kill_and_reap;
-use common::lab::unique_n;
+use common::dhcp::{Daemon, DhcpLab};
+use common::env::env_for;
+use common::proc::{Proc, log_text};
+use common::wait::{secs, wait_until_or};
 use common::*;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-#[track_caller]
-fn wait_or(what: &str, mut f: impl FnMut() -> bool, why: impl Fn() -> String) {
-    let end = Instant::now() + Duration::from_secs(120);
-    while !f() {
-        assert!(
-            Instant::now() < end,
-            "timed out waiting for {what}\n{}",
-            why()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn read(p: &Path) -> String {
-    std::fs::read_to_string(p).unwrap_or_default()
-}
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Err(e) = kill_and_reap(&mut self.0) {
-            eprintln!("{e}");
-        }
-    }
-}
-
-struct Daemon {
-    proc: Proc,
-    socket: String,
-    log: PathBuf,
-}
-
-impl Daemon {
-    /// User plus system CPU time, in clock ticks (/proc/PID/stat fields 14 and 15).
-    fn cpu_ticks(&self) -> u64 {
-        let s = read(Path::new(&format!("/proc/{}/stat", self.proc.0.id())));
-        let Some(end) = s.rfind(')') else { return 0 };
-        let f: Vec<&str> = s[end + 2..].split_whitespace().collect();
-        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-    }
-}
-
-fn start_daemon(sb: &Sandbox, imp: Impl) -> Daemon {
-    let tag = imp.label();
-    let socket = sb.path(&format!("{tag}/dhcp.sock")).display().to_string();
-    let log = sb.path(&format!("daemon-{tag}.log"));
-    let child = Command::new(sb.plugin(imp).program("dhcp"))
-        .args(["daemon", "-socketpath", &socket, "-timeout=2s"])
-        .args(["-resendtimeout", "6s"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start a dhcp daemon");
-    let d = Daemon {
-        proc: Proc(child),
-        socket: socket.clone(),
-        log,
-    };
-    wait_or(
-        "the daemon's socket",
-        || std::os::unix::net::UnixStream::connect(&socket).is_ok(),
-        || read(&d.log),
-    );
-    d
-}
+use std::process::{Command, Stdio};
 
 /// What an ADD gave: the container's IPv4 addresses and routes, or the error's text.
 #[derive(Debug, Clone, PartialEq)]
@@ -220,35 +154,8 @@ fn conf(socket: &str) -> Value {
            "ipam": {"type": "dhcp", "daemonSocketPath": socket}})
 }
 
-struct Lab {
-    sb: Sandbox,
-    node: NetNs,
-    srv: NetNs,
-    n: u8,
-}
-
-fn lab() -> Lab {
-    let sb = Sandbox::new("dhcp-peers");
-    let n = unique_n();
-    let (node, srv) = (NetNs::create(), NetNs::create());
-    node.sh(&[
-        "ip", "link", "add", "up0", "type", "veth", "peer", "name", "srv0", "netns", &srv.name,
-    ]);
-    node.sh(&["ip", "link", "set", "up0", "up"]);
-    srv.sh(&[
-        "ip",
-        "addr",
-        "add",
-        &format!("10.{n}.0.1/24"),
-        "dev",
-        "srv0",
-    ]);
-    srv.sh(&["ip", "link", "set", "srv0", "up"]);
-    Lab { sb, node, srv, n }
-}
-
 /// The scripted server for `scenario`, its log.
-fn server(lab: &Lab, scenario: &str) -> (Proc, PathBuf) {
+fn server(lab: &DhcpLab, scenario: &str) -> (Proc, PathBuf) {
     let log = lab.sb.path(&format!("server-{scenario}.log"));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dhcp_peers_server.py");
     let child = Command::new("ip")
@@ -261,11 +168,16 @@ fn server(lab: &Lab, scenario: &str) -> (Proc, PathBuf) {
         .spawn()
         .expect("start the scripted server");
     let p = Proc(child);
-    wait_or("the server", || read(&log).contains("ready"), || read(&log));
+    wait_until_or(
+        "the server",
+        secs(120),
+        || log_text(&log).contains("ready"),
+        || log_text(&log),
+    );
     (p, log)
 }
 
-fn matches(lab: &Lab, want: Want, got: &Got) -> bool {
+fn matches(lab: &DhcpLab, want: Want, got: &Got) -> bool {
     let n = |v: &[&str]| -> Vec<String> {
         v.iter()
             .map(|s| s.replace('N', &lab.n.to_string()))
@@ -286,13 +198,9 @@ fn matches(lab: &Lab, want: Want, got: &Got) -> bool {
 
 /// One ADD against `d` in a fresh container, as `imp`'s plugin; for a refusal, checks that
 /// nothing is left behind (no interface in the container, no lease record of cnibox's daemon).
-fn add(lab: &Lab, imp: Impl, d: &Daemon, id: &str) -> (NetNs, Env, Got) {
+fn add(lab: &DhcpLab, imp: Impl, d: &Daemon, id: &str) -> (NetNs, Env, Got) {
     let c = NetNs::create();
-    let env = Env {
-        container_id: id.into(),
-        netns: c.path(),
-        ..Env::default()
-    };
+    let env = env_for(&c, id);
     let out = lab
         .sb
         .plugin_in(imp, &lab.node)
@@ -348,9 +256,9 @@ fn hostile_dhcp_servers() {
         return;
     }
     let only = std::env::var("PEERS_ONLY").ok();
-    let lab = lab();
-    let ours = start_daemon(&lab.sb, Impl::Ours);
-    let go = start_daemon(&lab.sb, Impl::Reference);
+    let lab = DhcpLab::new("dhcp-peers");
+    let ours = lab.daemon(Impl::Ours, &["-timeout=2s", "-resendtimeout", "6s"]);
+    let go = lab.daemon(Impl::Reference, &["-timeout=2s", "-resendtimeout", "6s"]);
     // SAFETY: sysconf has no preconditions.
     let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).unwrap();
     let mut wrong = Vec::new();
@@ -371,7 +279,7 @@ fn hostile_dhcp_servers() {
             // Four renewals by each client (past the end of a first round of tries, 6 s): then
             // the container's state, the time between renewals, and CPU bounded.
             let renewals = |mac: &str| {
-                read(&slog)
+                log_text(&slog)
                     .lines()
                     .filter(|l| l.contains(mac) && l.ends_with("renew"))
                     .count()
@@ -382,15 +290,16 @@ fn hostile_dhcp_servers() {
                     .to_string()
             };
             let (ma, mb) = (mac(&ca), mac(&cb));
-            wait_or(
+            wait_until_or(
                 "four renewals",
+                secs(120),
                 || renewals(&ma) >= 4 && renewals(&mb) >= 4,
-                || read(&slog),
+                || log_text(&slog),
             );
             let (sa, sb) = (state(&ca), state(&cb));
             // The shortest time between two renewals of one client, by the server's clock.
             let gap = |mac: &str| {
-                let t: Vec<f64> = read(&slog)
+                let t: Vec<f64> = log_text(&slog)
                     .lines()
                     .filter(|l| l.contains(mac) && l.ends_with("renew"))
                     .filter_map(|l| l.split(' ').next()?.parse().ok())
@@ -404,7 +313,7 @@ fn hostile_dhcp_servers() {
                 gap_a >= 0.9,
                 "{}: renewals {gap_a:.3}s apart\n{}",
                 row.scenario,
-                read(&slog)
+                log_text(&slog)
             );
             note = format!(
                 "after 4 renewals: ours {sa:?}, go {sb:?}; renewals so far ours {}, go {}",
@@ -422,7 +331,7 @@ fn hostile_dhcp_servers() {
             "{}: cnibox's daemon spun: {} ticks\n{}",
             row.scenario,
             ticks.0,
-            read(&ours.log)
+            log_text(&ours.log)
         );
         if !matches(&lab, row.ours, &ga) {
             wrong.push(format!("{}: cnibox gave {ga:?}", row.scenario));
@@ -444,6 +353,6 @@ fn hostile_dhcp_servers() {
         wrong.is_empty(),
         "{}\ncnibox daemon:\n{}",
         wrong.join("\n"),
-        read(&ours.log)
+        log_text(&ours.log)
     );
 }

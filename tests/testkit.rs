@@ -60,20 +60,7 @@ const RULES: &[(&str, &str)] = &[
 
 /// Files another lane is moving onto the kit: (file, what is left to move). Each must still
 /// have a copy (an entry for a clean file fails, so the list only shrinks).
-const PENDING: &[(&str, &str)] = &[
-    (
-        "dhcp_peers.rs",
-        "wait_or, Proc, its Lab, an Env literal (written beside the kit, merged after it)",
-    ),
-    (
-        "dhcp.rs",
-        "wait_for/wait_or, read, Proc, Daemon's env (lane dhcpd: see the testkit report)",
-    ),
-    (
-        "dhcp_hostile.rs",
-        "wait_or, read, Proc (lane dhcpd: see the testkit report)",
-    ),
-];
+const PENDING: &[(&str, &str)] = &[];
 
 /// The copies in `text`: (line number, line, what to use instead).
 fn copies(text: &str) -> Vec<(usize, String, &'static str)> {

@@ -21,6 +21,7 @@
 
 pub mod bounded;
 pub mod conflist;
+pub mod dhcp;
 pub mod dual;
 pub mod env;
 pub mod family;
