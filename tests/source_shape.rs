@@ -14,7 +14,6 @@ const MAX_FN_LINES: usize = 100;
 const NOT_YET_SPLIT: &[(&str, &str)] = &[
     ("src/applets/portmap/conditions.rs", "nft_conditions"),
     ("src/applets/portmap/mod.rs", "load"),
-    ("src/applets/shared/iface.rs", "configure"),
     ("src/doctor/survey.rs", "survey"),
 ];
 
