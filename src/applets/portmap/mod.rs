@@ -142,8 +142,41 @@ fn conditions_backend(c: &[String]) -> Option<Backend> {
     })
 }
 
+/// The configuration and runtimeConfig.portMappings, checked in upstream's order: the mark,
+/// externalSetMarkChain, the backend, the conditions, the mappings.
 fn load(req: &Request) -> Result<Portmap> {
-    let c: Conf = req.decode()?;
+    let mut c: Conf = req.decode()?;
+    let bit = mark_masq_bit(&c)?;
+    // DEL removes rules by chain name and comment, never with these keys: an invalid value
+    // (which no ADD accepted) must not keep a container's rules from being removed.
+    let strict = req.env.command != Command::Del;
+    if let Some(chain) = c.external_set_mark_chain.as_ref().filter(|_| strict) {
+        check_set_mark_chain(chain)?;
+    }
+    let cond4 = c.conditions_v4.take().unwrap_or_default();
+    let cond6 = c.conditions_v6.take().unwrap_or_default();
+    let backend = choose_backend(&c, &cond4, &cond6)?;
+    if strict {
+        check_conditions(backend, &cond4, &cond6)?;
+    }
+    let maps = mappings(req)?;
+    Ok(Portmap {
+        backend,
+        snat: c.snat.unwrap_or(true),
+        masq_all: c.masq_all,
+        mark: 1u32 << bit,
+        set_mark_chain: c.external_set_mark_chain,
+        cond4,
+        cond6,
+        maps,
+        network: req.conf.name.clone(),
+        cid: req.env.container_id.clone(),
+        ifname: req.env.ifname.clone(),
+    })
+}
+
+/// `markMasqBit` (13 by default, 0-31), which excludes `externalSetMarkChain`.
+fn mark_masq_bit(c: &Conf) -> Result<i64> {
     if c.mark_masq_bit.is_some() && c.external_set_mark_chain.is_some() {
         return Err(Error::config(
             "Cannot specify externalSetMarkChain and markMasqBit",
@@ -155,24 +188,28 @@ fn load(req: &Request) -> Result<Portmap> {
             "MasqMarkBit must be between 0 and 31 (got {bit})"
         )));
     }
-    // DEL removes rules by chain name and comment, never with these keys: an invalid value
-    // (which no ADD accepted) must not keep a container's rules from being removed.
-    let strict = req.env.command != Command::Del;
-    if let Some(chain) = c.external_set_mark_chain.as_ref().filter(|_| strict) {
-        validate::chain_name("externalSetMarkChain", chain)?;
-        if [TOP_DNAT, SETMARK, MARK_MASQ].contains(&chain.as_str()) {
-            return Err(Error::config(format!(
-                "externalSetMarkChain: {chain:?} is one of the plugin's own chains"
-            )));
-        }
+    Ok(bit)
+}
+
+/// `externalSetMarkChain`: a valid chain name that is none of the plugin's own chains.
+fn check_set_mark_chain(chain: &str) -> Result<()> {
+    validate::chain_name("externalSetMarkChain", chain)?;
+    if [TOP_DNAT, SETMARK, MARK_MASQ].contains(&chain) {
+        return Err(Error::config(format!(
+            "externalSetMarkChain: {chain:?} is one of the plugin's own chains"
+        )));
     }
-    let cond4 = c.conditions_v4.unwrap_or_default();
-    let cond6 = c.conditions_v6.unwrap_or_default();
+    Ok(())
+}
+
+/// The backend: `backend` if set, else the one the backend-specific keys ask for, else the
+/// default; a key of the other backend is an error.
+fn choose_backend(c: &Conf, cond4: &[String], cond6: &[String]) -> Result<Backend> {
     let mut wants: Vec<(Backend, &str)> = Vec::new();
     if c.external_set_mark_chain.is_some() {
         wants.push((Backend::Iptables, "externalSetMarkChain"));
     }
-    for (cond, key) in [(&cond4, "conditionsV4"), (&cond6, "conditionsV6")] {
+    for (cond, key) in [(cond4, "conditionsV4"), (cond6, "conditionsV6")] {
         if let Some(b) = conditions_backend(cond) {
             wants.push((b, key));
         }
@@ -198,16 +235,17 @@ fn load(req: &Request) -> Result<Portmap> {
             "{name} backend was requested but configuration contains {other}-specific options {wrong:?}"
         )));
     }
-    // Conditions are checked for the backend that uses them: iptables arguments are written
-    // into the restore script (quoted, one argument per element), nftables conditions are
-    // parsed into rule statements (for both families, so an error shows before any change).
+    Ok(backend)
+}
+
+/// Conditions are checked for the backend that uses them: iptables arguments are written
+/// into the restore script (quoted, one argument per element), nftables conditions are
+/// parsed into rule statements (for both families, so an error shows before any change).
+fn check_conditions(backend: Backend, cond4: &[String], cond6: &[String]) -> Result<()> {
     for (cond, key, v6) in [
-        (&cond4, "conditionsV4", false),
-        (&cond6, "conditionsV6", true),
+        (cond4, "conditionsV4", false),
+        (cond6, "conditionsV6", true),
     ] {
-        if !strict {
-            break;
-        }
         match backend {
             Backend::Iptables => {
                 netfilter::iptables::validate_condition_tokens(key, cond)?;
@@ -217,56 +255,50 @@ fn load(req: &Request) -> Result<Portmap> {
             }
         }
     }
+    Ok(())
+}
+
+/// runtimeConfig.portMappings (none when absent or null).
+fn mappings(req: &Request) -> Result<Vec<Mapping>> {
     let raw: Vec<RawMapping> = match req.runtime_config("portMappings") {
         None | Some(serde_json::Value::Null) => Vec::new(),
         Some(v) => gojson::from_value::<Vec<RawMapping>>(v)
             .ctx_code(code::DECODE_FAILURE, "runtimeConfig.portMappings")?,
     };
-    let mut maps = Vec::with_capacity(raw.len());
-    for m in raw {
-        let port = |what: &str, p: i64| {
-            u16::try_from(p)
-                .ok()
-                .filter(|p| *p > 0)
-                .ok_or_else(|| Error::config(format!("Invalid {what} port number: {p}")))
-        };
-        let proto = match m.protocol.to_ascii_lowercase().as_str() {
-            "tcp" => "tcp",
-            "udp" => "udp",
-            "sctp" => "sctp",
-            _ => {
-                return Err(Error::config(format!(
-                    "invalid protocol {:?} in portMappings: use tcp, udp or sctp",
-                    m.protocol
-                )));
-            }
-        };
-        let host_ip = if m.host_ip.is_empty() {
-            None
-        } else {
-            Some(m.host_ip.parse::<IpAddr>().map_err(|_| {
-                Error::config(format!("invalid hostIP {:?} in portMappings", m.host_ip))
-            })?)
-        };
-        maps.push(Mapping {
-            container_port: port("container", m.container_port)?,
-            host_port: port("host", m.host_port)?,
-            proto,
-            host_ip,
-        });
-    }
-    Ok(Portmap {
-        backend,
-        snat: c.snat.unwrap_or(true),
-        masq_all: c.masq_all,
-        mark: 1u32 << bit,
-        set_mark_chain: c.external_set_mark_chain,
-        cond4,
-        cond6,
-        maps,
-        network: req.conf.name.clone(),
-        cid: req.env.container_id.clone(),
-        ifname: req.env.ifname.clone(),
+    raw.into_iter().map(mapping).collect()
+}
+
+/// One port mapping: protocol, hostIP, then the container and host ports (1-65535).
+fn mapping(m: RawMapping) -> Result<Mapping> {
+    let port = |what: &str, p: i64| {
+        u16::try_from(p)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| Error::config(format!("Invalid {what} port number: {p}")))
+    };
+    let proto = match m.protocol.to_ascii_lowercase().as_str() {
+        "tcp" => "tcp",
+        "udp" => "udp",
+        "sctp" => "sctp",
+        _ => {
+            return Err(Error::config(format!(
+                "invalid protocol {:?} in portMappings: use tcp, udp or sctp",
+                m.protocol
+            )));
+        }
+    };
+    let host_ip = if m.host_ip.is_empty() {
+        None
+    } else {
+        Some(m.host_ip.parse::<IpAddr>().map_err(|_| {
+            Error::config(format!("invalid hostIP {:?} in portMappings", m.host_ip))
+        })?)
+    };
+    Ok(Mapping {
+        container_port: port("container", m.container_port)?,
+        host_port: port("host", m.host_port)?,
+        proto,
+        host_ip,
     })
 }
 

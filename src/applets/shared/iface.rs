@@ -105,18 +105,7 @@ pub fn configure(
     let ips = own_ips(result, ifname, if_pos)?;
     let v6 = ips.iter().any(|ip| ip.address.addr().is_ipv6());
     if v6 {
-        ns.enter(|| -> Result<()> {
-            for dev in ["lo", ifname] {
-                // A kernel booted with ipv6.disable=1 has no such keys; adding the address
-                // will then fail with a clearer error.
-                let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", dev, "disable_ipv6"), "0");
-            }
-            let _ = sysctl::set(
-                &sysctl::iface("net/ipv6/conf", ifname, "keep_addr_on_down"),
-                "1",
-            );
-            Ok(())
-        })??;
+        enable_ipv6(ns, ifname)?;
     }
     // Only an IPv6 address needs settling: an IPv4-only ADD opens nothing more.
     let settle = if v6 {
@@ -124,8 +113,43 @@ pub fn configure(
     } else {
         None
     };
-    for ip in &ips {
-        let flags = match &settle {
+    add_addresses(h, ifname, index, &ips, settle.as_ref())?;
+    h.set_up(index, true)
+        .ctx(format_args!("failed to set {ifname} up"))?;
+    // As upstream, routes are added once the addresses are usable.
+    if let Some(s) = settle {
+        let addrs: Vec<_> = ips.iter().map(|ip| ip.address).collect();
+        s.wait(h, &addrs)?;
+    }
+    add_routes(h, ifname, &group_routes(result, &ips, index))
+}
+
+/// As upstream, IPv6 on for `ifname` and `lo` in `ns`, with the addresses kept on link down.
+fn enable_ipv6(ns: &NetNs, ifname: &str) -> Result<()> {
+    ns.enter(|| -> Result<()> {
+        for dev in ["lo", ifname] {
+            // A kernel booted with ipv6.disable=1 has no such keys; adding the address
+            // will then fail with a clearer error.
+            let _ = sysctl::set(&sysctl::iface("net/ipv6/conf", dev, "disable_ipv6"), "0");
+        }
+        let _ = sysctl::set(
+            &sysctl::iface("net/ipv6/conf", ifname, "keep_addr_on_down"),
+            "1",
+        );
+        Ok(())
+    })?
+}
+
+/// The addresses onto `ifname`, an IPv6 one with the flags `settle` asks for.
+fn add_addresses(
+    h: &mut Handle,
+    ifname: &str,
+    index: u32,
+    ips: &[&crate::cni::result::IpConfig],
+    settle: Option<&Settle>,
+) -> Result<()> {
+    for ip in ips {
+        let flags = match settle {
             Some(s) if ip.address.addr().is_ipv6() => s.addr_flags(),
             _ => 0,
         };
@@ -134,19 +158,22 @@ pub fn configure(
             ip.address
         ))?;
     }
-    h.set_up(index, true)
-        .ctx(format_args!("failed to set {ifname} up"))?;
-    // As upstream, routes are added once the addresses are usable.
-    if let Some(s) = settle {
-        let addrs: Vec<_> = ips.iter().map(|ip| ip.address).collect();
-        s.wait(h, &addrs)?;
-    }
+    Ok(())
+}
+
+/// The result's routes out of interface `index`: a route without `gw` takes the gateway of the
+/// interface's first address of its family; routes with the same destination and table become
+/// one multipath route (ECMP).
+fn group_routes(
+    result: &CniResult,
+    ips: &[&crate::cni::result::IpConfig],
+    index: u32,
+) -> Vec<netlink::Route> {
     let gw_for = |v4: bool| {
         ips.iter()
             .find(|ip| ip.address.addr().is_ipv4() == v4)
             .and_then(|ip| ip.gateway)
     };
-    // Group routes with the same destination and table into multipath routes (ECMP).
     let mut routes: Vec<netlink::Route> = Vec::new();
     for r in &result.routes {
         let gw = r.gw.or_else(|| gw_for(r.dst.addr().is_ipv4()));
@@ -179,7 +206,12 @@ pub fn configure(
             ..Default::default()
         });
     }
-    for r in &routes {
+    routes
+}
+
+/// The routes added via `ifname`; one already there is left as it is.
+fn add_routes(h: &mut Handle, ifname: &str, routes: &[netlink::Route]) -> Result<()> {
+    for r in routes {
         match h.route_add(r) {
             Ok(()) => {}
             // The route is already there (typically the default route of a first network when
