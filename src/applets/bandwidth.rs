@@ -261,8 +261,10 @@ fn del(req: &Request) -> Result<()> {
                 .ctx(format_args!("delete qdisc on {}", hv.name))?;
         }
     }
+    // The runtime waits for DEL, not for the kernel to free the ifb: returned once unlisted
+    // (its name free), as the container links' DEL does (`del_link_unlisted`).
     let ifb = ifb_name(&req.conf.name, &req.env.container_id);
-    host.del_link_by_name(&ifb)
+    host.del_link_by_name_unlisted(&ifb)
         .ctx(format_args!("delete {ifb}"))?;
     Ok(())
 }
