@@ -56,17 +56,31 @@ rows=(); targets=()
 # tgt TARGET MEASURED met|missed; ge A B K: "met" when A/B ≥ K.
 tgt() { targets+=("| $1 | $2 | $3 |"); }
 ge() { awk -v a="$1" -v b="$2" -v k="$3" 'BEGIN {print (b > 0 && a / b >= k) ? "met" : "missed"}'; }
-# row NAME REF OURS [FLOOR [NETAVARK_1.4 NETAVARK_1.17 [REF_1.1.1]]]: times in ns (shown in ms)
-# or, with RAW=1, plain numbers. REF is v1.9.1 (the ratios), REF_1.1.1 an extra column.
+# row NAME REF OURS [FLOOR [NETAVARK_1.4 NETAVARK_1.17 [REF_1.1.1 [REF_FLOOR]]]]: times in ns
+# (shown in ms) or, with RAW=1, plain numbers. REF is v1.9.1 (the ratios), REF_1.1.1 an extra
+# column, REF_FLOOR v1.9.1's own system calls replayed (the floor of the Go plugin's choices).
+# A DEL row with a reference counts towards "every DEL ≥ 1.2× v1.9.1" (issue 37).
+del_ratios=()
 row() {
-    local r=$2 o=$3 f=${4:-} n4=${5:-} n17=${6:-} r11=${7:-} rs os fs n4s n17s r11s
+    local r=$2 o=$3 f=${4:-} n4=${5:-} n17=${6:-} r11=${7:-} gf=${8:-} rs os fs n4s n17s r11s gfs
     if [ "${RAW:-0}" = 1 ]; then rs=$r os=$o fs=$f; else rs=$(ms "$r") os=$(ms "$o") fs=$(ms "$f"); fi
-    n4s=$(ms "$n4"); n17s=$(ms "$n17"); r11s=$(ms "$r11")
-    rows+=("| $1 | $rs | $r11s | $n4s | $n17s | $os | $fs | $(ratio2 "$o" "$f") | $(ratio "$r" "$o") | $(ratio "$n17" "$o") |")
+    n4s=$(ms "$n4"); n17s=$(ms "$n17"); r11s=$(ms "$r11"); gfs=$(ms "$gf")
+    rows+=("| $1 | $rs | $r11s | $n4s | $n17s | $os | $fs | $(ratio2 "$o" "$f") | $(ratio "$r" "$o") | $(ratio "$n17" "$o") | $gfs | $(ratio2 "$gf" "$f") |")
     printf '%-58s ref %10s  cnibox %10s  floor %9s  cnibox/floor %5s  ref/cnibox %6s' "$1" "$rs" "$os" "$fs" "$(ratio2 "$o" "$f")" "$(ratio "$r" "$o")"
     [ -n "$n4$n17" ] && printf '  netavark 1.4 %9s  1.17 %9s  1.17/cnibox %6s' "$n4s" "$n17s" "$(ratio "$n17" "$o")"
     [ -n "$r11" ] && printf '  ref 1.1.1 %9s' "$r11s"
+    [ -n "$gf" ] && printf '  ref floor %9s  ref floor/floor %5s' "$gfs" "$(ratio2 "$gf" "$f")"
     echo
+    case $1 in *" DEL"*) [ -n "$r" ] && [ -n "$o" ] && [ "$o" != 0 ] && del_ratios+=("$(awk -v r="$r" -v o="$o" 'BEGIN {printf "%.2f", r/o}') $1") ;; esac
+}
+# The DEL target (issue 37 item 1): every DEL row against v1.9.1, from this run.
+del_tgt() {
+    [ ${#del_ratios[@]} = 0 ] && return
+    local low n under
+    low=$(printf '%s\n' "${del_ratios[@]}" | sort -n | head -1)
+    n=${#del_ratios[@]}
+    under=$(printf '%s\n' "${del_ratios[@]}" | awk '$1 < 1.2 {r = $1; $1 = ""; sub(/^ /, ""); sub(/ \(ms.*$/, ""); printf "%s%s %s×", (n++ ? "; " : ""), $0, r}')
+    tgt "every DEL row ≥ 1.2× v1.9.1 (issue 37)" "lowest ${low%% *}× ($((n - $(printf '%s\n' "${del_ratios[@]}" | awk '$1 < 1.2' | wc -l))) of $n rows ≥ 1.2×)${under:+; under: $under}" "$( [ -z "$under" ] && echo met || echo missed)"
 }
 # floor_tgt NAME K REF OURS FLOOR: "ref/cnibox ≥ K"; when even the floor is not K× faster than
 # the reference, the target is physically out of reach and becomes "cnibox within 1.2× of the floor".
@@ -98,7 +112,7 @@ else
 fi
 floor_cmd() { echo "$*" >&"$FL_IN"; read -r FL <&"$FL_OUT"; }
 spawner=""; [ -z "$floor_why" ] && spawner=$floor_bin
-floor_div=0
+floor_div=0; gofloor_div=0
 
 # 1. exec cost: VERSION, 100 execs per sample, A B A B … Spawned by the floor process as a
 # runtime spawns a plugin (posix_spawn, stdin /dev/null); its floor is the same spawn of a
@@ -160,16 +174,18 @@ prep() { # kind node dir
         printf "${f}FLANNEL_MTU=1400\nFLANNEL_IPMASQ=true\n" > "$work/data-$2-${3##*/}/subnet.env" ;;
     esac
 }
-# The floor of a scenario: in the floor's own node namespace, one untimed cnibox sample (the
-# steady state: bridge, tables exist), then one under strace, turned into a replay script.
-record() { # key node backend plugins…
-    local key=$1 nd=$2 bk=$3 c; shift 3
-    sample "$nd" "$work/ours" "$bk" fw "$@"
+# The floor of a scenario: in the floor's own node namespace, one untimed sample of DIR's
+# plugins (the steady state: bridge, tables exist), then one under strace, turned into a replay
+# script; GO=--go for the reference's (Go) plugins (floor-record.py's doc).
+record() { # key node backend dir go plugins…
+    local key=$1 nd=$2 bk=$3 dir=$4 go=$5 c; shift 5
+    sample "$nd" "$dir" "$bk" fw "$@"
     newns; c=$NS; rm -rf "$work/trace"; mkdir "$work/trace"
     nsenter --net="/run/netns/$nd" strace -ff -ttt -qq -xx -e write=all -e read=all -o "$work/trace/t" \
-        bash "$here/chain.sh" "$work/ours" "$bk" fl "/run/netns/$c" "$work/data-$nd-ours" "$@" >/dev/null
+        bash "$here/chain.sh" "$dir" "$bk" fl "/run/netns/$c" "$work/data-$nd-${dir##*/}" "$@" >/dev/null
     ip netns del "$c"
-    if python3 "$here/floor-record.py" "$work/trace" "$work/ours" "/run/netns/$c" "$@" > "$work/$key.replay"; then
+    # shellcheck disable=SC2086
+    if python3 "$here/floor-record.py" $go "$work/trace" "$dir" "/run/netns/$c" "$@" > "$work/$key.replay"; then
         floor_cmd load "$key" "$work/$key.replay"; [ "$FL" = ok ] || { echo "floor: $FL" >&2; return 1; }
     else
         return 1
@@ -190,7 +206,8 @@ nvsample() { # node name driver cid → A D E
     ip netns del "$ns"
 }
 # scenario KEY LABEL SIDES PLUGINS…: SIDES is a list of NAME:BACKEND (NAME ours, ref (v1.9.1),
-# r11 (v1.1.1), floor, nv4 or nv17; floor replays ours, nv4/nv17 run netavark with BACKEND as its firewall driver and
+# r11 (v1.1.1), floor, gofloor, nv4 or nv17; floor replays ours, gofloor the reference (v1.9.1),
+# nv4/nv17 run netavark with BACKEND as its firewall driver and
 # are left out when not available). Every side gets its own node namespace and one untimed warm-up sample;
 # then REPS rounds of one sample per side. Sets SA_<side> and SD_<side> (medians, ns).
 scenario() {
@@ -199,11 +216,12 @@ scenario() {
     declare -gA node=() adds=() dels=() errs=()
     for s in $sides; do
         name=${s%%:*}; bk=${s#*:}; dir=$work/ours; [ "$name" = ref ] && dir=$ref; [ "$name" = r11 ] && dir=$ref11
-        [ "$name" = floor ] && [ -n "$floor_why" ] && continue
+        case $name in floor|gofloor) [ -n "$floor_why" ] && continue ;; esac
         case $name in nv4) [ -z "$nv4_bin" ] && continue ;; nv17) [ -z "$nvroot" ] && continue ;; r11) { [ -z "$ref11" ] || [ ! -x "$ref11/${1#=}" ]; } && continue ;; esac
         newns; node[$s]=$NS; prep "$key" "$NS" "$dir"; adds[$s]=""; dels[$s]=""; errs[$s]=0
         case $name in
-        floor) record "$key" "$NS" "$bk" "$@" || unset "node[$s]" ;;
+        floor) record "$key" "$NS" "$bk" "$work/ours" "" "$@" || unset "node[$s]" ;;
+        gofloor) record "go-$key" "$NS" "$bk" "$ref" --go "$@" || unset "node[$s]" ;;
         nv4|nv17) nvsample "$NS" "$name" "$bk" w ;;
         *) sample "$NS" "$dir" "$bk" w "$@" ;;
         esac
@@ -212,9 +230,10 @@ scenario() {
         for s in $sides; do
             [ -z "${node[$s]:-}" ] && continue
             name=${s%%:*}; bk=${s#*:}; dir=$work/ours; [ "$name" = ref ] && dir=$ref; [ "$name" = r11 ] && dir=$ref11
-            if [ "$name" = floor ]; then
-                newns; floor_cmd run "$key" "/run/netns/${node[$s]}" "/run/netns/$NS"; ip netns del "$NS"
-                read -r A D E <<<"$FL"; floor_div=$((floor_div + ${E:-1}))
+            if [ "$name" = floor ] || [ "$name" = gofloor ]; then
+                newns; floor_cmd run "$([ "$name" = gofloor ] && echo go-)$key" "/run/netns/${node[$s]}" "/run/netns/$NS"; ip netns del "$NS"
+                read -r A D E <<<"$FL"
+                if [ "$name" = floor ]; then floor_div=$((floor_div + ${E:-1})); else gofloor_div=$((gofloor_div + ${E:-1})); fi
             elif [ "$name" = nv4 ] || [ "$name" = nv17 ]; then
                 nvsample "${node[$s]}" "$name" "$bk" "$name$i"
             else
@@ -297,9 +316,9 @@ if [ "${PEERS_ONLY:-0}" = 1 ]; then peers_rows; printf '%s\n' "${targets[@]}"; e
 family_rows() {
     local a fam v4 sides plugs ob rb what podman
     for a in ${V6_APPLETS:-ptp bridge macvlan tap host-device flannel chain podman}; do
-        sides="ours: floor: ref: r11:"; plugs=$a; ob=""; rb=""; what="$a+host-local"; podman=0
+        sides="ours: floor: ref: r11: gofloor:"; plugs=$a; ob=""; rb=""; what="$a+host-local"; podman=0
         case $a in
-        tap) sides="ours: floor: ref: r11:"; what=$a ;;
+        tap) what=$a ;;
         flannel) sides="ours: floor:"; what=$a ;;
         host-device) what="host-device+host-local" ;;
         chain) sides="ours:nftables floor:nftables ref:iptables r11:iptables"; plugs="bridge portmap firewall bandwidth"; ob=nftables; rb=iptables; what="chain (nftables; reference: iptables)" ;;
@@ -310,8 +329,8 @@ family_rows() {
             export FAMILY=$fam
             # shellcheck disable=SC2086
             PODMAN=$podman scenario "$a" "$a $fam" "$sides" $plugs
-            row "$what ADD, $fam (ms)" "$(v "SA_ref_$rb")" "$(v "SA_ours_$ob")" "$(v "SA_floor_$ob")" "$(v SA_nv4_iptables)" "$(v SA_nv17_nftables)" "$(v "SA_r11_$rb")"
-            [ $fam = v6 ] || row "$what DEL, $fam (ms)" "$(v "SD_ref_$rb")" "$(v "SD_ours_$ob")" "$(v "SD_floor_$ob")" "$(v SD_nv4_iptables)" "$(v SD_nv17_nftables)" "$(v "SD_r11_$rb")"
+            row "$what ADD, $fam (ms)" "$(v "SA_ref_$rb")" "$(v "SA_ours_$ob")" "$(v "SA_floor_$ob")" "$(v SA_nv4_iptables)" "$(v SA_nv17_nftables)" "$(v "SA_r11_$rb")" "$(v "SA_gofloor_$rb")"
+            [ $fam = v6 ] || row "$what DEL, $fam (ms)" "$(v "SD_ref_$rb")" "$(v "SD_ours_$ob")" "$(v "SD_floor_$ob")" "$(v SD_nv4_iptables)" "$(v SD_nv17_nftables)" "$(v "SD_r11_$rb")" "$(v "SD_gofloor_$rb")"
             printf -v "FA_${a//-/_}_${fam}" '%s' "$(v "SA_ours_$ob")"
         done
         unset FAMILY
@@ -326,9 +345,9 @@ family_rows() {
 if [ "${V6_ONLY:-0}" = 1 ]; then family_rows; exit 0; fi
 
 # bridge + host-local ADD and DEL into a fresh container namespace.
-scenario bridge "bridge+host-local" "ours: ref: r11: floor:" bridge
-row "bridge+host-local ADD (ms)" "$SA_ref_" "$SA_ours_" "$(v SA_floor_)" "" "" "$(v "SA_r11_")"
-row "bridge+host-local DEL (ms)" "$SD_ref_" "$SD_ours_" "$(v SD_floor_)" "" "" "$(v "SD_r11_")"
+scenario bridge "bridge+host-local" "ours: ref: r11: floor: gofloor:" bridge
+row "bridge+host-local ADD (ms)" "$SA_ref_" "$SA_ours_" "$(v SA_floor_)" "" "" "$(v "SA_r11_")" "$(v SA_gofloor_)"
+row "bridge+host-local DEL (ms)" "$SD_ref_" "$SD_ours_" "$(v SD_floor_)" "" "" "$(v "SD_r11_")" "$(v SD_gofloor_)"
 floor_tgt "bridge+host-local ADD ≥ 5× faster" 5 "$SA_ref_" "$SA_ours_" "$(v SA_floor_)"
 floor_tgt "bridge+host-local DEL ≥ 1.5× faster" 1.5 "$SD_ref_" "$SD_ours_" "$(v SD_floor_)"
 [ -n "$(v SD_floor_)" ] && tgt "bridge+host-local DEL within 1.2× of its floor" "cnibox/floor $(ratio2 "$SD_ours_" "$SD_floor_")" "$(ge "$SD_floor_" "$SD_ours_" 0.8333)"
@@ -348,15 +367,17 @@ peers_rows
 # flannel (neither release ships it), no v1.1.1 column for tap (Debian's v1.1.1 has none). This kernel has no ipvlan, dummy,
 # vrf or vlan link kinds: those are measured nowhere here (their tests run in the qemu VM).
 for a in ptp macvlan tuning tap host-device flannel; do
-    sides="ours: ref: r11: floor:"; case $a in flannel) sides="ours: floor:" ;; esac
+    sides="ours: ref: r11: floor: gofloor:"; case $a in flannel) sides="ours: floor:" ;; esac
     plug=$a; [ $a = tuning ] && plug="=ptp tuning"
     # shellcheck disable=SC2086
     scenario "$a" "$a" "$sides" $plug
-    row "$a ADD (ms)" "$(v SA_ref_)" "$SA_ours_" "$(v SA_floor_)" "" "" "$(v "SA_r11_")"
-    row "$a DEL (ms)" "$(v SD_ref_)" "$SD_ours_" "$(v SD_floor_)" "" "" "$(v "SD_r11_")"
+    row "$a ADD (ms)" "$(v SA_ref_)" "$SA_ours_" "$(v SA_floor_)" "" "" "$(v "SA_r11_")" "$(v SA_gofloor_)"
+    row "$a DEL (ms)" "$(v SD_ref_)" "$SD_ours_" "$(v SD_floor_)" "" "" "$(v "SD_r11_")" "$(v SD_gofloor_)"
 done
 family_rows
 [ -z "$floor_why" ] && [ "$floor_div" != 0 ] && echo "floor: $floor_div replay divergences (FLOOR_VERBOSE=1 shows them)" >&2
+[ -z "$floor_why" ] && [ "$gofloor_div" != 0 ] && echo "floor of v1.9.1: $gofloor_div replay divergences (FLOOR_VERBOSE=1 shows them)" >&2
+del_tgt
 
 # 4. host-local ADD+DEL with N existing reservations (files in upstream format). The page
 # cache is controlled: before every sample each side's whole state directory is read (as
@@ -543,16 +564,17 @@ fi
     echo "Medians of $reps interleaved samples (reference, cnibox, floor, in turn; each side in its own node namespace after one untimed warm-up sample)."
     echo "floor = the same system calls cnibox made, replayed from one running process (benches/floor.rs; what it includes: benches/NOTES.md, \"The floor\")$( [ -n "$floor_why" ] && echo " — not measured in this run: $floor_why")$( [ -z "$floor_why" ] && [ "$floor_div" != 0 ] && echo " — $floor_div replay divergences in this run")."
     echo "netavark: podman's own network stack, in the podman default network rows only ($(nv_label)$( [ ${#nv_notes[@]} -gt 0 ] && printf '; %s' "${nv_notes[@]}")); benches/NOTES.md, \"The peers\"."
+    [ -z "$floor_why" ] && echo "floor of v1.9.1 = the same for the reference's own system calls (benches/floor-record.py --go: every thread and process of a Go plugin run in one stream, following each thread's namespace)$( [ "$gofloor_div" != 0 ] && echo " — $gofloor_div replay divergences in this run"); floor of v1.9.1/floor: > 1 means the reference asks the kernel for more work than cnibox does. Not for the chain and podman rows: their reference runs iptables programs, whose nf_tables batches the replayer does not map."
     echo "cnibox/floor: > 1 is what cnibox adds to the kernel's work; reference/cnibox and netavark 1.17/cnibox: > 1 means cnibox is faster or smaller."
     echo
     # A netavark that was not measured has no column (the note above says why).
-    { echo "| measurement | reference v1.9.1 | reference v1.1.1 | netavark 1.4 | netavark 1.17 | cnibox | floor | cnibox/floor | reference/cnibox | netavark 1.17/cnibox |"
-      echo "|---|---|---|---|---|---|---|---|---|---|"
+    { echo "| measurement | reference v1.9.1 | reference v1.1.1 | netavark 1.4 | netavark 1.17 | cnibox | floor | cnibox/floor | reference/cnibox | netavark 1.17/cnibox | floor of v1.9.1 | floor of v1.9.1/floor |"
+      echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
       printf '%s\n' "${rows[@]}"; } |
-        awk -F'|' -v OFS='|' -v r11="$ref11" -v n4="$nv4_bin" -v n17="$nvroot" '{
+        awk -F'|' -v OFS='|' -v r11="$ref11" -v n4="$nv4_bin" -v n17="$nvroot" -v nf="$floor_why" '{
             line = ""
             for (i = 1; i <= NF; i++) {
-                if ((i == 4 && r11 == "") || (i == 5 && n4 == "") || ((i == 6 || i == 11) && n17 == "")) continue
+                if ((i == 4 && r11 == "") || (i == 5 && n4 == "") || ((i == 6 || i == 11) && n17 == "") || ((i == 12 || i == 13) && nf != "")) continue
                 line = line (line == "" && i == 1 ? "" : "|") $i
             }
             print line }'
@@ -561,7 +583,7 @@ fi
     echo
     echo "![host-local latency against existing reservations](benches/host-local-scaling.svg)"
     echo
-    echo "## Targets (issues 6, 16, 23 and 28), from this run"
+    echo "## Targets (issues 6, 16, 23, 28 and 37), from this run"
     echo
     echo "| target | measured | |"
     echo "|---|---|---|"

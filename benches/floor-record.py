@@ -15,6 +15,19 @@ exit), which is what the floor leaves out by definition. See benches/NOTES.md ("
 A child a plugin forks without exec (cnibox's DEL sends a link deletion from one and does not
 wait for it) is replayed like a thread that never exits: concurrently, sharing the plugin's
 descriptors, and outside the plugin's time (the runtime does not wait for it either).
+
+    floor-record.py --go TRACE_DIR REF_DIR CONTAINER_NETNS PLUGIN... > SCRIPT
+
+The same for a recording of the reference (Go) plugins in REF_DIR: the floor of the Go plugin's
+own choices. Go runs a plugin on many threads and switches namespaces per thread (a goroutine
+locks its thread, setns, works, setns back), so the calls of every thread of every process of
+one plugin run (the plugin, the IPAM plugin it execs, an iptables it runs) are merged into one
+stream in recorded time order, and the namespace each recorded thread was in when it made a
+call is followed: where the stream passes from a thread in one namespace to a thread in the
+other, the script switches (`netns N|C`), which the replayer does with one setns. Go's
+/proc/PID/task/TID/ns/net opens become /proc/thread-self/ns/net. Dropped besides the plumbing
+above: the runtime's own calls (epoll, futex, nanosleep, the transparent-huge-page probe), the
+dynamic loader's opens of an exec'd program, pipes to a child and their descriptors.
 """
 import os
 import re
@@ -29,7 +42,17 @@ SKIP = {  # process plumbing and memory management: not replayed
     'dup2', 'futex', 'madvise', 'sched_getaffinity', 'getuid', 'geteuid', 'getgid', 'getegid',
     'gettid', 'uname', 'clock_gettime', 'mremap', 'exit', 'kill', 'tgkill', 'rt_sigreturn',
     'getcwd', 'sysinfo',
+    # Go's runtime and os/exec (--go)
+    'epoll_create1', 'eventfd2', 'epoll_ctl', 'epoll_pwait', 'epoll_pwait2', 'epoll_wait', 'nanosleep',
+    'clock_nanosleep', 'sched_yield', 'mincore', 'getppid', 'waitid', 'pidfd_open',
+    'pidfd_send_signal', 'prctl', 'dup3', 'close_range', 'getpgrp', 'capget', 'getrlimit',
+    'setrlimit', 'timer_create', 'timer_settime', 'timer_delete', 'rt_sigtimedwait',
 }
+# Opens that are a process's start-up, not work asked for: the dynamic loader; Go's runtime
+# (the huge-page probe, and the cgroup CPU limit it sizes GOMAXPROCS by).
+PLUMBING_PATH = re.compile(r'(\.so(\.[\d.]+)?$|^/etc/ld\.so\.|/transparent_hugepage/'
+                           r'|^/proc/self/(maps|cgroup|mountinfo)$|^/sys/fs/cgroup/.*cpu\.(cfs_|max))')
+NS_PATH = re.compile(r'^/proc/(self|thread-self|\d+)(?:/task/(\d+))?/ns/net$')
 O_FLAGS = {'O_RDONLY': 0, 'O_WRONLY': 1, 'O_RDWR': 2, 'O_CREAT': 0o100, 'O_EXCL': 0o200,
            'O_NOCTTY': 0o400, 'O_TRUNC': 0o1000, 'O_APPEND': 0o2000, 'O_NONBLOCK': 0o4000,
            'O_DIRECTORY': 0o200000, 'O_NOFOLLOW': 0o400000, 'O_CLOEXEC': 0o2000000,
@@ -49,6 +72,9 @@ CONST = {'AF_NETLINK': 16, 'AF_INET': 2, 'AF_INET6': 10, 'AF_UNIX': 1, 'AF_PACKE
          'AT_EMPTY_PATH': 0x1000, 'AT_STATX_SYNC_AS_STAT': 0, 'STATX_BASIC_STATS': 0x7ff,
          'STATX_ALL': 0xfff, 'F_OK': 0, 'R_OK': 4, 'W_OK': 2, 'X_OK': 1}
 IFF_TAP, IFF_NO_PI = 0x0002, 0x1000
+# --go: the tap a process asked for by name (Go's tap plugin runs `ip tuntap add … name N`,
+# whose TUNSETIFF strace does not decode): process → name, from its argv.
+TAP_NAME = {}
 
 
 def flags(expr, table=CONST):
@@ -114,7 +140,11 @@ def parse(path):
 
 
 def main():
-    tdir, ours, cns, plugins = sys.argv[1], sys.argv[2].rstrip('/'), sys.argv[3], sys.argv[4:]
+    args = sys.argv[1:]
+    go = args[:1] == ['--go']
+    if go:
+        args = args[1:]
+    tdir, ours, cns, plugins = args[0], args[1].rstrip('/'), args[2], args[3:]
     cns_hex = cns.encode().hex()
     files = {int(f.split('.')[-1]): parse(os.path.join(tdir, f)) for f in os.listdir(tdir)
              if re.fullmatch(r't\.\d+', f)}
@@ -132,7 +162,13 @@ def main():
                     start[pid] = c[0]
                 else:
                     other[pid] = p
-    tops = sorted((p for p in exe if parent.get(p) not in exe), key=lambda p: start[p])
+    def leader(t):
+        while t in threads:
+            t = threads[t]
+        return t
+    # A plugin another plugin exec'd (an IPAM plugin) is not a run of its own; Go execs it
+    # from any of its threads.
+    tops = sorted((p for p in exe if leader(parent.get(p)) not in exe), key=lambda p: start[p])
     want = len(plugins) * 2
     if len(tops) != want:
         sys.exit(f'floor-record: {len(tops)} plugin runs in the trace, expected {want}')
@@ -147,10 +183,14 @@ def main():
             while q in parent and q != top:
                 q = parent[q]
             if q == top and p != top:
-                if p in other:
+                if p in other and not go:
                     sys.exit(f'floor-record: {exe[top]} runs {other[p]}: the floor replays only '
                              'what cnibox itself asks of the kernel')
                 members.append(p)
+        out.append(f'seg {verb} {0 if plug.startswith("=") else 1} {plug.lstrip("=")}')
+        if go:
+            out.extend(go_stream(members, files, exe, other, threads, leader, cns_hex, skipped))
+            continue
         forked = {p for p in members if p != top and p not in exe and p not in threads}
         ops = []
         for m, pid in enumerate(members):
@@ -164,7 +204,6 @@ def main():
             if pid not in forked:
                 ops.append((files[pid][-1][0] if files[pid] else 0, m, 1 << 30, pid, None))
         ops.sort(key=lambda o: o[:3])
-        out.append(f'seg {verb} {0 if plug.startswith("=") else 1} {plug.lstrip("=")}')
         for _, _, _, pid, c in ops:
             if c is None:
                 out.append(f'exit {pid}')
@@ -184,6 +223,96 @@ def main():
     if skipped:
         print('floor-record: not replayed: ' + ', '.join(f'{k} x{v}' for k, v in sorted(skipped.items())),
               file=sys.stderr)
+
+
+def go_stream(members, files, exe, other, threads, leader, cns_hex, skipped):
+    """--go: the calls of one plugin run, every thread and process of it, in one time-ordered
+    stream on the replayer's one thread, with a `netns` switch wherever the next call was made
+    by a recorded thread in the other namespace (see the module's doc)."""
+    ops = []
+    for m, pid in enumerate(members):
+        seen = pid not in exe and pid not in other  # a process's calls before its exec: not its
+        for i, c in enumerate(files[pid]):
+            if c[1] == 'execve' and c[3] == '0' and (pid in exe or pid in other):
+                seen = True
+                argv = [unhex(h).decode('latin-1') for h in HEXSTR.findall(c[2])][1:]
+                if 'tuntap' in argv and 'name' in argv[:-1]:
+                    TAP_NAME[pid] = argv[argv.index('name') + 1]
+                continue
+            if seen:
+                ops.append((c[0], m, i, pid, c))
+    ops.sort(key=lambda o: o[:3])
+    last = {}
+    for k, o in enumerate(ops):
+        last[leader(o[3])] = k
+    ns = {members[0]: 'N'}  # recorded thread → the namespace it is in
+    state = {'fdns': {}, 'dropped': set(), 'cur': 'N'}
+    out = []
+    for k, (_, _, _, pid, c) in enumerate(ops):
+        out.extend(go_call(pid, leader(pid), c, ns, state, cns_hex, skipped))
+        if last.get(leader(pid)) == k:
+            out.append(f'exit {leader(pid)}')
+    return out
+
+
+def go_call(pid, proc, c, ns, state, cns_hex, skipped):
+    """One recorded call of thread `pid` of process `proc` (--go): its script lines."""
+    fdns, dropped = state['fdns'], state['dropped']
+    name, args, ret = c[1], c[2], c[3]
+    a = split_args(args)
+    ok = not ret.startswith('-') and ret != '?'
+    if name in ('clone', 'clone3', 'fork', 'vfork'):
+        if ret.isdigit():
+            ns[int(ret)] = ns.get(pid, 'N')  # a thread or child starts where its creator is
+        return []
+    if name == 'pipe2':
+        if ok:
+            dropped.update((proc, int(f)) for f in re.findall(r'\d+', a[0]))
+        return []
+    if name == 'setns':
+        if ok:
+            ns[pid] = fdns.get((proc, int(a[0])), '?')
+        return []
+    want = ns.get(pid, 'N')
+    if name in ('open', 'openat') and ok:
+        i = 1 if name == 'openat' else 0
+        p = unhex(HEXSTR.match(a[i]).group(1)).decode('latin-1')
+        fd = int(ret)
+        if PLUMBING_PATH.search(p):
+            dropped.add((proc, fd))
+            return []
+        if p.encode('latin-1').hex() == cns_hex:
+            fdns[(proc, fd)] = 'C'
+        elif (g := NS_PATH.match(p)):
+            who = pid if g.group(1) in ('self', 'thread-self') else int(g.group(2) or g.group(1))
+            want = fdns[(proc, fd)] = ns.get(who, want)
+            here = ''.join(f'\\x{b:02x}' for b in b'/proc/thread-self/ns/net')
+            c = list(c)
+            c[2] = args.replace(a[i], f'"{here}"', 1)
+    if a and re.fullmatch(r'\d+', a[0]) and (proc, int(a[0])) in dropped:
+        if name == 'close':
+            dropped.discard((proc, int(a[0])))
+        return []
+    if name == 'close':
+        fdns.pop((proc, int(a[0])), None)
+    line = convert(proc, c, cns_hex, skipped)
+    if not line:
+        return []
+    out = []
+    if want != '?' and want != state['cur']:
+        if want in ('N', 'C'):
+            out.append(f'netns 0 {want}')
+        else:  # a namespace the plugin made (unshare): through a descriptor it holds of it
+            fd = next((f for (p, f), n in fdns.items() if p == proc and n == want), None)
+            if fd is None:
+                skipped['switch to a namespace no descriptor holds'] = skipped.get('switch to a namespace no descriptor holds', 0) + 1
+            else:
+                out.append(f'setns {proc} {fd} {CONST["CLONE_NEWNET"]}')
+        state['cur'] = want
+    if name == 'unshare' and ok and 'CLONE_NEWNET' in args:
+        state['made'] = state.get('made', 0) + 1
+        ns[pid] = state['cur'] = f'U{state["made"]}'
+    return out + [line]
 
 
 def path_tok(s, cns_hex):
@@ -286,7 +415,8 @@ def convert(pid, c, cns_hex, skipped):
             return f'unshare {pid} {flags(a[0])}'
         if name == 'ioctl':
             if a[1] == 'TUNSETIFF':  # strace does not decode the ifreq: cnibox's tap asks the
-                return f'tunsetiff {pid} {a[0]} {IFF_TAP | IFF_NO_PI}'  # kernel for tap%d
+                name = TAP_NAME.get(pid, '').encode().hex()  # kernel for tap%d, Go's a name
+                return f'tunsetiff {pid} {a[0]} {IFF_TAP | IFF_NO_PI} {name}'.rstrip()
             if a[1] in ('TUNSETPERSIST', 'TUNSETOWNER', 'TUNSETGROUP'):
                 n = {'TUNSETPERSIST': 0x400454cb, 'TUNSETOWNER': 0x400454cc, 'TUNSETGROUP': 0x400454ce}
                 return f'ioctlint {pid} {a[0]} {n[a[1]]} {int(a[2], 0)}'

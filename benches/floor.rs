@@ -26,7 +26,10 @@
 //! masquerading) is replayed on a thread of its own, concurrently, from where it was started
 //! to where it exited in the recording, sharing the replay's descriptors. Descriptors a plugin
 //! hands over a unix socket (SCM_RIGHTS: cnibox lets the kernel close nf_tables sockets in the
-//! background that way) are handed over the same way.
+//! background that way) are handed over the same way. A recording of the reference (Go)
+//! plugins (`floor-record.py --go`) is one stream per plugin run with `netns N|C` switches
+//! where a recorded Go thread in the other namespace made the next call; the replayer holds
+//! the node's and the container's namespace open for them.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -67,7 +70,11 @@ enum Op {
     Flock(Pid, i32, i32),
     Setns(Pid, i32, i32),
     Unshare(i32),
-    TunSetIff(Pid, i32, i16),
+    /// `netns N|C` (a recording of the Go plugins): on to the node's or the container's
+    /// namespace, where the next recorded call was made (floor-record.py --go).
+    Netns(bool),
+    /// TUNSETIFF with these flags, and the name asked for (empty: the kernel picks tap%d).
+    TunSetIff(Pid, i32, i16, Vec<u8>),
     IoctlInt(Pid, i32, u64, u64),
 }
 
@@ -171,7 +178,13 @@ fn load(file: &str) -> Result<Vec<Seg>, String> {
             "flock" => Op::Flock(pid, fd()?, i(3)? as i32),
             "setns" => Op::Setns(pid, fd()?, i(3)? as i32),
             "unshare" => Op::Unshare(i(2)? as i32),
-            "tunsetiff" => Op::TunSetIff(pid, fd()?, i(3)? as i16),
+            "netns" => Op::Netns(s(2)? == "C"),
+            "tunsetiff" => Op::TunSetIff(
+                pid,
+                fd()?,
+                i(3)? as i16,
+                t.get(4).map_or(Vec::new(), |h| unhex(h)),
+            ),
             "ioctlint" => Op::IoctlInt(pid, fd()?, i(3)? as u64, i(4)? as u64),
             _ => return Err(format!("{file}:{}: unknown op {}", n + 1, t[0])),
         };
@@ -254,6 +267,8 @@ struct Run {
     divergences: u32,
     verbose: bool,
     buf: Vec<u8>,
+    /// The node's and the container's namespace, held open for `netns`.
+    nsfds: [i32; 2],
 }
 
 impl Run {
@@ -316,7 +331,8 @@ impl Run {
                     let info = attrs(b, s, e);
                     let veth = info
                         .iter()
-                        .any(|a| a.0 == 1 && b[a.1..a.2].starts_with(b"veth\0"));
+                        // Go writes the kind without its NUL, cnibox with it.
+                        .any(|a| a.0 == 1 && matches!(&b[a.1..a.2], b"veth" | b"veth\0"));
                     for (ity, is, ie) in info {
                         if ity == 2 && veth {
                             for (pty, ps, pe) in attrs(b, is, ie) {
@@ -683,6 +699,8 @@ impl Run {
                         );
                     }
                     match (rec, n) {
+                        // A peek sizes the buffer (iproute2): strace shows none of its bytes.
+                        _ if *flags & libc::MSG_PEEK != 0 => {}
                         (Some(r), n) if n >= 0 => {
                             let n = (n as usize).min(buf.len());
                             let (lbl, proto) = (
@@ -811,15 +829,29 @@ impl Run {
                         self.diverge("setns failed");
                     }
                 }
+                Op::Netns(container) => {
+                    if libc::setns(self.nsfds[usize::from(*container)], libc::CLONE_NEWNET) == 0 {
+                        self.cur = u32::from(*container);
+                    } else {
+                        self.diverge("netns switch failed");
+                    }
+                }
                 Op::Unshare(flags) => {
                     if libc::unshare(*flags) == 0 && *flags & libc::CLONE_NEWNET != 0 {
                         self.next_label += 1;
                         self.cur = self.next_label;
                     }
                 }
-                Op::TunSetIff(pid, fd, flags) => {
+                Op::TunSetIff(pid, fd, flags, name) => {
                     let mut ifr: libc::ifreq = std::mem::zeroed();
                     ifr.ifr_ifru.ifru_flags = *flags;
+                    for (d, c) in ifr
+                        .ifr_name
+                        .iter_mut()
+                        .zip(name.iter().take(libc::IFNAMSIZ - 1))
+                    {
+                        *d = *c as libc::c_char;
+                    }
                     if libc::ioctl(self.fd(*pid, *fd), libc::TUNSETIFF as _, &mut ifr) < 0 {
                         self.diverge("TUNSETIFF failed");
                     }
@@ -917,10 +949,15 @@ fn main() {
                             hi
                         }
                     });
+                    let cpath = CString::new(*cont).unwrap_or_default();
+                    // SAFETY: a plain open of a NUL-terminated path, closed below.
+                    let cfd =
+                        unsafe { libc::open(cpath.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
                     let mut run = Run {
-                        cpath: CString::new(*cont).ok(),
+                        cpath: Some(cpath),
                         next_label: 1,
                         verbose,
+                        nsfds: [nfd, cfd],
                         ..Run::default()
                     };
                     let (mut add, mut del) = (0u128, 0u128);
@@ -946,8 +983,11 @@ fn main() {
                     for (p, f) in left {
                         run.close_fd(p, f);
                     }
-                    // SAFETY: as above.
-                    unsafe { libc::setns(nfd, libc::CLONE_NEWNET) };
+                    // SAFETY: as above; `cfd` is this run's own descriptor, closed once.
+                    unsafe {
+                        libc::setns(nfd, libc::CLONE_NEWNET);
+                        libc::close(cfd);
+                    }
                     format!("{add} {del} {}", run.divergences)
                 }
             },
