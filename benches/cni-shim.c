@@ -48,8 +48,9 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0644);
     if (fd >= 0) {
-        int n = snprintf(line, sizeof line, "%s %s %lld\n", c, id && *id ? id : "-",
-                         (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
+        int n = snprintf(line, sizeof line, "%s %s %lld %s\n", c, id && *id ? id : "-",
+                         (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec),
+                         basename(real));
         if (write(fd, line, (size_t)n) < 0) { /* the sample just lacks this call */ }
         close(fd);
     }

@@ -123,7 +123,12 @@ n = max(1, len(d["run_ns"]))
 by = {}
 for l in lines: by[l[0]] = by.get(l[0], 0) + int(l[2])
 print("cri.sh: %s: plugin time a pod, by command: %s" % (sys.argv[3], ", ".join(
-    "%s %.1f ms (%d calls)" % (c, t / n / 1e6, sum(1 for l in lines if l[0] == c)) for c, t in sorted(by.items()))), file=sys.stderr)' "$@"; }
+    "%s %.1f ms (%d calls)" % (c, t / n / 1e6, sum(1 for l in lines if l[0] == c)) for c, t in sorted(by.items()))), file=sys.stderr)
+by = {}
+for l in lines[:]:
+    if len(l) > 3: by[(l[0], l[3])] = by.get((l[0], l[3]), 0) + int(l[2])
+print("cri.sh: %s: by plugin (ms a pod): %s" % (sys.argv[3], ", ".join(
+    "%s %s %.1f" % (c, p, t / n / 1e6) for (c, p), t in sorted(by.items()))), file=sys.stderr)' "$@"; }
 declare -A walls=() runs=() errs=() cnis=() cdver=() nocni=()
 for c in "${cds[@]}"; do
     cv=${c%%:*} cbin=${c#*:}
