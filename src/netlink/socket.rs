@@ -147,6 +147,23 @@ impl NlSocket {
         got
     }
 
+    /// Read what is queued on a socket that joined a group, without blocking: each message's
+    /// type and payload go to `each`. `Ok(false)`: nothing was queued. A lost notification
+    /// (ENOBUFS) is an error here: the caller counts messages, and a count with a gap is wrong.
+    pub fn take_notifications(&mut self, mut each: impl FnMut(u16, &[u8])) -> Result<bool> {
+        self.buf.clear();
+        match self.sock.recv(&mut self.buf, libc::MSG_DONTWAIT) {
+            Ok(n) => {
+                for m in wire::messages(&self.buf[..n.min(self.buf.len())]) {
+                    each(m.ty, m.payload);
+                }
+                Ok(true)
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => Ok(false),
+            Err(e) => Err(Error::io("receive netlink notification", e)),
+        }
+    }
+
     fn send(&mut self, buf: &[u8]) -> Result<()> {
         self.sock
             .send(buf, 0)

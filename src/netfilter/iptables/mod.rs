@@ -14,6 +14,7 @@
 //! transaction is recomputed from a fresh save (a few times). A lock that stays busy longer than
 //! the bounded wait fails with code 11 ("try again later") instead of hanging.
 
+mod commits;
 mod saved;
 mod script;
 
@@ -268,12 +269,15 @@ impl Iptables {
         Ok(Saved::parse(String::from_utf8_lossy(&out.stdout)))
     }
 
-    /// Feed `script` to `iptables-restore --noflush --wait=N`.
+    /// Feed `script` to `iptables-restore --noflush --wait=N`; done once its commit is
+    /// announced (iptables-nft), not after its exit, which waits for the kernel to free what
+    /// the commit deleted ([`commits`]).
     pub fn restore(&self, table: &str, script: &Script) -> Result<()> {
         if script.is_empty() {
             return Ok(());
         }
         let input = script.render(table)?;
+        let watch = commits::CommitWatch::start();
         let mut child = Command::new(&self.restore)
             .arg("--noflush")
             .arg(format!("--wait={LOCK_WAIT_SECS}"))
@@ -285,13 +289,14 @@ impl Iptables {
         if let Some(mut stdin) = child.stdin.take() {
             let _ = stdin.write_all(input.as_bytes());
         }
-        let out = child
-            .wait_with_output()
+        let expected = input.lines().filter(|l| *l == "COMMIT").count();
+        let ended = commits::wait(&mut child, watch, expected)
             .map_err(|e| Error::host_io(format_args!("wait for {}", self.restore.display()), e))?;
-        if out.status.success() {
-            return Ok(());
-        }
-        let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        let err = match ended {
+            commits::Ended::Committed => return Ok(()),
+            commits::Ended::Exited(status, _) if status.success() => return Ok(()),
+            commits::Ended::Exited(_, err) => err,
+        };
         if let Some(key) = script.blame(&err) {
             return Err(Error::config(format!(
                 "{key}: iptables-restore rejected the rules made from it: {}",

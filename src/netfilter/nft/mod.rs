@@ -9,6 +9,7 @@ mod socket;
 pub use batch::Batch;
 pub use dump::{RuleInfo, Snapshot, delete_commented};
 pub use owned::{RuleRef, delete_owned};
+pub(crate) use socket::linger;
 pub use socket::{Nftables, linger_at_exit};
 
 use std::fmt;

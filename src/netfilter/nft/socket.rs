@@ -38,10 +38,16 @@ pub fn linger_at_exit() {
 
 impl Drop for Nftables {
     fn drop(&mut self) {
-        if LINGER.load(Ordering::Relaxed) {
-            // On failure the socket is closed below as usual (and waits).
-            let _ = release_in_background(self.sock.as_fd());
-        }
+        linger(self.sock.as_fd());
+    }
+}
+
+/// What every netfilter socket's owner does before closing it (the iptables backend's commit
+/// watch too): in a plugin process ([`linger_at_exit`]), hand it to the kernel to release in
+/// the background. On failure the socket is closed as usual (and waits).
+pub(crate) fn linger(fd: BorrowedFd) {
+    if LINGER.load(Ordering::Relaxed) {
+        let _ = release_in_background(fd);
     }
 }
 
