@@ -145,7 +145,27 @@ pub(super) fn wait(
 
 #[cfg(test)]
 mod tests {
-    use super::{CommitWatch, Ended, wait};
+    use super::{CommitWatch, Ended, committer, wait};
+
+    /// A NEWGEN's payload comes from the kernel, but is read as foreign bytes: short,
+    /// truncated or odd attributes name no process, and nothing panics.
+    #[test]
+    fn a_commit_names_its_process_or_none() {
+        let pid = |v: u32| {
+            let mut b = vec![2, 0, 0, 0, 8, 0, 1, 0, 0, 0, 0, 7, 8, 0, 2, 0];
+            b.extend_from_slice(&v.to_be_bytes());
+            b
+        };
+        assert_eq!(committer(&pid(4242)), Some(4242));
+        let good = pid(4242);
+        for cut in 0..good.len() {
+            assert_eq!(committer(&good[..cut]), None, "cut at {cut}");
+        }
+        // A PID attribute too short for a u32, and one of length 0.
+        assert_eq!(committer(&[2, 0, 0, 0, 6, 0, 2, 0, 1, 2]), None);
+        assert_eq!(committer(&[2, 0, 0, 0, 4, 0, 2, 0]), None);
+        assert_eq!(committer(&[2, 0, 0, 0, 0, 0, 2, 0, 9, 9, 9, 9]), None);
+    }
     use std::io::Write;
     use std::process::{Command, Stdio};
     use std::time::Duration;
