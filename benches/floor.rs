@@ -56,6 +56,10 @@ enum Op {
     SetSockOpt(Pid, i32, i32, i32, Vec<u8>),
     Send(Pid, i32, i32, Vec<u8>),
     Recv(Pid, i32, i32, Option<Vec<u8>>),
+    /// The receives of a wait for a link's deletion on a socket in RTNLGRP_LINK (cnibox's
+    /// `request_until`): which notifications come before the RTM_DELLINK varies run to run,
+    /// so live datagrams are read until one holds an RTM_DELLINK (or an error reply).
+    RecvUntilDellink(Pid, i32, i32),
     Open(Pid, i32, i32, u32, Path),
     Read(Pid, i32, usize),
     Pread(Pid, i32, usize, i64),
@@ -190,7 +194,66 @@ fn load(file: &str) -> Result<Vec<Seg>, String> {
         };
         segs.last_mut().ok_or_else(bad)?.ops.push((pid, op));
     }
+    for seg in &mut segs {
+        seg.ops = dellink_waits(std::mem::take(&mut seg.ops));
+    }
     Ok(segs)
+}
+
+const RTM_DELLINK: u16 = 17;
+
+/// Replace each run of receives on a socket that joined a netlink group and whose last
+/// datagram holds an RTM_DELLINK by one [`Op::RecvUntilDellink`] (other processes' and
+/// threads' ops in between stay where they are).
+fn dellink_waits(ops: Vec<(Pid, Op)>) -> Vec<(Pid, Op)> {
+    let mut joined = std::collections::HashSet::new();
+    let mut skip = vec![false; ops.len()];
+    let mut until = vec![false; ops.len()];
+    for (k, (pid, op)) in ops.iter().enumerate() {
+        match op {
+            Op::SetSockOpt(_, fd, 270, 1, _) => {
+                joined.insert((*pid, *fd));
+            }
+            Op::Bind(_, fd, groups) if *groups != 0 => {
+                joined.insert((*pid, *fd));
+            }
+            Op::Close(_, fd) => {
+                joined.remove(&(*pid, *fd));
+            }
+            Op::Recv(_, fd, _, _) if joined.contains(&(*pid, *fd)) && !skip[k] => {
+                // The run: this receive and the next ones of the same process on the same
+                // socket, up to its next other op.
+                let mut run = vec![k];
+                for (j, (p, o)) in ops.iter().enumerate().skip(k + 1) {
+                    if p != pid {
+                        continue;
+                    }
+                    match o {
+                        Op::Recv(_, f, _, _) if f == fd => run.push(j),
+                        _ => break,
+                    }
+                }
+                let last = run.last().copied().unwrap_or(k);
+                let ends_in_dellink = matches!(&ops[last].1, Op::Recv(_, _, _, Some(b))
+                    if messages(b).iter().any(|m| m.0 == RTM_DELLINK));
+                if ends_in_dellink {
+                    until[k] = true;
+                    for j in run.into_iter().skip(1) {
+                        skip[j] = true;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    ops.into_iter()
+        .enumerate()
+        .filter(|(k, _)| !skip[*k])
+        .map(|(k, (pid, op))| match op {
+            Op::Recv(p, fd, flags, _) if until[k] => (pid, Op::RecvUntilDellink(p, fd, flags)),
+            other => (pid, other),
+        })
+        .collect()
 }
 
 /// Netlink attributes of `b[start..end]`: (type without flags, payload start, payload end).
@@ -711,6 +774,39 @@ impl Run {
                         }
                         (None, n) if n < 0 => {}
                         _ => self.diverge("recv: one side had no reply"),
+                    }
+                    self.buf = buf;
+                }
+                Op::RecvUntilDellink(pid, fd, flags) => {
+                    let live = self.fd(*pid, *fd);
+                    if live < 0 {
+                        return;
+                    }
+                    let mut buf = std::mem::take(&mut self.buf);
+                    buf.resize(256 * 1024, 0);
+                    loop {
+                        let mut p = libc::pollfd {
+                            fd: live,
+                            events: libc::POLLIN,
+                            revents: 0,
+                        };
+                        if libc::poll(&mut p, 1, 2000) <= 0 {
+                            self.diverge("no RTM_DELLINK came");
+                            break;
+                        }
+                        let n = libc::recv(
+                            live,
+                            buf.as_mut_ptr().cast(),
+                            buf.len(),
+                            *flags | libc::MSG_DONTWAIT,
+                        );
+                        if n < 0 {
+                            continue;
+                        }
+                        let got = &buf[..(n as usize).min(buf.len())];
+                        if messages(got).iter().any(|m| m.0 == RTM_DELLINK || m.0 == 2) {
+                            break;
+                        }
                     }
                     self.buf = buf;
                 }
