@@ -4,7 +4,7 @@
 
 mod common;
 use common::env::env_for;
-use common::family::reservations;
+use common::family::{FAMILIES, assert_routes, reservations};
 use common::lab::unique_n;
 use common::*;
 use serde_json::{Value, json};
@@ -235,4 +235,44 @@ fn matches_reference() {
     }
     assert_eq!(out[0], out[1]);
     assert_eq!(out[0].1, "private");
+}
+
+/// Every route the IPAM config asks for (each family's default route without `gw`, a prefix
+/// with the gateway as `gw`) is in the container via the gateway on eth0, in IPv4, IPv6 and
+/// dual-stack, and the container's routes are the reference's on the same input.
+#[test]
+fn ipam_routes_in_every_family() {
+    if !require_root("macvlan ipam_routes_in_every_family") {
+        return;
+    }
+    for fam in FAMILIES {
+        let n = unique_n();
+        let mut views = Vec::new();
+        for imp in [Impl::Ours, Impl::Reference] {
+            if imp == Impl::Reference && !reference_available("macvlan") {
+                continue;
+            }
+            let nd = node(&format!("mv-routes-{}-{imp:?}", fam.tag()), n);
+            let c1 = NetNs::create();
+            let mut ipam = fam.host_local(n, &nd.sb.path("ipam"));
+            ipam["routes"] = fam.routes(n);
+            let conf = nd.conf(json!({ "ipam": ipam }));
+            let pl = nd.sb.plugin_in(imp, &nd.node);
+            let r = pl.add("macvlan", &env_for(&c1, "rt1"), &conf).ok().clone();
+            assert_routes(&c1, "eth0", &conf["ipam"]["routes"], &r);
+            views.push(c1.sh(&["ip", "-4", "route"]) + &c1.sh(&["ip", "-6", "route"]));
+            pl.del("macvlan", &env_for(&c1, "rt1"), &conf).ok();
+            assert_eq!(macvlans(&c1), 0, "{}: macvlan left behind", fam.tag());
+            let left = reservations(&nd.sb.path("ipam/mvnet"));
+            assert_eq!(left, 0, "{}: reservation left", fam.tag());
+        }
+        if let [ours, theirs] = &views[..] {
+            assert_eq!(
+                ours,
+                theirs,
+                "{}: container routes, ours vs reference",
+                fam.tag()
+            );
+        }
+    }
 }

@@ -5,7 +5,7 @@
 
 mod common;
 use common::env::{env_for, env_without_netns};
-use common::family::reservations;
+use common::family::{FAMILIES, assert_routes, reservations};
 use common::lab::unique_n;
 use common::*;
 use serde_json::{Value, json};
@@ -184,6 +184,45 @@ fn connects_and_matches_the_reference() {
         v
     };
     assert_eq!(normalize(&strip(r)), normalize(&strip(rr)));
+}
+
+/// Every route the IPAM config asks for (each family's default route without `gw`, a prefix
+/// with the gateway as `gw`) is in the container via the gateway on eth0, in IPv4, IPv6 and
+/// dual-stack, and the container's routes are the reference's on the same input.
+#[test]
+fn ipam_routes_in_every_family() {
+    if !require_root("ptp ipam_routes_in_every_family") {
+        return;
+    }
+    for fam in FAMILIES {
+        let n = unique_n();
+        let mut views = Vec::new();
+        for imp in [Impl::Ours, Impl::Reference] {
+            if imp == Impl::Reference && !reference_available("ptp") {
+                continue;
+            }
+            let nd = node(&format!("ptp-routes-{}-{imp:?}", fam.tag()), imp, n);
+            let c1 = NetNs::create();
+            let mut ipam = fam.host_local(n, &nd.sb.path("ipam"));
+            ipam["routes"] = fam.routes(n);
+            let conf = nd.conf("1.0.0", json!({ "ipam": ipam }));
+            let pl = nd.plugin();
+            let r = pl.add("ptp", &env_for(&c1, "rt1"), &conf).ok().clone();
+            assert_routes(&c1, "eth0", &conf["ipam"]["routes"], &r);
+            views.push(c1.sh(&["ip", "-4", "route"]) + &c1.sh(&["ip", "-6", "route"]));
+            pl.del("ptp", &env_for(&c1, "rt1"), &conf).ok();
+            assert_eq!(nd.veths(), 0, "{}: veth left behind", fam.tag());
+            assert_eq!(nd.reservations(), 0, "{}: reservation left", fam.tag());
+        }
+        if let [ours, theirs] = &views[..] {
+            assert_eq!(
+                ours,
+                theirs,
+                "{}: container routes, ours vs reference",
+                fam.tag()
+            );
+        }
+    }
 }
 
 /// ipMasq on nftables: the rules exist after ADD, and DEL without CNI_NETNS removes them.

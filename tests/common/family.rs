@@ -65,6 +65,24 @@ impl Fam {
         Value::Array(r)
     }
 
+    /// [`Fam::default_routes`] (no `gw`: the plugin takes the address's gateway) and, per
+    /// family, a prefix outside the subnets with the gateway (`.1`, `::1`) given as `gw`.
+    pub fn routes(self, n: u8) -> Value {
+        let mut r = self
+            .default_routes()
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if self.has_v4() {
+            r.push(json!({ "dst": format!("10.{n}.99.0/24"), "gw": format!("10.{n}.0.1") }));
+        }
+        if self.has_v6() {
+            let sub = v6_subnet(n);
+            r.push(json!({ "dst": sub.replace("::/64", ":99::/64"), "gw": sub.replace("::/64", "::1") }));
+        }
+        Value::Array(r)
+    }
+
     /// A host-local IPAM section with [`Fam::ranges`] and [`Fam::default_routes`], storing its
     /// reservations under `data_dir`.
     pub fn host_local(self, n: u8, data_dir: &Path) -> Value {
@@ -172,4 +190,43 @@ pub fn reservations(dir: &Path) -> usize {
     rd.map(|e| e.expect("read_dir entry"))
         .filter(|e| e.file_name().to_string_lossy().parse::<IpAddr>().is_ok())
         .count()
+}
+
+/// Assert that every route of `routes` (an IPAM `routes` list as configured) is in `ns` out of
+/// `dev` (in its `table`, else main): via its `gw`, or without one via the gateway `result`
+/// gives the address of its family, as the plugins install it.
+#[track_caller]
+pub fn assert_routes(ns: &NetNs, dev: &str, routes: &Value, result: &Value) {
+    let result_gw = |v4: bool| -> IpAddr {
+        let ips = result["ips"].as_array().into_iter().flatten();
+        ips.filter_map(|ip| ip["gateway"].as_str()?.parse::<IpAddr>().ok())
+            .find(|g| g.is_ipv4() == v4)
+            .unwrap_or_else(|| panic!("no gateway of the family of a route in {result}"))
+    };
+    for r in routes.as_array().expect("routes: a list") {
+        let dst = r["dst"].as_str().expect("routes[].dst");
+        let v4 = !dst.contains(':');
+        let gw = match r["gw"].as_str() {
+            Some(g) => g.parse().expect("routes[].gw: an IP address"),
+            None => result_gw(v4),
+        };
+        let table = r["table"]
+            .as_u64()
+            .map_or("main".to_string(), |t| t.to_string());
+        let fam = if v4 { "-4" } else { "-6" };
+        let cmd = [
+            "ip", fam, "-j", "route", "show", "exact", dst, "table", &table,
+        ];
+        let shown: Value = serde_json::from_str(&ns.sh(&cmd)).expect("ip -j route: JSON");
+        let found = shown.as_array().into_iter().flatten().any(|x| {
+            x["dev"] == dev && x["gateway"].as_str().and_then(|g| g.parse().ok()) == Some(gw)
+        });
+        if !found {
+            let all = ns.sh(&["ip", fam, "route", "show", "table", &table]);
+            panic!(
+                "route {dst} via {gw} dev {dev} (table {table}) missing in {}:\n{all}",
+                ns.name
+            );
+        }
+    }
 }
