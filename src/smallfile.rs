@@ -1,7 +1,8 @@
 //! Reading a small file that an operator names in a config (tuning's sysctl allowlist,
 //! flannel's `subnetFile`): opened without blocking, so a FIFO is seen for what it is instead of
 //! waiting for a writer, and only a regular file of bounded size is read (a device such as
-//! /dev/zero would never end). Shared by the applets that read such files.
+//! /dev/zero would never end). Shared by the applets that read such files; [`read_nofollow`]
+//! also refuses a symlink (the doctor's reading of the dhcp daemon's lease records).
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -19,13 +20,26 @@ pub enum ReadError {
 
 /// The bytes of the regular file `path`, at most `max` of them.
 pub fn read(path: &str, max: u64) -> Result<Vec<u8>, ReadError> {
+    read_with(path, max, 0)
+}
+
+/// [`read`], but a symlink is not followed: it is [`ReadError::NotRegular`].
+pub fn read_nofollow(path: &str, max: u64) -> Result<Vec<u8>, ReadError> {
+    read_with(path, max, libc::O_NOFOLLOW)
+}
+
+fn read_with(path: &str, max: u64, flags: libc::c_int) -> Result<Vec<u8>, ReadError> {
     let io = |e: std::io::Error| match e.kind() {
         std::io::ErrorKind::NotFound => ReadError::NotFound,
+        // O_NOFOLLOW on a symlink.
+        _ if e.raw_os_error() == Some(libc::ELOOP) && flags & libc::O_NOFOLLOW != 0 => {
+            ReadError::NotRegular(kind(libc::S_IFLNK))
+        }
         _ => ReadError::Io(e),
     };
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | flags)
         .open(path)
         .map_err(io)?;
     let meta = file.metadata().map_err(io)?;

@@ -16,14 +16,14 @@ mod common;
 use common::bounded::{exec_within, wait_within};
 use common::dhcp::{Daemon, Dnsmasq};
 use common::env::{env_for, env_id};
-use common::proc::{Proc, log_text};
+use common::proc::log_text;
 use common::wait::{secs, wait_until, wait_until_or};
 use common::*;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -79,7 +79,7 @@ fn leased(lab: &Dnsmasq, r: &Value) -> String {
 
 #[test]
 fn lease_renew_check_release() {
-    if !require_root("dhcp lease_renew_check_release") || !have("dnsmasq") {
+    if !require_root("dhcp lease_renew_check_release") || !Dnsmasq::available("dhcp") {
         return;
     }
     let lab = lab("dhcp-lease");
@@ -176,7 +176,9 @@ fn lease_renew_check_release() {
 
 #[test]
 fn del_after_the_namespace_is_gone_and_sigterm() {
-    if !require_root("dhcp del_after_the_namespace_is_gone_and_sigterm") || !have("dnsmasq") {
+    if !require_root("dhcp del_after_the_namespace_is_gone_and_sigterm")
+        || !Dnsmasq::available("dhcp")
+    {
         return;
     }
     let lab = lab("dhcp-gone");
@@ -264,7 +266,7 @@ fn client_id_of(lab: &Dnsmasq, ip: &str) -> Vec<u8> {
 /// own.
 #[test]
 fn long_container_ids_get_a_lease_each() {
-    if !require_root("dhcp long_container_ids_get_a_lease_each") || !have("dnsmasq") {
+    if !require_root("dhcp long_container_ids_get_a_lease_each") || !Dnsmasq::available("dhcp") {
         return;
     }
     let lab = lab("dhcp-long");
@@ -330,7 +332,7 @@ fn long_container_ids_get_a_lease_each() {
 /// cannot be delivered. (The call is made by hand here and the connection closed at once.)
 #[test]
 fn a_lease_nobody_waits_for_is_released() {
-    if !require_root("dhcp a_lease_nobody_waits_for_is_released") || !have("dnsmasq") {
+    if !require_root("dhcp a_lease_nobody_waits_for_is_released") || !Dnsmasq::available("dhcp") {
         return;
     }
     let lab = lab("dhcp-gone-plugin");
@@ -609,16 +611,12 @@ fn daemon_flags_and_socket_errors() {
     assert!(out.stderr.contains("path not absolute"), "{out:?}");
     // A second daemon on a live socket is refused; the first keeps it.
     let socket = sb.path("d.sock").display().to_string();
-    let first = Proc(
-        Command::new(bin())
-            .args(["dhcp", "daemon", "--socketpath", &socket])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the socket", secs(60), || {
-        std::os::unix::net::UnixStream::connect(&socket).is_ok()
-    });
+    let start = |tag: &str| {
+        let mut cmd = Command::new(bin());
+        cmd.args(["dhcp", "daemon", "--socketpath", &socket]);
+        Daemon::start(cmd, socket.clone(), sb.path(&format!("daemon-{tag}.log")))
+    };
+    let first = start("first");
     let out = cnibox(&["dhcp", "daemon", &format!("-socketpath={socket}")]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(
@@ -628,16 +626,7 @@ fn daemon_flags_and_socket_errors() {
     drop(first);
     // A stale socket file (its daemon was killed) is replaced.
     assert!(Path::new(&socket).exists());
-    let second = Proc(
-        Command::new(bin())
-            .args(["dhcp", "daemon", "--socketpath", &socket])
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    wait_until("the socket", secs(60), || {
-        std::os::unix::net::UnixStream::connect(&socket).is_ok()
-    });
+    let second = start("second");
     drop(second);
 }
 
@@ -655,7 +644,7 @@ fn same_result_as_the_older_go_plugin() {
 
 fn same_result_as(gimp: Impl) {
     if !require_root("dhcp same_result_as_the_go_plugin")
-        || !have("dnsmasq")
+        || !Dnsmasq::available("dhcp")
         || !impl_available(gimp, "dhcp")
     {
         return;
@@ -695,20 +684,6 @@ fn same_result_as(gimp: Impl) {
         .plugin_in(gimp, &lab.node)
         .del("macvlan", &env_for(&c2, "dhcp-g"), &conf(go_socket))
         .ok();
-}
-
-/// dnsmasq is installed (a failure under CNIBOX_REQUIRE_ALL=1).
-fn have(tool: &str) -> bool {
-    let found = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-        .iter()
-        .any(|d| Path::new(d).join(tool).exists());
-    if !found {
-        skip_note(
-            &format!("dhcp ({tool})"),
-            &format!("needs {tool} (apt-get install dnsmasq-base)"),
-        );
-    }
-    found
 }
 
 /// Upstream's daemon (`go`: v1.9.1 or Debian 12's v1.1.1) on a socket of its own in the sandbox,
@@ -762,7 +737,7 @@ fn older_go_plugin_with_cnibox_daemon() {
 
 fn go_plugin_of_with_cnibox_daemon(gimp: Impl) {
     if !require_root("dhcp go_plugin_with_cnibox_daemon")
-        || !have("dnsmasq")
+        || !Dnsmasq::available("dhcp")
         || !impl_available(gimp, "dhcp")
     {
         return;
@@ -863,7 +838,7 @@ fn cnibox_plugin_with_older_go_daemon() {
 
 fn cnibox_plugin_with_go_daemon_of(gimp: Impl) {
     if !require_root("dhcp cnibox_plugin_with_go_daemon")
-        || !have("dnsmasq")
+        || !Dnsmasq::available("dhcp")
         || !impl_available(gimp, "dhcp")
     {
         return;
@@ -908,7 +883,7 @@ fn cnibox_plugin_with_go_daemon_of(gimp: Impl) {
 /// releases. A lease whose namespace went meanwhile is dropped with its record.
 #[test]
 fn a_restarted_daemon_keeps_its_leases() {
-    if !require_root("dhcp a_restarted_daemon_keeps_its_leases") || !have("dnsmasq") {
+    if !require_root("dhcp a_restarted_daemon_keeps_its_leases") || !Dnsmasq::available("dhcp") {
         return;
     }
     let lab = lab("dhcp-restart");
@@ -985,7 +960,9 @@ fn a_restarted_daemon_keeps_its_leases() {
 /// orphan's lease (dnsmasq drops it) and removes its record, and the live lease stays.
 #[test]
 fn the_doctor_finds_and_collects_an_orphan_lease() {
-    if !require_root("dhcp the_doctor_finds_and_collects_an_orphan_lease") || !have("dnsmasq") {
+    if !require_root("dhcp the_doctor_finds_and_collects_an_orphan_lease")
+        || !Dnsmasq::available("dhcp")
+    {
         return;
     }
     let lab = lab("dhcp-doctor");
@@ -1025,17 +1002,8 @@ fn the_doctor_finds_and_collects_an_orphan_lease() {
     }
     assert_eq!(records(&d.socket), 2);
     // The runtime of `killed` died before writing its cache entry.
-    let mut killed_cid = String::new();
-    for f in std::fs::read_dir(lab.sb.path("cache/results"))
-        .unwrap()
-        .flatten()
-    {
-        let v: Value = serde_json::from_slice(&std::fs::read(f.path()).unwrap()).unwrap();
-        if v["netns"] == killed.path() {
-            killed_cid = v["containerId"].as_str().unwrap().to_string();
-            std::fs::remove_file(f.path()).unwrap();
-        }
-    }
+    let killed_cid = lab.sb.cached_cid(&killed.path());
+    lab.sb.drop_cache_of(&killed_cid);
     let status = |args: &[&str]| {
         let mut a = vec!["status", "--json", "--grace", "0"];
         a.extend_from_slice(args);

@@ -333,20 +333,6 @@ fn the_daemon_leaves_files_it_did_not_write_alone() {
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 2);
 }
 
-/// dnsmasq is installed (a failure under CNIBOX_REQUIRE_ALL=1).
-fn have(tool: &str) -> bool {
-    let found = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-        .iter()
-        .any(|d| Path::new(d).join(tool).exists());
-    if !found {
-        skip_note(
-            &format!("dhcp_hostile ({tool})"),
-            &format!("needs {tool} (apt-get install dnsmasq-base)"),
-        );
-    }
-    found
-}
-
 fn lab(tag: &str) -> Dnsmasq {
     Dnsmasq::start(tag)
 }
@@ -407,7 +393,9 @@ fn raise_nofile(n: u64) {
 /// it does not spin: the CPU time it spends while the crowd waits is bounded (/proc/PID/stat).
 #[test]
 fn idle_connections_do_not_starve_a_real_add() {
-    if !require_root("dhcp_hostile idle_connections_do_not_starve_a_real_add") || !have("dnsmasq") {
+    if !require_root("dhcp_hostile idle_connections_do_not_starve_a_real_add")
+        || !Dnsmasq::available("dhcp_hostile")
+    {
         return;
     }
     raise_nofile(8192);
@@ -462,7 +450,7 @@ fn idle_connections_do_not_starve_a_real_add() {
 #[test]
 fn concurrent_adds_of_one_attachment_make_one_lease() {
     if !require_root("dhcp_hostile concurrent_adds_of_one_attachment_make_one_lease")
-        || !have("dnsmasq")
+        || !Dnsmasq::available("dhcp_hostile")
     {
         return;
     }

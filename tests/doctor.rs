@@ -156,17 +156,7 @@ fn leaks_found_and_collected(fam: Fam, imp: Impl) {
     let add = |ns: &NetNs| {
         let out = w.cnitool("add", &net, &ns.path());
         assert!(out.status_ok, "{test}: ADD: {out:?}");
-        let files: Vec<PathBuf> = std::fs::read_dir(w.sb.path("cache/results"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.path())
-            .collect();
-        let rec = files
-            .iter()
-            .map(|f| serde_json::from_slice::<Value>(&std::fs::read(f).unwrap()).unwrap())
-            .find(|r| r["netns"] == ns.path())
-            .unwrap();
-        rec["containerId"].as_str().unwrap().to_string()
+        w.sb.cached_cid(&ns.path())
     };
     let live = NetNs::create();
     let live_cid = add(&live);
@@ -177,14 +167,7 @@ fn leaks_found_and_collected(fam: Fam, imp: Impl) {
     // C: the runtime was killed between ADD and its cache write.
     let killed = NetNs::create();
     let killed_cid = add(&killed);
-    for f in std::fs::read_dir(w.sb.path("cache/results"))
-        .unwrap()
-        .flatten()
-    {
-        if f.file_name().to_string_lossy().contains(&killed_cid) {
-            std::fs::remove_file(f.path()).unwrap();
-        }
-    }
+    w.sb.drop_cache_of(&killed_cid);
     // D: a reservation with no cache entry, in every range set.
     let mut ghost = Vec::new();
     if fam.has_v4() {
@@ -395,13 +378,7 @@ fn rules_found_and_collected(fam: Fam, imp: Impl, backend: &str) {
             {"hostPort": port, "containerPort": 80, "protocol": "tcp"}]});
         let out = w.cnitool_caps("add", &net, &ns.path(), &caps);
         assert!(out.status_ok, "{test}: ADD: {out:?}");
-        let rec = std::fs::read_dir(w.sb.path("cache/results"))
-            .unwrap()
-            .flatten()
-            .map(|f| serde_json::from_slice::<Value>(&std::fs::read(f.path()).unwrap()).unwrap())
-            .find(|r| r["netns"] == ns.path())
-            .unwrap();
-        rec["containerId"].as_str().unwrap().to_string()
+        w.sb.cached_cid(&ns.path())
     };
     let live = NetNs::create();
     let live_cid = add(&live);
@@ -410,14 +387,7 @@ fn rules_found_and_collected(fam: Fam, imp: Impl, backend: &str) {
     exec(Path::new("ip"), &["netns", "del", &gone.name], &[], "");
     let killed = NetNs::create();
     let killed_cid = add(&killed);
-    for f in std::fs::read_dir(w.sb.path("cache/results"))
-        .unwrap()
-        .flatten()
-    {
-        if f.file_name().to_string_lossy().contains(&killed_cid) {
-            std::fs::remove_file(f.path()).unwrap();
-        }
-    }
+    w.sb.drop_cache_of(&killed_cid);
     for f in reservation_files(&store) {
         if !std::fs::read_to_string(&f).unwrap().contains(&live_cid) {
             backdate(&f);
@@ -622,6 +592,7 @@ fn full_disk_during_add_leaks_are_found_and_collected() {
         let live = NetNs::create();
         let out = w.cnitool("add", &net, &live.path());
         assert!(out.status_ok, "{test}: ADD: {out:?}");
+        let live_cid = w.sb.cached_cid(&live.path());
         // The cache on a small tmpfs, filled up: the next ADD's cache write fails.
         let cache = w.sb.path("cache");
         let keep = std::fs::read_dir(cache.join("results"))
@@ -629,6 +600,7 @@ fn full_disk_during_add_leaks_are_found_and_collected() {
             .flatten()
             .map(|e| (e.file_name(), std::fs::read(e.path()).unwrap()))
             .collect::<Vec<_>>();
+        assert_eq!(keep.len(), 1, "{test}: one cache entry, the live pod's");
         let mount = exec(
             Path::new("mount"),
             &[
@@ -666,11 +638,7 @@ fn full_disk_during_add_leaks_are_found_and_collected() {
         let store = data.join(&net);
         let leaked: Vec<PathBuf> = reservation_files(&store)
             .into_iter()
-            .filter(|f| {
-                !std::fs::read_to_string(f)
-                    .unwrap()
-                    .contains(&*keep_cid(&keep))
-            })
+            .filter(|f| !std::fs::read_to_string(f).unwrap().contains(&live_cid))
             .collect();
         assert_eq!(leaked.len(), fam.addr_count(), "{test}: {leaked:?}");
         for f in &leaked {
@@ -698,13 +666,6 @@ fn full_disk_during_add_leaks_are_found_and_collected() {
         let _ = w.cnitool("del", &net, &live.path());
         let _ = w.node.exec(&["ip", "link", "del", &format!("dfbr{n}")]);
     }
-}
-
-/// The container ID of the one cache record in `keep`.
-fn keep_cid(keep: &[(std::ffi::OsString, Vec<u8>)]) -> String {
-    assert_eq!(keep.len(), 1);
-    let v: Value = serde_json::from_slice(&keep[0].1).unwrap();
-    v["containerId"].as_str().unwrap().to_string()
 }
 
 #[test]

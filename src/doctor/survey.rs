@@ -5,6 +5,7 @@
 
 use super::rules::{self, Found, Owner};
 use crate::cni::gojson;
+use crate::ipam::lease_record;
 use crate::runtime::cache::{self, Rt};
 use crate::runtime::load::{self, NetList};
 use ipnet::IpNet;
@@ -376,51 +377,57 @@ fn lease_dirs(list: &NetList) -> Vec<PathBuf> {
     out
 }
 
-/// One lease record of cnibox's dhcp daemon (`applets/dhcp/store.rs` writes them: a regular
-/// file named by 32 hex digits, `{"ack": "<hex DHCPACK>", "at": <unix s>, "call": {…}}`):
-/// (network, container ID, ifname, netns, leased address, age). Read without following a
-/// symlink, at most 4 MiB; anything else is not a record.
-fn lease_record(path: &Path) -> Option<(String, String, String, String, String, Duration)> {
-    let name = path.file_name()?.to_str()?;
-    if name.len() != 32 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let meta = std::fs::symlink_metadata(path).ok()?;
-    if !meta.file_type().is_file() || meta.len() > 4 << 20 {
-        return None;
-    }
-    let v: Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
-    let call = v.get("call")?;
-    let field = |k: &str| {
-        call.get(k)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string()
-    };
-    // The DHCPACK's yiaddr: bytes 16..20.
-    let ack = v.get("ack").and_then(Value::as_str).unwrap_or("");
-    let octet = |i: usize| {
-        ack.get(2 * i..2 * i + 2)
-            .and_then(|h| u8::from_str_radix(h, 16).ok())
-    };
-    let ip = (16..20)
-        .map(octet)
-        .collect::<Option<Vec<u8>>>()
-        .map(|o| format!("{}.{}.{}.{}", o[0], o[1], o[2], o[3]))
-        .unwrap_or_default();
-    let at = v.get("at").and_then(Value::as_u64).unwrap_or(0);
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let age = Duration::from_secs(now.saturating_sub(at));
+/// One lease record of cnibox's dhcp daemon (`ipam::lease_record::peek`: named by 32 hex
+/// digits, a regular file of at most 4 MiB, no symlink followed): (network, container ID,
+/// ifname, leased address, age).
+fn lease_record(path: &Path) -> Option<(String, String, String, String, Duration)> {
+    let r = lease_record::peek(path)?;
+    let ip = r.yiaddr().map(|a| a.to_string()).unwrap_or_default();
     Some((
-        field("network"),
-        field("containerID"),
-        field("ifName"),
-        field("netns"),
+        r.call_field("network"),
+        r.call_field("containerID"),
+        r.call_field("ifName"),
         ip,
-        age,
+        lease_record::age(r.at.unwrap_or(0)),
     ))
+}
+
+/// What an owner's record (a reservation, a lease) is, once looked up among the attachments.
+enum Verdict {
+    /// Its attachment is live: counted to it.
+    Live,
+    /// Younger than the grace period with no cache entry: an ADD may be in flight (a note).
+    InFlight,
+    /// An orphan, with why.
+    Orphan(String),
+}
+
+/// The verdict on `object` (an owner's record `age` old) given the attachment that `owns` it:
+/// counted with `count` to a live one; left alone, noted and its owner `(network, cid, ifname)`
+/// marked in flight, while younger than `grace` with none; else an orphan.
+fn verdict(
+    s: &mut Survey,
+    owns: impl Fn(&Attachment) -> bool,
+    count: impl FnOnce(&mut Attachment),
+    (object, age, grace): (&str, Duration, Duration),
+    owner: (String, String, String),
+) -> Verdict {
+    match s.attachments.iter_mut().find(|a| owns(a)) {
+        Some(a) if a.live() => {
+            count(a);
+            Verdict::Live
+        }
+        Some(a) => Verdict::Orphan(format!("its attachment's netns {} is gone", a.rt.netns)),
+        None if age < grace => {
+            s.notes.push(format!(
+                "{object}: no cache entry yet, {} s old: an ADD may be in flight (left alone)",
+                age.as_secs()
+            ));
+            s.in_flight.push(owner);
+            Verdict::InFlight
+        }
+        None => Verdict::Orphan("no cached attachment".to_string()),
+    }
 }
 
 /// The dhcp daemon's lease records of each configured network: counted to their live
@@ -441,33 +448,20 @@ fn leases(s: &mut Survey, grace: Duration) {
         };
         for e in rd.flatten() {
             let path = e.path();
-            let Some((net, cid, ifname, _, ip, age)) = lease_record(&path) else {
+            let Some((net, cid, ifname, ip, age)) = lease_record(&path) else {
                 continue;
             };
             if net != network {
                 continue;
             }
             let object = format!("{} ({ip})", path.display());
-            let owner = s
-                .attachments
-                .iter_mut()
-                .find(|a| a.network == net && a.rt.container_id == cid && a.rt.ifname == ifname);
-            let why = match owner {
-                Some(a) if a.live() => {
-                    a.leases.push(object);
-                    continue;
-                }
-                Some(a) => format!("its attachment's netns {} is gone", a.rt.netns),
-                None if age < grace => {
-                    s.notes.push(format!(
-                        "{object}: no cache entry yet, {} s old: an ADD may be in flight \
-                         (left alone)",
-                        age.as_secs()
-                    ));
-                    s.in_flight.push((net, cid, ifname));
-                    continue;
-                }
-                None => "no cached attachment".to_string(),
+            let owns = |a: &Attachment| {
+                a.network == net && a.rt.container_id == cid && a.rt.ifname == ifname
+            };
+            let owner = (net.clone(), cid.clone(), ifname.clone());
+            let count = |a: &mut Attachment| a.leases.push(object.clone());
+            let Verdict::Orphan(why) = verdict(s, owns, count, (&object, age, grace), owner) else {
+                continue;
             };
             s.orphans.push(Orphan {
                 kind: Kind::Lease,
@@ -603,28 +597,19 @@ fn judge_reservation(s: &mut Survey, network: &str, r: Reservation, grace: Durat
         return;
     };
     s.reserved.push((r.ip, cid.clone()));
-    let owner = s.attachments.iter_mut().find(|a| {
+    let owns = |a: &Attachment| {
         a.network == network
             && a.rt.container_id == cid
             && (ifname.is_empty() || a.rt.ifname == ifname)
-    });
-    let why = match owner {
-        Some(a) if a.live() => {
-            a.reservations.push(object);
+    };
+    let count = |a: &mut Attachment| a.reservations.push(object.clone());
+    let owner = (network.to_string(), cid.clone(), ifname.clone());
+    let why = match verdict(s, owns, count, (&object, r.age, grace), owner) {
+        Verdict::Live | Verdict::InFlight => {
             s.held.push(r.ip);
             return;
         }
-        Some(a) => format!("its attachment's netns {} is gone", a.rt.netns),
-        None if r.age < grace => {
-            s.notes.push(format!(
-                "{object}: no cache entry yet, {} s old: an ADD may be in flight (left alone)",
-                r.age.as_secs()
-            ));
-            s.in_flight.push((network.to_string(), cid, ifname));
-            s.held.push(r.ip);
-            return;
-        }
-        None => "no cached attachment".to_string(),
+        Verdict::Orphan(why) => why,
     };
     s.orphans.push(Orphan {
         kind: Kind::Reservation,

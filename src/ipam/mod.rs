@@ -1,11 +1,13 @@
 //! IP address management shared by host-local: ranges and range sets with upstream's
-//! validation and defaults, the round-robin allocation order, and the on-disk store.
+//! validation and defaults, the round-robin allocation order, and the on-disk store; and the
+//! dhcp daemon's lease record format (`lease_record.rs`), shared by the dhcp applet and the doctor.
 //!
 //! Mirrors containernetworking/plugins `plugins/ipam/host-local/backend/allocator`: a range
 //! defaults to `subnet+1 … broadcast-1` (IPv4) or `… last address` (IPv6), the gateway defaults
 //! to `subnet+1` and is never handed out, and iteration starts just after the last reserved
 //! address of the range set, wrapping across the set's ranges.
 
+pub mod lease_record;
 pub mod store;
 
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@
 use super::lab::unique_n;
 use super::proc::{Proc, log_text};
 use super::wait::{secs, wait_until_or};
-use super::{Impl, NetNs, Sandbox};
+use super::{Impl, NetNs, Sandbox, skip_note};
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -67,6 +67,21 @@ impl Deref for Dnsmasq {
 }
 
 impl Dnsmasq {
+    /// dnsmasq is installed; else a skip note for `test` (a failure under
+    /// CNIBOX_REQUIRE_ALL=1).
+    pub fn available(test: &str) -> bool {
+        let found = ["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
+            .iter()
+            .any(|d| Path::new(d).join("dnsmasq").exists());
+        if !found {
+            skip_note(
+                &format!("{test} (dnsmasq)"),
+                "needs dnsmasq (apt-get install dnsmasq-base)",
+            );
+        }
+        found
+    }
+
     /// A fresh lab (sandbox named after `tag`) once dnsmasq listens.
     pub fn start(tag: &str) -> Dnsmasq {
         let lab = DhcpLab::new(tag);

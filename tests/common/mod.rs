@@ -242,6 +242,34 @@ impl Sandbox {
         self.path("cnibox-state").display().to_string()
     }
 
+    /// The container ID libcni's cache (`CNI_CACHE_DIR` = `cache/` of this sandbox, as the
+    /// doctor and dhcp tests set it) records for the attachment in namespace `netns`.
+    pub fn cached_cid(&self, netns: &str) -> String {
+        let results = std::fs::read_dir(self.path("cache/results")).expect("cache/results");
+        results
+            .flatten()
+            .filter_map(|e| {
+                let v: Value = serde_json::from_slice(&std::fs::read(e.path()).ok()?).ok()?;
+                (v["netns"] == netns).then(|| v["containerId"].as_str().map(String::from))?
+            })
+            .next()
+            .unwrap_or_else(|| panic!("no cache entry for {netns}"))
+    }
+
+    /// Drop the cache entries of container `cid`, as a runtime killed between ADD and its
+    /// cache write leaves it; at least one must go.
+    pub fn drop_cache_of(&self, cid: &str) {
+        let results = std::fs::read_dir(self.path("cache/results")).expect("cache/results");
+        let mut dropped = 0;
+        for f in results.flatten() {
+            if f.file_name().to_string_lossy().contains(cid) {
+                std::fs::remove_file(f.path()).unwrap();
+                dropped += 1;
+            }
+        }
+        assert!(dropped > 0, "no cache entry of {cid}");
+    }
+
     /// A scratch path inside the sandbox (for data dirs etc.).
     pub fn path(&self, rel: &str) -> PathBuf {
         self.root.join(rel)

@@ -19,14 +19,15 @@
 
 use super::packet::Msg;
 use super::proto::Call;
+use crate::ipam::lease_record;
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 pub(super) struct Store {
     dir: String,
@@ -38,15 +39,6 @@ pub(super) struct Saved {
     pub call: Call,
     pub ack: Msg,
     pub age: Duration,
-}
-
-/// The longest record read back (a call's config and an ACK).
-const MAX_RECORD: u64 = 4 << 20;
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// A record's file name: 32 hex digits of the SHA-512 of the attachment `name`.
@@ -99,7 +91,7 @@ impl Store {
     /// Record the lease `name` made by `call`, acknowledged by `ack` just now.
     pub fn save(&self, name: &str, call: &Call, ack: &Msg) {
         let hex: String = ack.encode().iter().map(|b| format!("{b:02x}")).collect();
-        let v = json!({"call": call.to_json(), "ack": hex, "at": now()});
+        let v = json!({"call": call.to_json(), "ack": hex, "at": lease_record::now()});
         let f = file_name(name);
         let tmp = format!("{f}.tmp");
         let flags = OFlag::O_WRONLY
@@ -144,7 +136,7 @@ impl Store {
         let fd = openat(self.fd.as_fd(), f, flags, Mode::empty()).ok()?;
         let mut b = Vec::new();
         std::fs::File::from(fd)
-            .take(MAX_RECORD)
+            .take(lease_record::MAX_RECORD)
             .read_to_end(&mut b)
             .ok()?;
         Some(b)
@@ -203,19 +195,14 @@ fn parse_for(f: &str, b: &[u8]) -> Option<Saved> {
     (file_name(&name) == f).then_some(s)
 }
 
+/// A record's bytes as the daemon reads them back (the envelope is `ipam::lease_record`'s): the call,
+/// a whole ACK and its time, all present.
 fn parse(b: &[u8]) -> Option<Saved> {
-    let v: Value = serde_json::from_slice(b).ok()?;
-    let call = Call::from_json(v.get("call")?).ok()?;
-    let hex = v.get("ack")?.as_str()?;
-    let bytes = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect::<Option<Vec<u8>>>()?;
-    let at = v.get("at")?.as_u64()?;
+    let r = lease_record::parse(b)?;
     Some(Saved {
-        call,
-        ack: Msg::decode(&bytes)?,
-        age: Duration::from_secs(now().saturating_sub(at)),
+        call: Call::from_json(&r.call).ok()?,
+        ack: Msg::decode(&r.ack()?)?,
+        age: lease_record::age(r.at?),
     })
 }
 
