@@ -45,11 +45,16 @@ pub fn parse(b: &[u8]) -> Option<Record> {
     Some(Record { call, ack, at })
 }
 
-/// The record at `path`, when its name has a record's shape (32 hex digits) and it is a
+/// Whether `name` has a record's shape: 32 lower-case hex digits, as the daemon names them
+/// (so the doctor judges exactly the files the daemon would read).
+pub fn record_shaped(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// The record at `path`, when its name has a record's shape ([`record_shaped`]) and it is a
 /// regular file (no symlink followed, no FIFO waited on) of at most [`MAX_RECORD`] bytes.
 pub fn peek(path: &Path) -> Option<Record> {
-    let name = path.file_name()?.to_str()?;
-    if name.len() != 32 || !name.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if !record_shaped(path.file_name()?.to_str()?) {
         return None;
     }
     let b = crate::smallfile::read_nofollow(path.to_str()?, MAX_RECORD).ok()?;

@@ -46,11 +46,6 @@ fn file_name(name: &str) -> String {
     crate::hash::sha512_hex(name.as_bytes(), 32)
 }
 
-/// Whether `n` has a record's shape (32 lower-case hex digits).
-fn record_shaped(n: &str) -> bool {
-    n.len() == 32 && n.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-}
-
 /// The start of what [`Store::save`] writes (its first key: serde_json orders them, by name
 /// or as written), whole or cut short.
 fn record_start(b: &[u8]) -> bool {
@@ -161,7 +156,7 @@ impl Store {
                 continue;
             };
             let tmp = n.strip_suffix(".tmp");
-            if !record_shaped(tmp.unwrap_or(&n)) {
+            if !lease_record::record_shaped(tmp.unwrap_or(&n)) {
                 alone(&n, "not named like one");
                 continue;
             }
