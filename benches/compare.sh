@@ -71,7 +71,9 @@ row() {
     [ -n "$r11" ] && printf '  ref 1.1.1 %9s' "$r11s"
     [ -n "$gf" ] && printf '  ref floor %9s  ref floor/floor %5s' "$gfs" "$(ratio2 "$gf" "$f")"
     echo
-    case $1 in *" DEL"*) [ -n "$r" ] && [ -n "$o" ] && [ "$o" != 0 ] && del_ratios+=("$(awk -v r="$r" -v o="$o" 'BEGIN {printf "%.2f", r/o}') $1") ;; esac
+    if [[ $1 == *" DEL"* && -n $r && -n $o && $o != 0 ]]; then
+        del_ratios+=("$(awk -v r="$r" -v o="$o" 'BEGIN {printf "%.2f", r/o}') $1")
+    fi
 }
 # The DEL target (issue 37 item 1): every DEL row against v1.9.1, from this run.
 del_tgt() {
