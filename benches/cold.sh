@@ -37,6 +37,15 @@ done
 [ -x "$ref/bridge" ] || { echo "cold.sh: no reference v1.9.1 in $ref (.ci/fetch-unstable containernetworking-plugins): no cold-start rows" >&2; exit 0; }
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/cnibox-cold.XXXXXX")
 mnt=$work/mnt loop="" cg=$blkio/cnibox-cold-$$ nss=()
+# unmount: the mount goes once nothing holds it. A DEL's detached child (the link deletion
+# waiting out the kernel's RCU barrier, a fork of cnibox, whose binary is on this mount) may
+# still run for a few tens of ms after its plugin returned: wait for it (polled, bounded).
+unmount() {
+    mountpoint -q "$mnt" || return 0
+    local _
+    for _ in $(seq 200); do umount "$mnt" 2>/dev/null && return 0; sleep 0.05; done
+    umount "$mnt"
+}
 cleanup() {
     local n p
     # A sample cut short (a signal, an error) may still run in the throttled group: its
@@ -48,7 +57,7 @@ cleanup() {
         done
     fi
     for n in "${nss[@]}"; do ip netns del "$n" 2>/dev/null || true; done
-    mountpoint -q "$mnt" && umount "$mnt"
+    unmount || true
     [ -n "$loop" ] && losetup -d "$loop"
     [ -d "$cg" ] && rmdir "$cg"
     rm -rf "$work"
@@ -71,7 +80,7 @@ mkdir "$cg"
 echo "$majmin $bps" > "$cg/blkio.throttle.read_bps_device"
 echo "$majmin $iops" > "$cg/blkio.throttle.read_iops_device"
 # cold: the device's file system mounted afresh (nothing of it in the page cache).
-cold() { mountpoint -q "$mnt" && umount "$mnt"; blockdev --flushbufs "$loop"; mount -o ro,noatime "$loop" "$mnt"; }
+cold() { unmount; blockdev --flushbufs "$loop"; mount -o ro,noatime "$loop" "$mnt"; }
 resident() { fincore -b -n -o RES "$@" | awk '{s += $1} END {print s + 0}'; }
 files() { if [ "$1" = ours ]; then echo "$mnt/ours/cnibox"; else echo "$mnt/ref/bridge $mnt/ref/host-local $mnt/ref/portmap"; fi; }
 # throttled CMD…: runs CMD in the throttled cgroup (the subshell joins it, then execs).
