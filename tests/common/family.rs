@@ -230,3 +230,21 @@ pub fn assert_routes(ns: &NetNs, dev: &str, routes: &Value, result: &Value) {
         }
     }
 }
+
+/// [`assert_routes`] for the routes of `conf`'s IPAM section out of eth0, then the container's
+/// routes of both families as `ip route` prints them, for [`assert_same_routes`].
+#[track_caller]
+pub fn routes_as_configured(ns: &NetNs, conf: &Value, result: &Value) -> String {
+    assert_routes(ns, "eth0", &conf["ipam"]["routes"], result);
+    ns.sh(&["ip", "-4", "route"]) + &ns.sh(&["ip", "-6", "route"])
+}
+
+/// Ours and, when the reference ran, the reference's views of [`routes_as_configured`] on the
+/// same input are the same.
+#[track_caller]
+pub fn assert_same_routes(fam: Fam, views: &[String]) {
+    if let [ours, theirs] = views {
+        let what = format!("{}: container routes, ours vs reference", fam.tag());
+        assert_eq!(ours, theirs, "{what}");
+    }
+}
