@@ -418,7 +418,22 @@ fn idle_connections_do_not_starve_a_real_add() {
     let c = NetNs::create();
     let env = env_for(&c, "idle-c1");
     let plugin = lab.sb.plugin_in(Impl::Ours, &lab.node);
+    // More of the crowd keeps connecting while the ADD is in flight: the real call, admitted
+    // before them, must not be taken for the connection idle longest.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let late = {
+        let (socket, done) = (d.socket.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) && held.len() < 1000 {
+                held.extend(UnixStream::connect(&socket).ok());
+            }
+            held
+        })
+    };
     let out = plugin.add("macvlan", &env, &conf(&d.socket));
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let late = late.join().unwrap();
     assert!(out.status_ok, "{out:?}\n{}", lab.logs(&d));
     let ip = leased(&lab, out.ok());
     assert!(log_text(&lab.leases).contains(&ip), "{}", lab.logs(&d));
@@ -441,7 +456,7 @@ fn idle_connections_do_not_starve_a_real_add() {
     );
     assert!(ticks < 2 * hz, "the daemon spun: {ticks} ticks\n{log}");
     plugin.del("macvlan", &env, &conf(&d.socket)).ok();
-    drop(crowd);
+    drop((crowd, late));
 }
 
 /// Issue 35 item 4: a runtime retrying: N ADDs of one attachment at once. One lease thread,

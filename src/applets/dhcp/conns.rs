@@ -1,6 +1,7 @@
 //! The daemon's open connections: how many may be open at once, which of them are idle (no
 //! call of theirs is being handled), and the room a new one gets (upstream's daemon has no
 //! limit: a crowd of silent clients exhausts its file descriptors and real calls wait).
+//! Connections are admitted in the order they were accepted.
 //!
 //! The limit is a quarter of the open-file limit (RLIMIT_NOFILE), at least 16 and at most
 //! 256: the rest is for the leases (a namespace and two sockets each) and the listener. A
@@ -112,8 +113,15 @@ impl Conns {
 }
 
 impl Inner {
+    /// Shut down the connection idle longest. One whose call is already waiting to be read
+    /// (its thread has not run yet) is not idle: a crowd connecting after a real caller must
+    /// not push it out before it is read.
     fn evict(&mut self) -> bool {
-        let Some(e) = self.open.values_mut().find(|e| e.idle && !e.evicted) else {
+        let Some(e) = self
+            .open
+            .values_mut()
+            .find(|e| e.idle && !e.evicted && !has_input(e.fd))
+        else {
             return false;
         };
         e.evicted = true;
@@ -138,6 +146,15 @@ impl Inner {
     }
 }
 
+/// Bytes are waiting to be read on `fd` (FIONREAD); an error counts as none.
+fn has_input(fd: RawFd) -> bool {
+    let mut n: libc::c_int = 0;
+    // SAFETY: `fd` is a registered, open connection (see `Entry::fd`); FIONREAD writes one
+    // c_int into `n`, which lives across the call.
+    let r = unsafe { libc::ioctl(fd, libc::FIONREAD, &mut n) };
+    r == 0 && n > 0
+}
+
 impl Ticket<'_> {
     /// A call of this connection is being handled (`true`) or was answered (`false`).
     pub fn busy(&self, busy: bool) {
@@ -156,7 +173,7 @@ impl Drop for Ticket<'_> {
 #[cfg(test)]
 mod tests {
     use super::Conns;
-    use std::io::Read;
+    use std::io::{Read, Write};
     use std::os::unix::net::UnixStream;
 
     /// Past the limit the connection idle longest is shut down (its peer reads the end), a
@@ -184,5 +201,23 @@ mod tests {
         c.busy(false);
         assert!(conns.admit(&pairs[3].0).is_some());
         drop(a);
+    }
+
+    /// A connection whose call is queued but not yet read is not taken for an idle one,
+    /// however old: the newcomer is refused instead (with every other one busy).
+    #[test]
+    fn a_queued_call_is_not_idle() {
+        let conns = Conns::with_limit(2);
+        let pairs: Vec<(UnixStream, UnixStream)> =
+            (0..3).map(|_| UnixStream::pair().unwrap()).collect();
+        let _a = conns.admit(&pairs[0].0).unwrap();
+        let b = conns.admit(&pairs[1].0).unwrap();
+        (&pairs[0].1).write_all(b"{").unwrap();
+        b.busy(true);
+        assert!(conns.admit(&pairs[2].0).is_none());
+        b.busy(false);
+        let _c = conns.admit(&pairs[2].0).unwrap();
+        let mut buf = [0u8; 1];
+        assert_eq!((&pairs[1].1).read(&mut buf).unwrap(), 0);
     }
 }

@@ -26,7 +26,7 @@
 mod serve;
 mod table;
 
-use super::conns::Conns;
+use super::conns::{Conns, Ticket};
 use super::flags::{Flags, Stop, USAGE};
 use super::lease::Timing;
 use super::store::Store;
@@ -158,13 +158,14 @@ fn accept_loop(listener: &UnixListener, d: &'static Daemon) {
         match conn {
             Ok(c) => {
                 backoff = Duration::ZERO;
+                // Admitted here, in the order of accept, not when its thread runs.
+                let Some(ticket) = conns.admit(&c) else {
+                    continue;
+                };
+                let conn = Admitted { ticket, c };
                 let job = move || {
-                    if let Some(ticket) = conns.admit(&c) {
-                        serve::serve(d, &c, &ticket);
-                        // Unregistered before the connection is closed (see Conns).
-                        drop(ticket);
-                    }
-                    drop(c);
+                    serve::serve(d, &conn.c, &conn.ticket);
+                    drop(conn);
                     give_back();
                 };
                 if let Err(e) = spawn(job, true) {
@@ -189,6 +190,13 @@ fn accept_loop(listener: &UnixListener, d: &'static Daemon) {
             }
         }
     }
+}
+
+/// An admitted connection. Its fields drop in this order, also when its thread never
+/// started: the place is given up before the connection is closed (see [`Conns`]).
+struct Admitted {
+    ticket: Ticket<'static>,
+    c: UnixStream,
 }
 
 /// The listener's first and longest wait after a failed accept.
