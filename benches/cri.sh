@@ -16,7 +16,12 @@
 # plugin a plugin runs, the reference's host-local, is in its caller's time only), on all
 # sides, so all pay the shim's exec (~0.1-0.2 ms a plugin call) in pods/s. The output is a
 # markdown paragraph and table (compare.sh places it in BENCHMARKS.md; its lines starting
-# "target: " are rows of the targets table), notes on stderr.
+# "target: " are rows of the targets table), notes on stderr. With cgroups (v2, or v1's cpuacct)
+# one more round of each kind follows the timed ones, for the CPU a pod alone: the whole
+# machine's busy time (/proc/stat) and the plugins' with all they start, also what outlives them
+# (the shims move themselves into the side's plugin cgroup for that round only: the move costs
+# an RCU grace period on cgroup v1), and from them what pods/s 10 at a time could be on these
+# cores were cnibox's plugins free of CPU.
 #   benches/cri.sh CNIBOX_BINARY [--quick]      (root; containerd, ctr, runc, gcc, python3 grpcio)
 # CRI_PODS (50) and CRI_ROUNDS (3, --quick 1) override the pods per round and the rounds;
 # CRI_CONTAINERDS ("1.6 2.1") picks the containerds.
@@ -34,6 +39,15 @@ for t in containerd ctr runc gcc python3 nsenter; do
 done
 python3 -c 'import grpc, grpc_tools' 2>/dev/null || { echo "cri.sh: python3 grpcio/grpcio-tools missing: no CRI rows" >&2; exit 0; }
 work=$(mktemp -d /tmp/cnibox-cri-bench.XXXXXX)
+# CPU accounting: a cgroup per side for its containerd (and all it starts) and one for its
+# plugins (the timing shim moves itself there: the plugins with everything they start, also
+# what outlives them). cgroup v2's cpu.stat, else v1's cpuacct; none: no CPU rows.
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then cgbase=/sys/fs/cgroup/cnibox-cri-$$
+elif [ -d /sys/fs/cgroup/cpuacct ]; then cgbase=/sys/fs/cgroup/cpuacct/cnibox-cri-$$
+else cgbase=; echo "cri.sh: no cgroup CPU accounting: no CPU rows" >&2; fi
+[ -n "$cgbase" ] && { mkdir -p "$cgbase" || cgbase=; }
+# cg_ns DIR → CPU time of cgroup DIR so far, in ns
+cg_ns() { if [ -f "$1/cpu.stat" ]; then awk '$1 == "usage_usec" {print $2 * 1000}' "$1/cpu.stat"; else cat "$1/cpuacct.usage"; fi; }
 image=cnibox.bench/pause:1
 declare -A pid=() node=()
 # stop SIDE: its pods first (their DELs go through the plugins), then its containerd, by its
@@ -61,6 +75,7 @@ cleanup() {
     done
     awk -v w="$work" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
     for s in "${!node[@]}"; do ip netns del "${node[$s]}" 2>/dev/null || true; done
+    [ -n "$cgbase" ] && { rmdir "$cgbase"/* "$cgbase" 2>/dev/null || true; }
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -91,6 +106,7 @@ start() { # side plugin-dir n containerd-bin-dir config-template
         if [ "$src" = ours ]; then ln -s ../cnibox "$t/real/$a"; else ln -s "$src/$a" "$t/real/$a"; fi
         cp "$work/shim" "$t/bin/$a"
     done
+    [ -n "$cgbase" ] && mkdir -p "$cgbase/$s" "$cgbase/$s-plugins"
     # The e2e test's containerd config, the one copy (its @DIR@ and @IMAGE@ filled in here).
     sed -e "s|@DIR@|$t|g" -e "s|@IMAGE@|$image|g" "$tpl" > "$t/config.toml"
     cat > "$t/net.d/10-k8s.conflist" <<JSON
@@ -105,6 +121,7 @@ JSON
     # Its package's directory first in PATH: containerd starts its own shim.
     PATH=$cbin:$PATH nsenter --net="/run/netns/${node[$s]}" "$cbin/containerd" --config "$t/config.toml" > "$t/containerd.log" 2>&1 &
     pid[$s]=$!
+    [ -n "$cgbase" ] && echo "${pid[$s]}" > "$cgbase/$s/cgroup.procs"
     for _ in $(seq 600); do [ -S "$t/containerd.sock" ] && break; sleep 0.1; done
     CRI_PY_OUT=$work/py python3 "$e2e/cri.py" "$t/containerd.sock" version >/dev/null
     "$cbin/ctr" -a "$t/containerd.sock" -n k8s.io images import --snapshotter native "$work/pause.tar" >/dev/null
@@ -128,8 +145,21 @@ by = {}
 for l in lines[:]:
     if len(l) > 3: by[(l[0], l[3])] = by.get((l[0], l[3]), 0) + int(l[2])
 print("cri.sh: %s: by plugin (ms a pod): %s" % (sys.argv[3], ", ".join(
-    "%s %s %.1f" % (c, p, t / n / 1e6) for (c, p), t in sorted(by.items()))), file=sys.stderr)' "$@"; }
-declare -A walls=() runs=() errs=() cnis=() cdver=() nocni=()
+    "%s %s %.1f" % (c, p, t / n / 1e6) for (c, p), t in sorted(by.items()))), file=sys.stderr)
+cpu = {}
+for l in lines:
+    if len(l) > 4: cpu[(l[0], l[3])] = cpu.get((l[0], l[3]), 0) + int(l[4])
+mach, side, plug = (float(x) / n for x in sys.argv[4:7])
+print("cri.sh: %s: CPU a pod: whole machine %.1f ms, containerd and what it starts but the plugins %.1f ms, the plugins and what they start %.1f ms; the plugins waited for %.1f ms (%s)" % (
+    sys.argv[3], mach, side, plug, sum(cpu.values()) / n / 1e6,
+    ", ".join("%s %s %.1f" % (c, p, t / n / 1e6) for (c, p), t in sorted(cpu.items()))), file=sys.stderr)
+print(mach, plug)' "$@"; }
+# the ms of busy CPU time of the whole machine so far (/proc/stat: all but idle and iowait),
+# of side S's cgroup and of its plugins' cgroup (0 without cgroups)
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" {printf "%s ", ($2 + $3 + $4 + $7 + $8 + $9) * 1000 / hz; exit}' /proc/stat
+    if [ -n "$cgbase" ]; then echo "$(( $(cg_ns "$cgbase/$1") / 1000000 )) $(( $(cg_ns "$cgbase/$1-plugins") / 1000000 ))"; else echo "0 0"; fi; }
+
+declare -A walls=() runs=() errs=() cnis=() cdver=() nocni=() cpum=() cpup=()
 for c in "${cds[@]}"; do
     cv=${c%%:*} cbin=${c#*:}
     tpl=$e2e/containerd.toml; [ "$cv" != 1.6 ] && tpl=$e2e/containerd-v3.toml
@@ -139,13 +169,21 @@ for c in "${cds[@]}"; do
         start "$cv-$s" "$src" "$n" "$cbin" "$tpl"; n=$((n + 1))
     done
     cdver[$cv]=$("$cbin/containerd" --version | awk '{print $3}')
-    for r in $(seq "$rounds"); do
+    # The timed rounds, then one more for the CPU figures alone (with cgroups: the shims move
+    # the plugins into their side's plugin cgroup then, which the timed rounds must not pay).
+    for r in $(seq "$rounds") ${cgbase:+cpu}; do
         for par in 1 10; do
             for s in $sides; do
                 k=$cv-$s
                 : > "$work/$k/cni-times.log"
+                [ "$r" = cpu ] && echo "$cgbase/$k-plugins" > "$work/$k/cgroup"
+                read -r m0 s0 p0 < <(cpu_ms "$k")
                 CRI_PY_OUT=$work/py python3 "$here/cri-bench.py" "$work/$k/containerd.sock" "b$r-$par" "$count" "$par" 30000 > "$work/out"
-                read -r w m e sh all < <(stat "$work/out" "$work/$k/cni-times.log" "$k par $par round $r")
+                read -r m1 s1 p1 < <(cpu_ms "$k")
+                rm -f "$work/$k/cgroup"
+                { read -r w m e sh all; read -r cm cp; } < <(stat "$work/out" "$work/$k/cni-times.log" "$k par $par round $r" \
+                    "$(awk -v a="$m0" -v b="$m1" 'BEGIN {print b - a}')" $((s1 - s0)) $((p1 - p0)))
+                if [ "$r" = cpu ]; then cpum[$k$par]=$cm; cpup[$k$par]=$cp; continue; fi
                 [ $par = 1 ] && nocni[$k]+="$((w - all)) "
                 walls[$k$par]+="$w "; runs[$k$par]+="$m "; errs[$k$par]=$(( ${errs[$k$par]:-0} + e )); cnis[$k$par]+="$sh "
             done
@@ -157,7 +195,7 @@ done
 med() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 has11=0; [[ $sides == *r11* ]] && has11=1
 echo "Pod sandboxes through containerd's CRI, as a kubelet drives them (containerd $(for c in "${cds[@]}"; do printf '%s ' "${cdver[${c%%:*}]}"; done| sed 's/ $//; s/ / and /'), benches/cri.sh): $count pods with a hostPort and the bandwidth annotations, each created, stopped and removed, one at a time and 10 at a time, on bridge (ipMasq, hairpinMode) + host-local, portmap, bandwidth, firewall; median of $rounds round(s), the sides in turn, each with its own containerd and node namespace; load $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "part in CNI = time in the plugins' ADDs (timing shim, benches/cni-shim.c) / time in RunPodSandbox; outside CNI = RunPodSandbox's median × (1 − part in CNI): containerd's own work (sandbox container, shim, mounts); reference/cnibox > 1: cnibox is faster."
+echo "part in CNI = time in the plugins' ADDs (timing shim, benches/cni-shim.c) / time in RunPodSandbox; outside CNI = RunPodSandbox's median × (1 − part in CNI): containerd's own work (sandbox container, shim, mounts); reference/cnibox > 1: cnibox is faster.${cgbase:+ CPU a pod: busy CPU time of the whole machine (/proc/stat) and of the plugins with all they start, also what outlives them (a cgroup the timing shim moves them into), divided by the pods, from one more round of each kind run for it alone after the timed ones.}"
 echo
 if [ $has11 = 1 ]; then
     echo "| CRI | containerd | reference v1.9.1 | reference v1.1.1 | cnibox | v1.9.1/cnibox |"
@@ -176,7 +214,9 @@ for c in "${cds[@]}"; do
             -v ro="$(med "${runs[$o]}")" -v rr="$(med "${runs[$r]}")" -v rq="$(med "${runs[$q]:-0}")" \
             -v co="$(med "${cnis[$o]}")" -v cr="$(med "${cnis[$r]}")" -v cq="$(med "${cnis[$q]:-0}")" \
             -v no="$(med "${nocni[$cv-ours]}")" -v nr="$(med "${nocni[$cv-ref]}")" -v nq="$(med "${nocni[$cv-r11]:-0}")" \
-            -v eo="${errs[$o]}" -v er="${errs[$r]}" -v eq="${errs[$q]:-0}" 'BEGIN {
+            -v eo="${errs[$o]}" -v er="${errs[$r]}" -v eq="${errs[$q]:-0}" \
+            -v mo="$(med "${cpum[$o]}")" -v mr="$(med "${cpum[$r]}")" -v mq="$(med "${cpum[$q]:-0}")" \
+            -v po="$(med "${cpup[$o]}")" -v pr="$(med "${cpup[$r]}")" -v pq="$(med "${cpup[$q]:-0}")" -v cg="${cgbase:+1}" -v ncpu="$(nproc)" 'BEGIN {
             at = (p == 1 ? "one" : p) " at a time"
             q = (h == 1)
             printf "| pods/s, %s [errors] | %s | %.1f [%d] |", at, cv, c / (wr / 1e9), er
@@ -195,6 +235,19 @@ for c in "${cds[@]}"; do
                 printf "| pods/s, one at a time, were the plugins free (the round'\''s wall less every plugin call'\''s time) | %s | %.1f |", cv, c / (nr / 1e9)
                 if (q) printf " %.1f |", c / (nq / 1e9)
                 printf " %.1f | %.2f× (v1.9.1 as measured / this) |\n", c / (no / 1e9), wr / no
+            }
+            if (cg == 1) {
+                printf "| CPU a pod, whole machine, %s (ms) | %s | %.1f |", at, cv, mr
+                if (q) printf " %.1f |", mq
+                printf " %.1f | %.2f× |\n", mo, (mo > 0 ? mr / mo : 0)
+                printf "| CPU a pod in the plugins and all they start, %s (ms) | %s | %.1f |", at, cv, pr
+                if (q) printf " %.1f |", pq
+                printf " %.1f | %.2f× |\n", po, (po > 0 ? pr / po : 0)
+            }
+            if (cg == 1 && p == 10) {
+                printf "| pods/s 10 at a time, were cnibox'\''s plugins free of CPU (%d cores / its CPU a pod less its plugins'\'') | %s | %.1f |", ncpu, cv, c / (wr / 1e9)
+                if (q) printf " %.1f |", c / (wq / 1e9)
+                printf " %.1f | %.2f× (v1.9.1 as measured / this) |\n", (mo - po > 0 ? ncpu * 1000 / (mo - po) : 0), (mo - po > 0 ? ncpu * 1000 / (mo - po) / (c / (wr / 1e9)) : 0)
             }
             if (p == 10) printf "target: | pods/s 10 at a time through containerd %s ≥ 2.5× v1.9.1 | %.2f× | %s |\n", cv, wr / wo, (wo > 0 && wr / wo >= 2.5) ? "met" : "missed" }')
         while IFS= read -r l; do case $l in "target: "*) tl+=("$l") ;; *) echo "$l" ;; esac; done <<<"$line"
