@@ -51,7 +51,7 @@ fn conf(socket: &str) -> Value {
 /// [`leased`], and the result's gateway and default route are the server's router, and the
 /// address is on the container's eth0.
 fn leased_on(lab: &Dnsmasq, r: &Value, c: &NetNs) -> String {
-    let ip = leased(lab, r);
+    let ip = lab.leased(r);
     let gw = format!("10.{}.0.1", lab.n);
     assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
     assert_eq!(r["routes"], json!([{"dst": "0.0.0.0/0", "gw": gw}]), "{r}");
@@ -60,21 +60,6 @@ fn leased_on(lab: &Dnsmasq, r: &Value, c: &NetNs) -> String {
             .contains(&format!("{ip}/24"))
     );
     ip
-}
-
-fn leased(lab: &Dnsmasq, r: &Value) -> String {
-    let addr = r["ips"][0]["address"]
-        .as_str()
-        .expect("an address")
-        .to_string();
-    let (ip, prefix) = addr.split_once('/').unwrap();
-    assert_eq!(prefix, "24", "{r}");
-    let last: u8 = ip.rsplit('.').next().unwrap().parse().unwrap();
-    assert!(
-        ip.starts_with(&format!("10.{}.0.", lab.n)) && (50..=99).contains(&last),
-        "{r}"
-    );
-    ip.to_string()
 }
 
 #[test]
@@ -91,7 +76,7 @@ fn lease_renew_check_release() {
         .add("macvlan", &env_for(&c, "dhcp-c1"), &conf)
         .ok()
         .clone();
-    let ip = leased(&lab, &r);
+    let ip = lab.leased(&r);
     let gw = format!("10.{}.0.1", lab.n);
     assert_eq!(r["ips"][0]["gateway"], json!(gw), "{r}");
     assert_eq!(r["routes"], json!([{"dst": "0.0.0.0/0", "gw": gw}]), "{r}");
@@ -192,7 +177,7 @@ fn del_after_the_namespace_is_gone_and_sigterm() {
         .add("macvlan", &env_for(&c, "dhcp-c2"), &conf)
         .ok()
         .clone();
-    let ip = leased(&lab, &r);
+    let ip = lab.leased(&r);
     // The runtime removed the namespace before DEL: the daemon still releases the lease.
     drop(c);
     let gone = Env {
@@ -284,7 +269,7 @@ fn long_container_ids_get_a_lease_each() {
         .add("macvlan", &env_for(&c2, &id2), &conf)
         .ok()
         .clone();
-    let (ip1, ip2) = (leased(&lab, &r1), leased(&lab, &r2));
+    let (ip1, ip2) = (lab.leased(&r1), lab.leased(&r2));
     assert_ne!(
         ip1,
         ip2,
@@ -664,8 +649,8 @@ fn same_result_as(gimp: Impl) {
             .plugin_in(gimp, &lab.node)
             .add("macvlan", &env_for(&c2, "dhcp-g"), &conf(go_socket));
     let (mut a, mut b) = (a.ok().clone(), b.ok().clone());
-    leased(&lab, &a);
-    leased(&lab, &b);
+    lab.leased(&a);
+    lab.leased(&b);
     for r in [&mut a, &mut b] {
         r["ips"][0]["address"] = json!("x");
         r["interfaces"] = json!("x");
@@ -895,7 +880,7 @@ fn a_restarted_daemon_keeps_its_leases() {
         .add("macvlan", &env_for(&c, "dhcp-rs"), &conf)
         .ok()
         .clone();
-    let ip = leased(&lab, &r);
+    let ip = lab.leased(&r);
     ours.add("macvlan", &env_for(&gone, "dhcp-rs-gone"), &conf)
         .ok();
     assert_eq!(records(&d.socket), 2);
@@ -998,7 +983,7 @@ fn the_doctor_finds_and_collects_an_orphan_lease() {
         let out = in_node(&cnitool, &["add", "dhcpnet", &c.path()]);
         assert!(out.status_ok, "ADD: {out:?}");
         let r: Value = serde_json::from_str(&out.stdout).unwrap();
-        ips.push(leased(&lab, &r));
+        ips.push(lab.leased(&r));
     }
     assert_eq!(records(&d.socket), 2);
     // The runtime of `killed` died before writing its cache entry.

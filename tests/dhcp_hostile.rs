@@ -359,18 +359,6 @@ impl Dnsmasq {
 
 /// The address of a lease result, checked to be in dnsmasq's range.
 #[track_caller]
-fn leased(lab: &Dnsmasq, r: &Value) -> String {
-    let addr = r["ips"][0]["address"].as_str().expect("an address");
-    let (ip, prefix) = addr.split_once('/').unwrap();
-    assert_eq!(prefix, "24", "{r}");
-    let last: u8 = ip.rsplit('.').next().unwrap().parse().unwrap();
-    assert!(
-        ip.starts_with(&format!("10.{}.0.", lab.n)) && (50..=99).contains(&last),
-        "{r}"
-    );
-    ip.to_string()
-}
-
 fn conf(socket: &str) -> Value {
     json!({"cniVersion": "1.0.0", "name": "dhcpnet", "type": "macvlan", "master": "up0",
            "ipam": {"type": "dhcp", "daemonSocketPath": socket}})
@@ -435,7 +423,7 @@ fn idle_connections_do_not_starve_a_real_add() {
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let late = late.join().unwrap();
     assert!(out.status_ok, "{out:?}\n{}", lab.logs(&d));
-    let ip = leased(&lab, out.ok());
+    let ip = lab.leased(out.ok());
     assert!(log_text(&lab.leases).contains(&ip), "{}", lab.logs(&d));
     let ticks = d.cpu_ticks() - before;
     // SAFETY: sysconf has no preconditions.
@@ -509,7 +497,7 @@ fn concurrent_adds_of_one_attachment_make_one_lease() {
     let mut ips = Vec::new();
     for o in &outs {
         assert!(o.status_ok, "{o:?}\n{}", lab.logs(&d));
-        ips.push(leased(&lab, o.ok()));
+        ips.push(lab.leased(o.ok()));
     }
     ips.dedup();
     assert_eq!(ips.len(), 1, "{ips:?}");

@@ -6,8 +6,8 @@
 //! no reservation; where another node can hold the address (macvlan's segment, host-device's
 //! wire, a bridge with `enabledad`), a duplicate fails the ADD naming address and interface and
 //! leaves nothing; a tap without a reader (no carrier) is not waited for and its address is
-//! still usable. ptp's and macvlan's dual-stack results and IPv6 routes match the Go plugin's
-//! (Debian's v1.1.1, which waits 1.8-1.9 s for duplicate address detection in both).
+//! still usable. ptp's and macvlan's dual-stack results and routes (IPv4 and IPv6) match the
+//! Go plugin's (v1.9.1, which waits for duplicate address detection in both).
 //! ipvlan, vlan and dummy run in the qemu VM (tests/vm/*.sh).
 
 mod common;
@@ -351,8 +351,8 @@ fn tap_without_reader_is_not_waited_for() {
 }
 
 /// What an implementation makes of a dual-stack ADD of `kind`: the result (MACs, names and
-/// sandbox dropped, the lab number replaced), the container's and the node's IPv6 routes (host
-/// veth names replaced); every address must be bindable when ADD returns, for both.
+/// sandbox dropped, the lab number replaced), the container's and the node's IPv4 and IPv6
+/// routes (host veth names replaced); every address must be bindable when ADD returns, for both.
 fn dual_stack_view(kind: Kind, imp: Impl) -> (String, String, String) {
     let c = Case::new(kind, Fam::Dual);
     let conf = c.conf();
@@ -364,8 +364,14 @@ fn dual_stack_view(kind: Kind, imp: Impl) -> (String, String, String) {
             .replace(&format!("10.{}.", c.n), "10.N.")
             .replace(&format!("v6net{}", c.n), "v6netN")
     };
-    let cont = sub(c.cont.sh(&["ip", "-6", "route", "show"]));
-    let node: String = sub(c.node.sh(&["ip", "-6", "route", "show"]))
+    // Both families' routes, IPv4's first.
+    let routes = |ns: &NetNs| {
+        ["-4", "-6"]
+            .map(|f| ns.sh(&["ip", f, "route", "show"]))
+            .concat()
+    };
+    let cont = sub(routes(&c.cont));
+    let node: String = sub(routes(&c.node))
         .split(' ')
         .map(|w| if w.starts_with("veth") { "VETH" } else { w })
         .collect::<Vec<_>>()
@@ -380,9 +386,9 @@ fn dual_stack_view(kind: Kind, imp: Impl) -> (String, String, String) {
     (sub(normalize(&v).to_string()), cont, node)
 }
 
-/// ptp's and macvlan's dual-stack results and IPv6 routes, in the container and on the node, as
-/// the Go plugin (v1.1.1) makes them. Debian's v1.1.1 waits 1.8-1.9 s for duplicate address
-/// detection in both (benches/NOTES.md); its addresses are bindable too when it returns.
+/// ptp's and macvlan's dual-stack results and routes of both families, in the container and on
+/// the node, as the Go plugin (v1.9.1) makes them; its addresses are bindable too when it
+/// returns (it waits for duplicate address detection).
 #[test]
 fn dual_stack_matches_the_reference() {
     if !require_root("dual_stack_matches_the_reference") {

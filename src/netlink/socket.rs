@@ -131,10 +131,8 @@ impl NlSocket {
         let tv = TimeVal::new(limit.as_secs() as _, limit.subsec_micros() as _);
         setsockopt(&self.sock, sockopt::ReceiveTimeout, &tv)
             .map_err(|e| Error::new(e as i32, "set netlink receive timeout"))?;
-        self.buf.clear();
-        let got = match self.sock.recv(&mut self.buf, 0) {
-            Ok(_) => Ok(true),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => Ok(false),
+        let got = match self.recv_notification(0) {
+            Ok(got) => Ok(got.is_some()),
             // The socket's queue overflowed: notifications were lost, which a re-read covers.
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => Ok(true),
             Err(e) => Err(Error::io("receive netlink notification", e)),
@@ -151,16 +149,28 @@ impl NlSocket {
     /// type and payload go to `each`. `Ok(false)`: nothing was queued. A lost notification
     /// (ENOBUFS) is an error here: the caller counts messages, and a count with a gap is wrong.
     pub fn take_notifications(&mut self, mut each: impl FnMut(u16, &[u8])) -> Result<bool> {
+        let Some(n) = self
+            .recv_notification(libc::MSG_DONTWAIT)
+            .map_err(|e| Error::io("receive netlink notification", e))?
+        else {
+            return Ok(false);
+        };
+        for m in wire::messages(&self.buf[..n]) {
+            each(m.ty, m.payload);
+        }
+        Ok(true)
+    }
+
+    /// One datagram of a group into `self.buf` (its length, at most the buffer's), for
+    /// [`NlSocket::wait`] and [`NlSocket::take_notifications`]. `None`: none came (the receive
+    /// timed out, would block, or was interrupted). ENOBUFS (notifications lost) is left to
+    /// the caller: a wake-up for one, a gap for the other.
+    fn recv_notification(&mut self, flags: libc::c_int) -> std::io::Result<Option<usize>> {
         self.buf.clear();
-        match self.sock.recv(&mut self.buf, libc::MSG_DONTWAIT) {
-            Ok(n) => {
-                for m in wire::messages(&self.buf[..n.min(self.buf.len())]) {
-                    each(m.ty, m.payload);
-                }
-                Ok(true)
-            }
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => Ok(false),
-            Err(e) => Err(Error::io("receive netlink notification", e)),
+        match self.sock.recv(&mut self.buf, flags) {
+            Ok(n) => Ok(Some(n.min(self.buf.len()))),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

@@ -6,6 +6,7 @@ use super::lab::unique_n;
 use super::proc::{Proc, log_text};
 use super::wait::{secs, wait_until_or};
 use super::{Impl, NetNs, Sandbox, skip_note};
+use serde_json::Value;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -118,6 +119,20 @@ impl Dnsmasq {
             server_log,
             leases,
         }
+    }
+
+    /// The address of result `r`'s first IP, checked to come from this server's range (a /24,
+    /// `10.N.0.50` to `.99`).
+    pub fn leased(&self, r: &Value) -> String {
+        let addr = r["ips"][0]["address"].as_str().expect("an address");
+        let (ip, prefix) = addr.split_once('/').unwrap();
+        assert_eq!(prefix, "24", "{r}");
+        let last: u8 = ip.rsplit('.').next().unwrap().parse().unwrap();
+        assert!(
+            ip.starts_with(&format!("10.{}.0.", self.n)) && (50..=99).contains(&last),
+            "{r}"
+        );
+        ip.to_string()
     }
 }
 
