@@ -48,7 +48,7 @@ fn conf(socket: &str) -> Value {
 
 /// The address of a lease result, checked to be in dnsmasq's range.
 #[track_caller]
-/// [`leased`], and the result's gateway and default route are the server's router, and the
+/// [`Dnsmasq::leased`], and the result's gateway and default route are the server's router, and the
 /// address is on the container's eth0.
 fn leased_on(lab: &Dnsmasq, r: &Value, c: &NetNs) -> String {
     let ip = lab.leased(r);

@@ -357,8 +357,6 @@ impl Dnsmasq {
     }
 }
 
-/// The address of a lease result, checked to be in dnsmasq's range.
-#[track_caller]
 fn conf(socket: &str) -> Value {
     json!({"cniVersion": "1.0.0", "name": "dhcpnet", "type": "macvlan", "master": "up0",
            "ipam": {"type": "dhcp", "daemonSocketPath": socket}})

@@ -13,7 +13,8 @@
 mod common;
 use common::env::env_for;
 use common::family::{
-    FAMILIES, Fam, assert_bindable, assert_result_family, reservations, v6_subnet,
+    FAMILIES, Fam, assert_bindable, assert_result_family, reservations, routes_of_both_families,
+    v6_subnet,
 };
 use common::lab::unique_n;
 use common::wait::{secs, wait_until_woken};
@@ -364,14 +365,8 @@ fn dual_stack_view(kind: Kind, imp: Impl) -> (String, String, String) {
             .replace(&format!("10.{}.", c.n), "10.N.")
             .replace(&format!("v6net{}", c.n), "v6netN")
     };
-    // Both families' routes, IPv4's first.
-    let routes = |ns: &NetNs| {
-        ["-4", "-6"]
-            .map(|f| ns.sh(&["ip", f, "route", "show"]))
-            .concat()
-    };
-    let cont = sub(routes(&c.cont));
-    let node: String = sub(routes(&c.node))
+    let cont = sub(routes_of_both_families(&c.cont));
+    let node: String = sub(routes_of_both_families(&c.node))
         .split(' ')
         .map(|w| if w.starts_with("veth") { "VETH" } else { w })
         .collect::<Vec<_>>()

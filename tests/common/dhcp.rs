@@ -123,6 +123,7 @@ impl Dnsmasq {
 
     /// The address of result `r`'s first IP, checked to come from this server's range (a /24,
     /// `10.N.0.50` to `.99`).
+    #[track_caller]
     pub fn leased(&self, r: &Value) -> String {
         let addr = r["ips"][0]["address"].as_str().expect("an address");
         let (ip, prefix) = addr.split_once('/').unwrap();

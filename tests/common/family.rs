@@ -236,6 +236,11 @@ pub fn assert_routes(ns: &NetNs, dev: &str, routes: &Value, result: &Value) {
 #[track_caller]
 pub fn routes_as_configured(ns: &NetNs, conf: &Value, result: &Value) -> String {
     assert_routes(ns, "eth0", &conf["ipam"]["routes"], result);
+    routes_of_both_families(ns)
+}
+
+/// `ns`'s routes as `ip route` prints them, IPv4's then IPv6's.
+pub fn routes_of_both_families(ns: &NetNs) -> String {
     ns.sh(&["ip", "-4", "route"]) + &ns.sh(&["ip", "-6", "route"])
 }
 
