@@ -825,8 +825,10 @@ fn podman_ipv6_ports_and_masquerade() {
 }
 
 /// Issue 38 item 2, README's podman recipe (`CNIBOX_LOG=… podman run …`; every podman call
-/// of these tests runs with it): one log line per plugin of podman's chain for the container's
-/// ADD, and its DELs in reverse order when it is removed, in a dual-stack network.
+/// of these tests runs with it, and conmon's `podman container cleanup` through containers.conf's
+/// `conmon_env_vars`, which often runs the DELs before `podman rm` does): one log line per plugin
+/// of podman's chain for the container's ADD, and its DELs in reverse order when it is removed,
+/// in a dual-stack network.
 #[test]
 fn podman_call_log_from_its_environment() {
     let Some(pod) = Pod::new(
