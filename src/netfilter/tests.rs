@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-struct Ns(String);
+pub(crate) struct Ns(pub(crate) String);
 
 impl Ns {
-    fn new() -> Ns {
+    pub(crate) fn new() -> Ns {
         static N: AtomicU32 = AtomicU32::new(0);
         let name = format!(
             "cnibox-nft-{}-{}",
@@ -27,10 +27,10 @@ impl Ns {
         assert!(st.success(), "ip netns add {name}");
         Ns(name)
     }
-    fn path(&self) -> PathBuf {
+    pub(crate) fn path(&self) -> PathBuf {
         PathBuf::from("/var/run/netns").join(&self.0)
     }
-    fn open(&self) -> Nftables {
+    pub(crate) fn open(&self) -> Nftables {
         Nftables::open_in(&self.path()).expect("open nft in netns")
     }
     fn nft(&self, args: &[&str], stdin: Option<&str>) -> String {

@@ -15,6 +15,7 @@
 //! the bounded wait fails with code 11 ("try again later") instead of hanging.
 
 mod commits;
+mod direct;
 mod saved;
 mod script;
 
@@ -249,8 +250,14 @@ impl Iptables {
         })
     }
 
-    /// `iptables-save -t TABLE`, parsed.
+    /// `iptables-save -t TABLE`, parsed; read from the kernel without the tool when every
+    /// rule of the table is one [`direct`] reads.
     pub fn save(&self, table: &str) -> Result<Saved> {
+        if direct::usable(&self.restore)
+            && let Some(saved) = direct::save(self.proto, table)
+        {
+            return Ok(saved);
+        }
         let out = Command::new(&self.save)
             .args(["-t", table])
             .stdin(Stdio::null())
@@ -277,6 +284,9 @@ impl Iptables {
             return Ok(());
         }
         let input = script.render(table)?;
+        if direct::usable(&self.restore) && direct::restore(self.proto, table, script) {
+            return Ok(());
+        }
         let watch = commits::CommitWatch::start();
         let mut child = Command::new(&self.restore)
             .arg("--noflush")

@@ -75,6 +75,10 @@ impl Script {
         }
         self.lines.push((line, self.origin));
     }
+    /// The lines, in order (without the table and COMMIT).
+    pub(super) fn lines(&self) -> impl Iterator<Item = &str> {
+        self.lines.iter().map(|(l, _)| l.as_str())
+    }
     pub(super) fn has_line(&self, line: &str) -> bool {
         self.lines.iter().any(|(l, _)| l == line)
     }

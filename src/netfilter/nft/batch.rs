@@ -1,9 +1,10 @@
 //! [`Batch`]: table, chain and rule operations collected for one atomic commit.
 
 use super::{
-    BaseChain, DELCHAIN, DELRULE, DELTABLE, F_APPEND, F_CREATE, Family, NEWCHAIN, NEWRULE,
+    BaseChain, DELCHAIN, DELRULE, DELTABLE, F_APPEND, F_CREATE, F_EXCL, Family, NEWCHAIN, NEWRULE,
     NEWTABLE, NFTA_CHAIN_HOOK, NFTA_CHAIN_NAME, NFTA_CHAIN_POLICY, NFTA_CHAIN_TABLE,
-    NFTA_CHAIN_TYPE, NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NFTA_RULE_CHAIN, NFTA_RULE_HANDLE,
+    NFTA_CHAIN_TYPE, NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NFTA_RULE_CHAIN, NFTA_RULE_COMPAT,
+    NFTA_RULE_COMPAT_FLAGS, NFTA_RULE_COMPAT_PROTO, NFTA_RULE_EXPRESSIONS, NFTA_RULE_HANDLE,
     NFTA_RULE_TABLE, NFTA_TABLE_FLAGS, NFTA_TABLE_NAME, NFTA_TABLE_USERDATA, Snapshot, Table,
 };
 use crate::error::{Error, Result};
@@ -23,6 +24,8 @@ pub(super) struct Op {
 pub struct Batch {
     pub(super) ops: Vec<Op>,
     pub(super) err: Option<Error>,
+    /// The ruleset generation the batch was planned against ([`Batch::planned_at`]).
+    pub(super) genid: Option<u32>,
 }
 
 impl Batch {
@@ -55,6 +58,12 @@ impl Batch {
                 }
             }
         }
+        self
+    }
+    /// Apply only if the ruleset is still at generation `genid` ([`Nftables::generation`]):
+    /// otherwise the kernel refuses the whole batch with ERESTART.
+    pub(crate) fn planned_at(&mut self, genid: u32) -> &mut Self {
+        self.genid = Some(genid);
         self
     }
     /// `add table`: creates the table unless it exists (no error if it does; an existing
@@ -110,6 +119,55 @@ impl Batch {
                     w.be32(NFTA_CHAIN_POLICY, b.policy as u32);
                     w.str(NFTA_CHAIN_TYPE, b.kind.name());
                 }
+                Ok(())
+            },
+        )
+    }
+    /// A new regular chain; the batch fails (EEXIST) if it exists, as iptables' `-N`.
+    pub(crate) fn new_chain(&mut self, t: &Table, chain: &str) -> &mut Self {
+        self.op(
+            format!("new chain {t} {chain}"),
+            NEWCHAIN,
+            t.family,
+            F_CREATE | F_EXCL,
+            |w| {
+                validate::nft_name("nftables chain", chain)?;
+                w.str(NFTA_CHAIN_TABLE, &t.name);
+                w.str(NFTA_CHAIN_NAME, chain);
+                Ok(())
+            },
+        )
+    }
+    /// A rule whose expressions `exprs` writes (the content of NFTA_RULE_EXPRESSIONS), with
+    /// the x_tables compatibility information iptables-nft adds: the rule's layer-4 protocol,
+    /// which compat matches such as `multiport` check. Appended, or inserted at the head.
+    pub(crate) fn xt_rule(
+        &mut self,
+        t: &Table,
+        chain: &str,
+        append: bool,
+        proto: u8,
+        exprs: &[u8],
+    ) -> &mut Self {
+        let flags = if append {
+            F_CREATE | F_APPEND
+        } else {
+            F_CREATE
+        };
+        self.op(
+            format!("add rule to {t} {chain}"),
+            NEWRULE,
+            t.family,
+            flags,
+            |w| {
+                validate::nft_name("nftables chain", chain)?;
+                w.str(NFTA_RULE_TABLE, &t.name);
+                w.str(NFTA_RULE_CHAIN, chain);
+                w.nest(NFTA_RULE_EXPRESSIONS, |w| w.buf.extend_from_slice(exprs));
+                w.nest(NFTA_RULE_COMPAT, |w| {
+                    w.be32(NFTA_RULE_COMPAT_PROTO, proto.into());
+                    w.be32(NFTA_RULE_COMPAT_FLAGS, 0);
+                });
                 Ok(())
             },
         )

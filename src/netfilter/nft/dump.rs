@@ -1,13 +1,12 @@
 //! Reading nf_tables back: chain and rule dumps, existence checks, a table [`Snapshot`], and
 //! deleting rules picked by their comment.
 
-#[cfg(test)]
-use super::NFTA_RULE_EXPRESSIONS;
 use super::{
     BaseChain, ChainType, F_DUMP, GETCHAIN, GETRULE, GETTABLE, Hook, NFTA_CHAIN_HANDLE,
     NFTA_CHAIN_HOOK, NFTA_CHAIN_NAME, NFTA_CHAIN_POLICY, NFTA_CHAIN_TABLE, NFTA_CHAIN_TYPE,
-    NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NFTA_RULE_CHAIN, NFTA_RULE_HANDLE, NFTA_RULE_TABLE,
-    NFTA_RULE_USERDATA, NFTA_TABLE_NAME, Nftables, Policy, Table,
+    NFTA_HOOK_HOOKNUM, NFTA_HOOK_PRIORITY, NFTA_RULE_CHAIN, NFTA_RULE_EXPRESSIONS,
+    NFTA_RULE_HANDLE, NFTA_RULE_TABLE, NFTA_RULE_USERDATA, NFTA_TABLE_NAME, Nftables, Policy,
+    Table,
 };
 use crate::error::Result;
 use crate::netfilter::msg::{self, Writer};
@@ -29,8 +28,7 @@ pub struct RuleInfo {
     pub handle: u64,
     /// The `comment "..."` of the rule, if any.
     pub comment: Option<String>,
-    /// Raw NFTA_RULE_EXPRESSIONS, to compare encodings in tests.
-    #[cfg(test)]
+    /// Raw NFTA_RULE_EXPRESSIONS: what the iptables backend decodes, and the tests compare.
     pub exprs: Vec<u8>,
 }
 
@@ -244,7 +242,6 @@ pub(super) fn parse_rule(m: &[u8]) -> (String, RuleInfo) {
         chain: String::new(),
         handle: 0,
         comment: None,
-        #[cfg(test)]
         exprs: Vec::new(),
     };
     for (ty, d) in msg::attrs(m) {
@@ -252,7 +249,6 @@ pub(super) fn parse_rule(m: &[u8]) -> (String, RuleInfo) {
             NFTA_RULE_TABLE => table = msg::get_str(d),
             NFTA_RULE_CHAIN => r.chain = msg::get_str(d),
             NFTA_RULE_HANDLE => r.handle = msg::get_be64(d),
-            #[cfg(test)]
             NFTA_RULE_EXPRESSIONS => r.exprs = d.to_vec(),
             NFTA_RULE_USERDATA => r.comment = msg::udata_get_comment(d),
             _ => {}

@@ -41,8 +41,10 @@ const DELCHAIN: u8 = 5;
 const NEWRULE: u8 = 6;
 const GETRULE: u8 = 7;
 const DELRULE: u8 = 8;
+const GETGEN: u8 = 16;
 pub(crate) const F_DUMP: u16 = crate::netlink::socket::NLM_F_DUMP;
 const F_ECHO: u16 = 0x8;
+const F_EXCL: u16 = 0x200;
 const F_CREATE: u16 = 0x400;
 const F_APPEND: u16 = 0x800;
 const TRIES: u32 = 3;
@@ -62,13 +64,19 @@ const NFTA_HOOK_PRIORITY: u16 = 2;
 const NFTA_RULE_TABLE: u16 = 1;
 const NFTA_RULE_CHAIN: u16 = 2;
 const NFTA_RULE_HANDLE: u16 = 3;
-#[cfg(test)]
 const NFTA_RULE_EXPRESSIONS: u16 = 4;
+const NFTA_RULE_COMPAT: u16 = 5;
+const NFTA_RULE_COMPAT_PROTO: u16 = 1;
+const NFTA_RULE_COMPAT_FLAGS: u16 = 2;
+const NFTA_GEN_ID: u16 = 1;
+const NFNL_BATCH_GENID: u16 = 1;
 const NFTA_RULE_USERDATA: u16 = 7;
 
 /// Table address family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
+    /// Requests about no family (the ruleset's generation).
+    Unspec = 0,
     Ip = 2,
     Ip6 = 10,
     Inet = 1,
@@ -78,6 +86,7 @@ pub enum Family {
 impl fmt::Display for Family {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Family::Unspec => "unspec",
             Family::Ip => "ip",
             Family::Ip6 => "ip6",
             Family::Inet => "inet",

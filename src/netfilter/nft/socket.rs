@@ -2,7 +2,8 @@
 //! single requests and queries, and the socket kept open until exit after a commit.
 
 use super::{
-    BATCH_BEGIN, BATCH_END, Batch, F_DUMP, F_ECHO, Family, NEWRULE, RuleInfo, SUBSYS, TRIES,
+    BATCH_BEGIN, BATCH_END, Batch, F_DUMP, F_ECHO, Family, GETGEN, NEWRULE, NFNL_BATCH_GENID,
+    NFTA_GEN_ID, RuleInfo, SUBSYS, TRIES,
 };
 use crate::error::{Context, Error, Result};
 use crate::netlink::Error as NlError;
@@ -173,6 +174,43 @@ impl Nftables {
         }
     }
 
+    /// The ruleset's generation, which every commit in the namespace advances: a batch
+    /// [`Batch::planned_at`] it applies only if nothing was committed since.
+    pub(crate) fn generation(&mut self) -> Result<u32> {
+        let msgs = self
+            .query(
+                format_args!("get generation"),
+                GETGEN,
+                Family::Unspec,
+                0,
+                &[],
+            )?
+            .unwrap_or_default();
+        msgs.iter()
+            .flat_map(|m| crate::netfilter::msg::attrs(m))
+            .find(|(ty, _)| *ty == NFTA_GEN_ID)
+            .map(|(_, d)| crate::netfilter::msg::get_be32(d))
+            .ok_or_else(|| Error::internal("nftables: the generation reply has no id"))
+    }
+
+    /// One attempt at `batch`, no retries: the errno of a refusal (ERESTART when the
+    /// generation it was planned at is gone).
+    pub(crate) fn apply_attempt(&mut self, batch: &Batch) -> std::result::Result<(), i32> {
+        if batch.err.is_some() {
+            return Err(libc::EINVAL);
+        }
+        if batch.ops.is_empty() {
+            return Ok(());
+        }
+        match self.apply_once(batch, false) {
+            Ok(_) => {
+                self.applied = true;
+                Ok(())
+            }
+            Err((_, e)) => Err(if e.errno == 0 { libc::EIO } else { e.errno }),
+        }
+    }
+
     /// One attempt: Err((index of the failing op or None for the batch itself, the error)).
     pub(super) fn apply_once(
         &mut self,
@@ -180,7 +218,11 @@ impl Nftables {
         echo: bool,
     ) -> std::result::Result<Echoed, (Option<usize>, NlError)> {
         let mut msgs = Vec::with_capacity(batch.ops.len() + 2);
-        msgs.push((nf_message(BATCH_BEGIN, 0, SUBSYS, &[]), 0));
+        let mut begin = crate::netfilter::msg::Writer::default();
+        if let Some(g) = batch.genid {
+            begin.be32(NFNL_BATCH_GENID, g);
+        }
+        msgs.push((nf_message(BATCH_BEGIN, 0, SUBSYS, &begin.buf), 0));
         for op in &batch.ops {
             let m = nf_message(nft_type(op.ty), op.family as u8, 0, &op.body);
             let echo = if echo && op.ty == NEWRULE { F_ECHO } else { 0 };

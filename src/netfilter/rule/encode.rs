@@ -46,29 +46,29 @@ impl Rule {
 // Attribute numbers (linux/netfilter/nf_tables.h), per expression.
 const NFTA_RULE_EXPRESSIONS: u16 = 4;
 const NFTA_RULE_USERDATA: u16 = 7;
-const NFTA_LIST_ELEM: u16 = 1;
-const NFTA_EXPR_NAME: u16 = 1;
-const NFTA_EXPR_DATA: u16 = 2;
-const NFTA_DATA_VALUE: u16 = 1;
-const NFTA_DATA_VERDICT: u16 = 2;
-const NFTA_VERDICT_CODE: u16 = 1;
-const NFTA_VERDICT_CHAIN: u16 = 2;
+pub(crate) const NFTA_LIST_ELEM: u16 = 1;
+pub(crate) const NFTA_EXPR_NAME: u16 = 1;
+pub(crate) const NFTA_EXPR_DATA: u16 = 2;
+pub(crate) const NFTA_DATA_VALUE: u16 = 1;
+pub(crate) const NFTA_DATA_VERDICT: u16 = 2;
+pub(crate) const NFTA_VERDICT_CODE: u16 = 1;
+pub(crate) const NFTA_VERDICT_CHAIN: u16 = 2;
 const NFTA_META_DREG: u16 = 1;
-const NFTA_META_KEY: u16 = 2;
+pub(crate) const NFTA_META_KEY: u16 = 2;
 const NFTA_CMP_SREG: u16 = 1;
-const NFTA_CMP_OP: u16 = 2;
-const NFTA_CMP_DATA: u16 = 3;
+pub(crate) const NFTA_CMP_OP: u16 = 2;
+pub(crate) const NFTA_CMP_DATA: u16 = 3;
 const NFTA_PAYLOAD_DREG: u16 = 1;
-const NFTA_PAYLOAD_BASE: u16 = 2;
-const NFTA_PAYLOAD_OFFSET: u16 = 3;
-const NFTA_PAYLOAD_LEN: u16 = 4;
+pub(crate) const NFTA_PAYLOAD_BASE: u16 = 2;
+pub(crate) const NFTA_PAYLOAD_OFFSET: u16 = 3;
+pub(crate) const NFTA_PAYLOAD_LEN: u16 = 4;
 const NFTA_BITWISE_SREG: u16 = 1;
 const NFTA_BITWISE_DREG: u16 = 2;
-const NFTA_BITWISE_LEN: u16 = 3;
-const NFTA_BITWISE_MASK: u16 = 4;
-const NFTA_BITWISE_XOR: u16 = 5;
-const NFTA_IMMEDIATE_DREG: u16 = 1;
-const NFTA_IMMEDIATE_DATA: u16 = 2;
+pub(crate) const NFTA_BITWISE_LEN: u16 = 3;
+pub(crate) const NFTA_BITWISE_MASK: u16 = 4;
+pub(crate) const NFTA_BITWISE_XOR: u16 = 5;
+pub(crate) const NFTA_IMMEDIATE_DREG: u16 = 1;
+pub(crate) const NFTA_IMMEDIATE_DATA: u16 = 2;
 const NFTA_CT_DREG: u16 = 1;
 const NFTA_CT_KEY: u16 = 2;
 const NFTA_FIB_DREG: u16 = 1;
@@ -80,37 +80,37 @@ const NFTA_NAT_REG_ADDR_MIN: u16 = 3;
 const NFTA_NAT_REG_PROTO_MIN: u16 = 5;
 const NFTA_NAT_FLAGS: u16 = 7;
 
-const CMP_EQ: u32 = 0;
-const CMP_NEQ: u32 = 1;
+pub(crate) const CMP_EQ: u32 = 0;
+pub(crate) const CMP_NEQ: u32 = 1;
 const REG1: u32 = 1;
 const REG2: u32 = 2;
 const META_PROTOCOL: u32 = 1;
-pub(super) const META_MARK: u32 = 3;
-pub(super) const META_IIF: u32 = 4;
-pub(super) const META_OIF: u32 = 5;
-const META_IIFNAME: u32 = 6;
-const META_OIFNAME: u32 = 7;
+pub(crate) const META_MARK: u32 = 3;
+pub(crate) const META_IIF: u32 = 4;
+pub(crate) const META_OIF: u32 = 5;
+pub(crate) const META_IIFNAME: u32 = 6;
+pub(crate) const META_OIFNAME: u32 = 7;
 const META_NFPROTO: u32 = 15;
-pub(super) const META_L4PROTO: u32 = 16;
+pub(crate) const META_L4PROTO: u32 = 16;
 const BASE_LINK: u32 = 0;
-const BASE_NETWORK: u32 = 1;
-const BASE_TRANSPORT: u32 = 2;
+pub(crate) const BASE_NETWORK: u32 = 1;
+pub(crate) const BASE_TRANSPORT: u32 = 2;
 
-fn expr(w: &mut Writer, name: &str, f: impl FnOnce(&mut Writer)) {
+pub(crate) fn expr(w: &mut Writer, name: &str, f: impl FnOnce(&mut Writer)) {
     w.nest(NFTA_LIST_ELEM, |w| {
         w.str(NFTA_EXPR_NAME, name);
         w.nest(NFTA_EXPR_DATA, f);
     });
 }
 
-fn meta(w: &mut Writer, key: u32) {
+pub(crate) fn meta(w: &mut Writer, key: u32) {
     expr(w, "meta", |w| {
         w.be32(NFTA_META_KEY, key);
         w.be32(NFTA_META_DREG, REG1);
     });
 }
 
-fn cmp(w: &mut Writer, op: u32, data: &[u8]) {
+pub(crate) fn cmp(w: &mut Writer, op: u32, data: &[u8]) {
     expr(w, "cmp", |w| {
         w.be32(NFTA_CMP_SREG, REG1);
         w.be32(NFTA_CMP_OP, op);
@@ -118,7 +118,7 @@ fn cmp(w: &mut Writer, op: u32, data: &[u8]) {
     });
 }
 
-fn payload(w: &mut Writer, base: u32, offset: u32, len: usize) {
+pub(crate) fn payload(w: &mut Writer, base: u32, offset: u32, len: usize) {
     expr(w, "payload", |w| {
         w.be32(NFTA_PAYLOAD_DREG, REG1);
         w.be32(NFTA_PAYLOAD_BASE, base);
@@ -127,7 +127,7 @@ fn payload(w: &mut Writer, base: u32, offset: u32, len: usize) {
     });
 }
 
-fn bitwise(w: &mut Writer, mask: &[u8]) {
+pub(crate) fn bitwise(w: &mut Writer, mask: &[u8]) {
     expr(w, "bitwise", |w| {
         w.be32(NFTA_BITWISE_SREG, REG1);
         w.be32(NFTA_BITWISE_DREG, REG1);
@@ -139,7 +139,7 @@ fn bitwise(w: &mut Writer, mask: &[u8]) {
     });
 }
 
-fn immediate(w: &mut Writer, reg: u32, f: impl FnOnce(&mut Writer)) {
+pub(crate) fn immediate(w: &mut Writer, reg: u32, f: impl FnOnce(&mut Writer)) {
     expr(w, "immediate", |w| {
         w.be32(NFTA_IMMEDIATE_DREG, reg);
         w.nest(NFTA_IMMEDIATE_DATA, f);
@@ -304,7 +304,7 @@ fn nat(w: &mut Writer, family: Family, dnat: bool, addr: IpAddr, port: Option<u1
 }
 
 /// A verdict; a jump or goto target is validated as a chain name.
-fn verdict(w: &mut Writer, v: &Verdict) -> Result<()> {
+pub(crate) fn verdict(w: &mut Writer, v: &Verdict) -> Result<()> {
     let (code, chain): (i32, _) = match v {
         Verdict::Accept => (1, None),
         Verdict::Drop => (0, None),

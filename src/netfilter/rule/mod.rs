@@ -3,7 +3,7 @@
 //! `meta protocol` dependency of address matches in `inet` and `bridge` tables), so listings
 //! print the same.
 
-mod encode;
+pub(crate) mod encode;
 
 use encode::{META_IIF, META_L4PROTO, META_MARK, META_OIF};
 use ipnet::IpNet;

@@ -1,0 +1,493 @@
+//! A [`Spec`] as the nf_tables expressions iptables-nft 1.8.9 makes of it, and back.
+//!
+//! Encoding follows iptables-nft's order: interfaces, `-p` (meta l4proto), addresses (only
+//! the prefix's bytes, or all of them through a mask), the matches in rule order, a counter,
+//! the target. tcp/udp ports and `mark` are native expressions; `comment`, `multiport`,
+//! `addrtype` and `conntrack` are x_tables matches and `MASQUERADE`, `DNAT` and `MARK`
+//! x_tables targets, each with the revision and the info structure iptables-nft sends.
+//!
+//! Rules are compared in [`canon`] form: what the kernel dumps and what we send differ only in
+//! attribute order and flags, the counter's values, and the bitwise operation the kernel adds.
+
+use super::super::Proto;
+use super::spec::{COMMENT_LEN, Match, Spec, Target};
+use crate::netfilter::msg::{Writer, attrs, get_be32, get_str};
+use crate::netfilter::rule::Verdict;
+use crate::netfilter::rule::encode::{
+    BASE_NETWORK, BASE_TRANSPORT, CMP_EQ, CMP_NEQ, META_IIFNAME, META_L4PROTO, META_MARK,
+    META_OIFNAME, NFTA_BITWISE_MASK, NFTA_CMP_DATA, NFTA_CMP_OP, NFTA_DATA_VALUE,
+    NFTA_DATA_VERDICT, NFTA_EXPR_DATA, NFTA_EXPR_NAME, NFTA_IMMEDIATE_DATA, NFTA_IMMEDIATE_DREG,
+    NFTA_LIST_ELEM, NFTA_META_KEY, NFTA_PAYLOAD_BASE, NFTA_PAYLOAD_LEN, NFTA_PAYLOAD_OFFSET,
+    NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, bitwise, cmp, expr, meta, payload, verdict,
+};
+use ipnet::IpNet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+const NFTA_XT_NAME: u16 = 1;
+const NFTA_XT_REV: u16 = 2;
+const NFTA_XT_INFO: u16 = 3;
+const NFTA_COUNTER_BYTES: u16 = 1;
+const NFTA_COUNTER_PACKETS: u16 = 2;
+const NFTA_BITWISE_XOR: u16 = 5;
+const NFTA_BITWISE_OP: u16 = 6;
+/// xt_multiport's "destination ports".
+const MULTIPORT_DST: u8 = 1;
+/// xt_addrtype's bit of RTN_LOCAL.
+const ADDRTYPE_LOCAL: u16 = 1 << 2;
+/// xt_conntrack's "match the state" flag.
+const CONNTRACK_STATE: u16 = 1;
+/// nf_nat's range flags: an address, and a port.
+const NAT_MAP_IPS: u32 = 1;
+const NAT_PROTO_SPECIFIED: u32 = 2;
+
+/// An x_tables match or target (`kind`), with `info` as iptables-nft sends it.
+fn xt(w: &mut Writer, kind: &str, name: &str, rev: u32, info: &[u8]) {
+    expr(w, kind, |w| {
+        w.str(NFTA_XT_NAME, name);
+        w.be32(NFTA_XT_REV, rev);
+        w.attr(NFTA_XT_INFO, info);
+    });
+}
+
+fn addr_bytes(a: IpAddr) -> Vec<u8> {
+    match a {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+/// Offset of the source address in the network header; the destination follows it.
+fn saddr_offset(proto: Proto) -> u32 {
+    match proto {
+        Proto::V4 => 12,
+        Proto::V6 => 8,
+    }
+}
+
+fn address(w: &mut Writer, proto: Proto, dst: bool, net: &IpNet, neg: bool) {
+    let len = addr_bytes(net.addr()).len();
+    let offset = saddr_offset(proto) + if dst { len as u32 } else { 0 };
+    let (addr, mask) = (addr_bytes(net.network()), addr_bytes(net.netmask()));
+    let op = if neg { CMP_NEQ } else { CMP_EQ };
+    let plen = net.prefix_len() as usize;
+    if plen.is_multiple_of(8) {
+        payload(w, BASE_NETWORK, offset, plen / 8);
+        cmp(w, op, &addr[..plen / 8]);
+    } else {
+        payload(w, BASE_NETWORK, offset, len);
+        bitwise(w, &mask);
+        cmp(w, op, &addr);
+    }
+}
+
+fn iface(w: &mut Writer, key: u32, name: &str, neg: bool) {
+    meta(w, key);
+    let mut b = name.as_bytes().to_vec();
+    b.push(0);
+    cmp(w, if neg { CMP_NEQ } else { CMP_EQ }, &b);
+}
+
+/// The content of NFTA_RULE_EXPRESSIONS for `spec` in a table of `proto`.
+pub(super) fn encode(proto: Proto, spec: &Spec) -> Vec<u8> {
+    let mut w = Writer::default();
+    if let Some((n, neg)) = &spec.iniface {
+        iface(&mut w, META_IIFNAME, n, *neg);
+    }
+    if let Some((n, neg)) = &spec.outiface {
+        iface(&mut w, META_OIFNAME, n, *neg);
+    }
+    if let Some(p) = spec.proto {
+        meta(&mut w, META_L4PROTO);
+        cmp(&mut w, CMP_EQ, &[p]);
+    }
+    if let Some((n, neg)) = &spec.src {
+        address(&mut w, proto, false, n, *neg);
+    }
+    if let Some((n, neg)) = &spec.dst {
+        address(&mut w, proto, true, n, *neg);
+    }
+    for m in &spec.matches {
+        match m {
+            Match::Dport(p) => {
+                payload(&mut w, BASE_TRANSPORT, 2, 2);
+                cmp(&mut w, CMP_EQ, &p.to_be_bytes());
+            }
+            Match::Comment(c) => {
+                let mut info = [0u8; COMMENT_LEN];
+                info[..c.len()].copy_from_slice(c.as_bytes());
+                xt(&mut w, "match", "comment", 0, &info);
+            }
+            Match::Dports(v) => {
+                // struct xt_multiport_v1: flags, count, ports[15], pflags[15], invert.
+                let mut info = [0u8; 48];
+                info[0] = MULTIPORT_DST;
+                let mut i = 0;
+                for (lo, hi) in v {
+                    info[2 + 2 * i..4 + 2 * i].copy_from_slice(&lo.to_ne_bytes());
+                    if lo != hi {
+                        info[32 + i] = 1;
+                        i += 1;
+                        info[2 + 2 * i..4 + 2 * i].copy_from_slice(&hi.to_ne_bytes());
+                    }
+                    i += 1;
+                }
+                info[1] = i as u8;
+                xt(&mut w, "match", "multiport", 1, &info);
+            }
+            Match::DstLocal => {
+                // struct xt_addrtype_info_v1: source, dest, flags.
+                let mut info = [0u8; 8];
+                info[2..4].copy_from_slice(&ADDRTYPE_LOCAL.to_ne_bytes());
+                xt(&mut w, "match", "addrtype", 1, &info);
+            }
+            Match::Mark(v, m) => {
+                meta(&mut w, META_MARK);
+                if *m != u32::MAX {
+                    bitwise(&mut w, &m.to_ne_bytes());
+                }
+                cmp(&mut w, CMP_EQ, &v.to_ne_bytes());
+            }
+            Match::CtState(bits) => {
+                // struct xt_conntrack_mtinfo3 (164 bytes, aligned to 168).
+                let mut info = [0u8; 168];
+                info[146..148].copy_from_slice(&CONNTRACK_STATE.to_ne_bytes());
+                info[150..152].copy_from_slice(&bits.to_ne_bytes());
+                xt(&mut w, "match", "conntrack", 3, &info);
+            }
+        }
+    }
+    expr(&mut w, "counter", |w| {
+        w.be64(NFTA_COUNTER_BYTES, 0);
+        w.be64(NFTA_COUNTER_PACKETS, 0);
+    });
+    match &spec.target {
+        Target::Verdict(v) => {
+            // Chain names were checked when the spec was read.
+            let _ = verdict(&mut w, v);
+        }
+        Target::Masquerade => match proto {
+            // struct nf_nat_ipv4_multi_range_compat with one (empty) range.
+            Proto::V4 => {
+                let mut info = [0u8; 24];
+                info[..4].copy_from_slice(&1u32.to_ne_bytes());
+                xt(&mut w, "target", "MASQUERADE", 0, &info);
+            }
+            // struct nf_nat_range, empty.
+            Proto::V6 => xt(&mut w, "target", "MASQUERADE", 0, &[0u8; 40]),
+        },
+        Target::Dnat(a, port) => {
+            // struct nf_nat_range2: flags, min and max address, min, max and base port.
+            let mut info = [0u8; 48];
+            let flags = NAT_MAP_IPS | port.map_or(0, |_| NAT_PROTO_SPECIFIED);
+            info[..4].copy_from_slice(&flags.to_ne_bytes());
+            let b = addr_bytes(*a);
+            info[4..4 + b.len()].copy_from_slice(&b);
+            info[20..20 + b.len()].copy_from_slice(&b);
+            if let Some(p) = port {
+                info[36..38].copy_from_slice(&p.to_be_bytes());
+                info[38..40].copy_from_slice(&p.to_be_bytes());
+            }
+            xt(&mut w, "target", "DNAT", 2, &info);
+        }
+        Target::SetXmark(v, m) => {
+            let mut info = [0u8; 8];
+            info[..4].copy_from_slice(&v.to_ne_bytes());
+            info[4..].copy_from_slice(&m.to_ne_bytes());
+            xt(&mut w, "target", "MARK", 2, &info);
+        }
+    }
+    w.buf
+}
+
+/// Which attributes of an expression's data (or of a nested value) are nested themselves.
+#[derive(Clone, Copy, PartialEq)]
+enum Nest {
+    Expr(&'static str),
+    Data,
+    Verdict,
+}
+
+impl Nest {
+    fn child(self, ty: u16) -> Option<Nest> {
+        match (self, ty) {
+            (Nest::Expr("cmp"), NFTA_CMP_DATA)
+            | (Nest::Expr("bitwise"), NFTA_BITWISE_MASK | NFTA_BITWISE_XOR)
+            | (Nest::Expr("immediate"), NFTA_IMMEDIATE_DATA) => Some(Nest::Data),
+            (Nest::Data, NFTA_DATA_VERDICT) => Some(Nest::Verdict),
+            _ => None,
+        }
+    }
+}
+
+fn canon_attrs(out: &mut Vec<u8>, buf: &[u8], nest: Nest) {
+    let mut v: Vec<(u16, &[u8])> = attrs(buf)
+        .filter(|(ty, d)| {
+            !(nest == Nest::Expr("bitwise") && *ty == NFTA_BITWISE_OP && *d == [0; 4])
+        })
+        .collect();
+    v.sort_by_key(|(ty, _)| *ty);
+    for (ty, d) in v {
+        out.extend_from_slice(&ty.to_ne_bytes());
+        match nest.child(ty) {
+            Some(n) => {
+                out.push(b'{');
+                canon_attrs(out, d, n);
+                out.push(b'}');
+            }
+            None => {
+                out.extend_from_slice(&(d.len() as u16).to_ne_bytes());
+                out.extend_from_slice(d);
+            }
+        }
+    }
+}
+
+/// The expressions (NFTA_RULE_EXPRESSIONS' content) in a form that is equal for equal rules,
+/// whether sent or dumped; `None` for an expression this module does not know.
+pub(super) fn canon(exprs: &[u8]) -> Option<Vec<u8>> {
+    const KNOWN: [&str; 8] = [
+        "meta",
+        "cmp",
+        "payload",
+        "bitwise",
+        "immediate",
+        "counter",
+        "match",
+        "target",
+    ];
+    let mut out = Vec::with_capacity(exprs.len());
+    for (ty, elem) in attrs(exprs) {
+        if ty != NFTA_LIST_ELEM {
+            return None;
+        }
+        let (mut name, mut data) = (String::new(), &[][..]);
+        for (t, d) in attrs(elem) {
+            match t {
+                NFTA_EXPR_NAME => name = get_str(d),
+                NFTA_EXPR_DATA => data = d,
+                _ => {}
+            }
+        }
+        let name = *KNOWN.iter().find(|k| **k == name)?;
+        out.extend_from_slice(name.as_bytes());
+        out.push(0);
+        // A counter's values are the traffic's, not the rule's.
+        if name != "counter" {
+            canon_attrs(&mut out, data, Nest::Expr(name));
+        }
+        out.push(b';');
+    }
+    Some(out)
+}
+
+/// One expression, read: its name and its data's attributes.
+struct Expr<'a> {
+    name: String,
+    data: Vec<(u16, &'a [u8])>,
+}
+
+impl<'a> Expr<'a> {
+    fn get(&self, ty: u16) -> Option<&'a [u8]> {
+        self.data.iter().find(|(t, _)| *t == ty).map(|(_, d)| *d)
+    }
+    fn u32(&self, ty: u16) -> Option<u32> {
+        self.get(ty).filter(|d| d.len() == 4).map(get_be32)
+    }
+    /// The NFTA_DATA_VALUE nested in attribute `ty`.
+    fn value(&self, ty: u16) -> Option<&'a [u8]> {
+        attrs(self.get(ty)?)
+            .find(|(t, _)| *t == NFTA_DATA_VALUE)
+            .map(|(_, d)| d)
+    }
+}
+
+fn exprs(buf: &[u8]) -> Vec<Expr<'_>> {
+    attrs(buf)
+        .map(|(_, elem)| {
+            let (mut name, mut data) = (String::new(), Vec::new());
+            for (t, d) in attrs(elem) {
+                match t {
+                    NFTA_EXPR_NAME => name = get_str(d),
+                    NFTA_EXPR_DATA => data = attrs(d).collect(),
+                    _ => {}
+                }
+            }
+            Expr { name, data }
+        })
+        .collect()
+}
+
+fn ip_of(proto: Proto, b: &[u8]) -> Option<IpAddr> {
+    Some(match proto {
+        Proto::V4 => IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(b.get(..4)?).ok()?)),
+        Proto::V6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(b.get(..16)?).ok()?)),
+    })
+}
+
+/// A rule of the kernel's (NFTA_RULE_EXPRESSIONS' content) as a [`Spec`], when it is one of
+/// the shapes [`encode`] makes — checked by encoding the result again and comparing.
+pub(super) fn decode(proto: Proto, buf: &[u8]) -> Option<Spec> {
+    let spec = read(proto, buf)?;
+    (canon(&encode(proto, &spec))? == canon(buf)?).then_some(spec)
+}
+
+fn read(proto: Proto, buf: &[u8]) -> Option<Spec> {
+    let ex = exprs(buf);
+    let mut s = Spec {
+        src: None,
+        dst: None,
+        iniface: None,
+        outiface: None,
+        proto: None,
+        matches: Vec::new(),
+        target: Target::Masquerade,
+    };
+    let mut target = None;
+    let mut i = 0;
+    let alen = match proto {
+        Proto::V4 => 4,
+        Proto::V6 => 16,
+    };
+    while i < ex.len() {
+        let e = &ex[i];
+        i += 1;
+        match e.name.as_str() {
+            "meta" => {
+                let key = e.u32(NFTA_META_KEY)?;
+                let mut mask = None;
+                if key == META_MARK && ex.get(i)?.name == "bitwise" {
+                    mask = Some(ex[i].value(NFTA_BITWISE_MASK)?);
+                    i += 1;
+                }
+                let c = ex.get(i).filter(|c| c.name == "cmp")?;
+                i += 1;
+                let (op, data) = (c.u32(NFTA_CMP_OP)?, c.value(NFTA_CMP_DATA)?);
+                let neg = op == CMP_NEQ;
+                match key {
+                    META_IIFNAME | META_OIFNAME => {
+                        let name = get_str(data);
+                        let slot = if key == META_IIFNAME {
+                            &mut s.iniface
+                        } else {
+                            &mut s.outiface
+                        };
+                        *slot = Some((name, neg));
+                    }
+                    META_L4PROTO => s.proto = Some(*data.first()?),
+                    META_MARK => {
+                        let v = u32::from_ne_bytes(data.try_into().ok()?);
+                        let m = mask.map_or(Some(u32::MAX), |m| {
+                            Some(u32::from_ne_bytes(m.try_into().ok()?))
+                        })?;
+                        s.matches.push(Match::Mark(v, m));
+                    }
+                    _ => return None,
+                }
+            }
+            "payload" => {
+                let (base, off, len) = (
+                    e.u32(NFTA_PAYLOAD_BASE)?,
+                    e.u32(NFTA_PAYLOAD_OFFSET)?,
+                    e.u32(NFTA_PAYLOAD_LEN)? as usize,
+                );
+                let mut plen = len * 8;
+                if ex.get(i)?.name == "bitwise" {
+                    let m = ex[i].value(NFTA_BITWISE_MASK)?;
+                    plen = m.iter().map(|b| b.count_ones() as usize).sum();
+                    i += 1;
+                }
+                let c = ex.get(i).filter(|c| c.name == "cmp")?;
+                i += 1;
+                let (op, data) = (c.u32(NFTA_CMP_OP)?, c.value(NFTA_CMP_DATA)?);
+                if base == BASE_TRANSPORT && off == 2 && len == 2 && op == CMP_EQ {
+                    s.matches
+                        .push(Match::Dport(u16::from_be_bytes(data.try_into().ok()?)));
+                    continue;
+                }
+                if base != BASE_NETWORK || len > alen {
+                    return None;
+                }
+                let mut full = data.to_vec();
+                full.resize(alen, 0);
+                let net = IpNet::new(ip_of(proto, &full)?, plen as u8).ok()?;
+                let neg = op == CMP_NEQ;
+                if off == saddr_offset(proto) {
+                    s.src = Some((net, neg));
+                } else {
+                    s.dst = Some((net, neg));
+                }
+            }
+            "counter" => {}
+            "immediate" => {
+                if e.u32(NFTA_IMMEDIATE_DREG)? != 0 {
+                    return None;
+                }
+                let v = attrs(e.get(NFTA_IMMEDIATE_DATA)?)
+                    .find(|(t, _)| *t == NFTA_DATA_VERDICT)?
+                    .1;
+                let (mut code, mut chain) = (None, None);
+                for (t, d) in attrs(v) {
+                    match t {
+                        NFTA_VERDICT_CODE => code = Some(get_be32(d) as i32),
+                        NFTA_VERDICT_CHAIN => chain = Some(get_str(d)),
+                        _ => {}
+                    }
+                }
+                target = Some(Target::Verdict(match (code?, chain) {
+                    (1, None) => Verdict::Accept,
+                    (0, None) => Verdict::Drop,
+                    (-5, None) => Verdict::Return,
+                    (-3, Some(c)) => Verdict::Jump(c),
+                    (-4, Some(c)) => Verdict::Goto(c),
+                    _ => return None,
+                }));
+            }
+            "match" | "target" => {
+                let name = get_str(e.get(NFTA_XT_NAME)?);
+                let info = e.get(NFTA_XT_INFO)?;
+                let ne16 =
+                    |at: usize| Some(u16::from_ne_bytes(info.get(at..at + 2)?.try_into().ok()?));
+                let ne32 =
+                    |at: usize| Some(u32::from_ne_bytes(info.get(at..at + 4)?.try_into().ok()?));
+                match (e.name.as_str(), name.as_str()) {
+                    ("match", "comment") => {
+                        let c = info.split(|b| *b == 0).next()?;
+                        s.matches
+                            .push(Match::Comment(String::from_utf8(c.to_vec()).ok()?));
+                    }
+                    ("match", "multiport") => {
+                        let count = *info.get(1)? as usize;
+                        let mut v = Vec::new();
+                        let mut k = 0;
+                        while k < count {
+                            let lo = ne16(2 + 2 * k)?;
+                            if *info.get(32 + k)? == 1 {
+                                v.push((lo, ne16(4 + 2 * k)?));
+                                k += 2;
+                            } else {
+                                v.push((lo, lo));
+                                k += 1;
+                            }
+                        }
+                        s.matches.push(Match::Dports(v));
+                    }
+                    ("match", "addrtype") => s.matches.push(Match::DstLocal),
+                    ("match", "conntrack") => s.matches.push(Match::CtState(ne16(150)?)),
+                    ("target", "MASQUERADE") => target = Some(Target::Masquerade),
+                    ("target", "DNAT") => {
+                        let port = match ne32(0)? & NAT_PROTO_SPECIFIED {
+                            0 => None,
+                            _ => Some(u16::from_be_bytes(info.get(36..38)?.try_into().ok()?)),
+                        };
+                        target = Some(Target::Dnat(ip_of(proto, info.get(4..)?)?, port));
+                    }
+                    ("target", "MARK") => target = Some(Target::SetXmark(ne32(0)?, ne32(4)?)),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        }
+    }
+    s.target = target?;
+    Some(s)
+}
