@@ -26,7 +26,9 @@ pub fn reply(buf: &[u8]) -> usize {
 }
 
 /// Walk one received nf_tables datagram as the chain and rule dumps read it (names, handles,
-/// hooks, and a rule's comment from its user data): returns how much was read.
+/// hooks, and a rule's comment from its user data), and its rules as the iptables backend
+/// reads iptables-nft's (expressions decoded into iptables-save's text): returns how much was
+/// read.
 pub fn nft_dump(buf: &[u8]) -> usize {
-    crate::netfilter::nft::read_dump(buf)
+    crate::netfilter::nft::read_dump(buf) + crate::netfilter::iptables::read_dump(buf)
 }

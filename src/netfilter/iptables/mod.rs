@@ -71,6 +71,12 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// The direct reader of iptables-nft's rules over a received nf_tables datagram, for the fuzz
+/// entry point `netlink::fuzz::nft_dump`.
+pub(crate) fn read_dump(buf: &[u8]) -> usize {
+    direct::read_dump(buf)
+}
+
 /// Whether `iptables-save` and `iptables-restore` (or the ip6tables pair) are installed — the
 /// cheap part of upstream's "iptables is usable" probe, used to pick the default backend.
 pub fn available(proto: Proto) -> bool {

@@ -245,5 +245,22 @@ pub(super) fn save(proto: Proto, table: &str) -> Option<Saved> {
     Some(Saved::parse(text))
 }
 
+/// Read every rule of a received nf_tables datagram as [`save`] reads rules, in both
+/// families (whatever the message's type says), for the fuzz entry point
+/// `netlink::fuzz::nft_dump`; returns how much was read, so nothing is optimised away.
+pub(super) fn read_dump(buf: &[u8]) -> usize {
+    let mut n = 0;
+    for m in crate::netlink::wire::messages(buf) {
+        let body = m.payload.get(4..).unwrap_or_default();
+        for (_, exprs) in crate::netfilter::msg::attrs(body).filter(|(ty, _)| *ty == 4) {
+            n += wire::canon(exprs).map_or(0, |c| c.len());
+            for proto in [Proto::V4, Proto::V6] {
+                n += wire::decode(proto, exprs).map_or(0, |s| s.render().len());
+            }
+        }
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests;
