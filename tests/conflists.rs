@@ -292,6 +292,128 @@ fn podman_default() {
     });
 }
 
+/// The iptables backend's rules are written in-process where iptables is iptables-nft: podman's
+/// default chain (bridge with ipMasq, portmap, firewall, tuning; no `backend` key, so iptables
+/// as upstream) in a dual-stack network runs no iptables tool for ADD, CHECK and DEL, and the
+/// rules the real `iptables-save`/`ip6tables-save` show are there after ADD and gone after
+/// DEL. The tools in PATH are a wrapper named `xtables-nft-multi` (what the backend looks for)
+/// that logs every run before running the real one; with `CNIBOX_IPTABLES=exec` the same chain
+/// runs them, and the log shows it (the wrapper is seen).
+#[test]
+fn podman_default_runs_no_iptables_tool() {
+    if !require_root("conflists podman_default_runs_no_iptables_tool") {
+        return;
+    }
+    let real = std::fs::canonicalize("/usr/sbin/iptables-restore").expect("iptables installed");
+    assert!(
+        real.ends_with("xtables-nft-multi"),
+        "iptables here is not iptables-nft: {}",
+        real.display()
+    );
+    let t = Tmp::new("iptables_direct");
+    let log = t.0.join("ran.log");
+    let wrapper = t.0.join("xtables-nft-multi");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/bash\nname=$(basename \"$0\")\necho \"$name $*\" >> {}\nexec -a \"$name\" {} \"$@\"\n",
+            log.display(),
+            real.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for tool in ["iptables", "ip6tables"] {
+        for what in ["save", "restore"] {
+            std::os::unix::fs::symlink("xtables-nft-multi", t.0.join(format!("{tool}-{what}")))
+                .unwrap();
+        }
+    }
+    let path = format!(
+        "{}:{}",
+        t.0.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for exec_tools in [false, true] {
+        let _ = std::fs::remove_file(&log);
+        let lab = Lab::new("conflist-ipt-direct", OURS_UNSET);
+        let n = lab.n;
+        let list = json!({
+            "cniVersion": "1.0.0",
+            "name": format!("podman{n}"),
+            "plugins": [
+                {"type": "bridge", "bridge": format!("cni-podman{n}"), "isGateway": true,
+                 "ipMasq": true, "hairpinMode": true,
+                 "ipam": {"type": "host-local", "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}],
+                          "ranges": [[{"subnet": format!("10.{n}.0.0/16")}],
+                                     [{"subnet": format!("fd00:{n}::/64")}]]}},
+                {"type": "portmap", "capabilities": {"portMappings": true}},
+                {"type": "firewall"},
+                {"type": "tuning"}
+            ]
+        });
+        let root = NodeRoot {
+            sb: &lab.sb,
+            node: &lab.node,
+        };
+        let pod = NetNs::create();
+        let mut env = pod_env(&pod, "pod1");
+        env.extra.push(("PATH".into(), path.clone()));
+        if exec_tools {
+            env.extra.push(("CNIBOX_IPTABLES".into(), "exec".into()));
+        }
+        let rc = json!({"portMappings": [
+            {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]});
+        let run = |k: &str, c: &str, conf: &Value| root.run(k, c, &env, conf);
+        let r = conflist::add(&list, &rc, &run);
+        let ips = result_ips(&r);
+        assert_eq!(ips.len(), 2, "{r}");
+        for (save, ip) in ["iptables-save", "ip6tables-save"].iter().zip(&ips) {
+            let nat = lab.node.sh(&[save, "-t", "nat"]);
+            let filter = lab.node.sh(&[save, "-t", "filter"]);
+            let host = format!("{ip}/{}", if ip.is_ipv6() { 128 } else { 32 });
+            assert!(
+                nat.contains(&format!("-A POSTROUTING -s {host} ")),
+                "{save} ipMasq:\n{nat}"
+            );
+            assert!(
+                nat.contains("--dports 8080 -j CNI-DN-"),
+                "{save} hostPort:\n{nat}"
+            );
+            assert!(nat.contains("--dport 8080 -j DNAT"), "{save} DNAT:\n{nat}");
+            assert!(
+                filter.contains(&format!("-A CNI-FORWARD -s {host} -j ACCEPT")),
+                "{save} firewall:\n{filter}"
+            );
+        }
+        assert!(conflist::check(&list, &rc, &r, &run).is_none(), "CHECK");
+        conflist::del(&list, &rc, &r, &run);
+        for save in ["iptables-save", "ip6tables-save"] {
+            let nat = lab.node.sh(&[save, "-t", "nat"]);
+            let filter = lab.node.sh(&[save, "-t", "filter"]);
+            assert!(
+                !nat.contains("CNI-DN-") && !nat.contains("-s 10.") && !nat.contains("-s fd00:"),
+                "{save} after DEL:\n{nat}"
+            );
+            assert!(
+                !filter.contains("-j ACCEPT\n-A CNI-FORWARD -s")
+                    && !filter.contains(&format!("{}", ips[0])),
+                "{save} after DEL:\n{filter}"
+            );
+        }
+        let ran = std::fs::read_to_string(&log).unwrap_or_default();
+        if exec_tools {
+            assert!(
+                ran.contains("iptables-restore") && ran.contains("ip6tables-restore"),
+                "the wrapper saw no run of the tools: {ran:?}"
+            );
+        } else {
+            assert_eq!(ran, "", "iptables tools ran");
+        }
+    }
+}
+
 /// The amd64 release archive (contrib/release.sh; of CNIBOX_STATIC, the static build `make test`
 /// makes, else the test build), unpacked as install guides unpack upstream's archive, runs
 /// bridge + host-local + portmap: IPv4, IPv6 and dual-stack.

@@ -109,7 +109,8 @@ impl NodeRoot<'_> {
         }
     }
 
-    /// Run applet `kind` of cnibox (the sandbox's links) for `command`.
+    /// Run applet `kind` of cnibox (the sandbox's links) for `command`, with the CNI variables
+    /// of `env` and its [`Env::extra`] ones.
     pub fn run(&self, kind: &str, command: &str, env: &Env, conf: &Value) -> Output {
         for d in ["run/netns", "varlib/cni"] {
             std::fs::create_dir_all(self.sb.path(d)).unwrap();
@@ -130,7 +131,8 @@ impl NodeRoot<'_> {
             ("CNI_IFNAME", env.ifname.as_str()),
             ("CNI_PATH", path.as_str()),
         ];
-        let vars: Vec<_> = vars.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        let mut vars: Vec<_> = vars.into_iter().filter(|(_, v)| !v.is_empty()).collect();
+        vars.extend(env.extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let args = [
             "netns",
             "exec",

@@ -22,23 +22,19 @@ use super::{Proto, Saved, Script};
 use crate::netfilter::nft::{BaseChain, Batch, ChainType, Family, Hook, Nftables, Table};
 use spec::Spec;
 use std::path::Path;
-use std::sync::OnceLock;
 
 /// Plans against a changed generation before giving up on the direct path.
 const ATTEMPTS: usize = 8;
 
-/// Whether the direct path may be used for `restore` (the `iptables-restore` found in PATH):
-/// the tools are iptables-nft, and `CNIBOX_IPTABLES` is not `exec` (which keeps the tools, to
-/// compare both in tests and benchmarks).
+/// Whether the direct path may be used for `restore` (the `iptables-restore` or
+/// `ip6tables-restore` found in PATH): the tools are iptables-nft, and `CNIBOX_IPTABLES` is
+/// not `exec` (which keeps the tools, to compare both in tests and benchmarks).
 pub(super) fn usable(restore: &Path) -> bool {
-    static NFT: OnceLock<bool> = OnceLock::new();
-    *NFT.get_or_init(|| {
-        std::env::var_os("CNIBOX_IPTABLES").is_none_or(|v| v != "exec")
-            && std::fs::canonicalize(restore).is_ok_and(|p| {
-                p.file_name()
-                    .is_some_and(|n| n.to_string_lossy().starts_with("xtables-nft-multi"))
-            })
-    })
+    std::env::var_os("CNIBOX_IPTABLES").is_none_or(|v| v != "exec")
+        && std::fs::canonicalize(restore).is_ok_and(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("xtables-nft-multi"))
+        })
 }
 
 fn table_of(proto: Proto, table: &str) -> Option<Table> {
