@@ -132,11 +132,9 @@ fn chain(s: &str) -> Option<String> {
 }
 
 impl Spec {
-    /// Read `text` (`iptables-save`'s spec of a rule, after `-A CHAIN`) for `proto`.
-    pub(super) fn parse(proto: Proto, text: &str) -> Option<Spec> {
-        let args = args(text)?;
-        let mut it = args.iter().map(String::as_str);
-        let mut s = Spec {
+    /// A rule matching everything; its readers set the target they read last.
+    pub(super) fn blank() -> Spec {
+        Spec {
             src: None,
             dst: None,
             iniface: None,
@@ -144,7 +142,14 @@ impl Spec {
             proto: None,
             matches: Vec::new(),
             target: Target::Masquerade,
-        };
+        }
+    }
+
+    /// Read `text` (`iptables-save`'s spec of a rule, after `-A CHAIN`) for `proto`.
+    pub(super) fn parse(proto: Proto, text: &str) -> Option<Spec> {
+        let args = args(text)?;
+        let mut it = args.iter().map(String::as_str);
+        let mut s = Spec::blank();
         let mut target = None;
         while let Some(a) = it.next() {
             if target.is_some() {

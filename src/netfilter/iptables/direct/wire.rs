@@ -107,73 +107,84 @@ pub(super) fn encode(proto: Proto, spec: &Spec) -> Vec<u8> {
         address(&mut w, proto, true, n, *neg);
     }
     for m in &spec.matches {
-        match m {
-            Match::Dport(p) => {
-                payload(&mut w, BASE_TRANSPORT, 2, 2);
-                cmp(&mut w, CMP_EQ, &p.to_be_bytes());
-            }
-            Match::Comment(c) => {
-                let mut info = [0u8; COMMENT_LEN];
-                info[..c.len()].copy_from_slice(c.as_bytes());
-                xt(&mut w, "match", "comment", 0, &info);
-            }
-            Match::Dports(v) => {
-                // struct xt_multiport_v1: flags, count, ports[15], pflags[15], invert.
-                let mut info = [0u8; 48];
-                info[0] = MULTIPORT_DST;
-                let mut i = 0;
-                for (lo, hi) in v {
-                    info[2 + 2 * i..4 + 2 * i].copy_from_slice(&lo.to_ne_bytes());
-                    if lo != hi {
-                        info[32 + i] = 1;
-                        i += 1;
-                        info[2 + 2 * i..4 + 2 * i].copy_from_slice(&hi.to_ne_bytes());
-                    }
-                    i += 1;
-                }
-                info[1] = i as u8;
-                xt(&mut w, "match", "multiport", 1, &info);
-            }
-            Match::DstLocal => {
-                // struct xt_addrtype_info_v1: source, dest, flags.
-                let mut info = [0u8; 8];
-                info[2..4].copy_from_slice(&ADDRTYPE_LOCAL.to_ne_bytes());
-                xt(&mut w, "match", "addrtype", 1, &info);
-            }
-            Match::Mark(v, m) => {
-                meta(&mut w, META_MARK);
-                if *m != u32::MAX {
-                    bitwise(&mut w, &m.to_ne_bytes());
-                }
-                cmp(&mut w, CMP_EQ, &v.to_ne_bytes());
-            }
-            Match::CtState(bits) => {
-                // struct xt_conntrack_mtinfo3 (164 bytes, aligned to 168).
-                let mut info = [0u8; 168];
-                info[146..148].copy_from_slice(&CONNTRACK_STATE.to_ne_bytes());
-                info[150..152].copy_from_slice(&bits.to_ne_bytes());
-                xt(&mut w, "match", "conntrack", 3, &info);
-            }
-        }
+        extension(&mut w, m);
     }
     expr(&mut w, "counter", |w| {
         w.be64(NFTA_COUNTER_BYTES, 0);
         w.be64(NFTA_COUNTER_PACKETS, 0);
     });
-    match &spec.target {
+    target(&mut w, proto, &spec.target);
+    w.buf
+}
+
+/// A match of the rule's `-m` list.
+fn extension(w: &mut Writer, m: &Match) {
+    match m {
+        Match::Dport(p) => {
+            payload(w, BASE_TRANSPORT, 2, 2);
+            cmp(w, CMP_EQ, &p.to_be_bytes());
+        }
+        Match::Comment(c) => {
+            let mut info = [0u8; COMMENT_LEN];
+            info[..c.len()].copy_from_slice(c.as_bytes());
+            xt(w, "match", "comment", 0, &info);
+        }
+        Match::Dports(v) => {
+            // struct xt_multiport_v1: flags, count, ports[15], pflags[15], invert.
+            let mut info = [0u8; 48];
+            info[0] = MULTIPORT_DST;
+            let mut i = 0;
+            for (lo, hi) in v {
+                info[2 + 2 * i..4 + 2 * i].copy_from_slice(&lo.to_ne_bytes());
+                if lo != hi {
+                    info[32 + i] = 1;
+                    i += 1;
+                    info[2 + 2 * i..4 + 2 * i].copy_from_slice(&hi.to_ne_bytes());
+                }
+                i += 1;
+            }
+            info[1] = i as u8;
+            xt(w, "match", "multiport", 1, &info);
+        }
+        Match::DstLocal => {
+            // struct xt_addrtype_info_v1: source, dest, flags.
+            let mut info = [0u8; 8];
+            info[2..4].copy_from_slice(&ADDRTYPE_LOCAL.to_ne_bytes());
+            xt(w, "match", "addrtype", 1, &info);
+        }
+        Match::Mark(v, m) => {
+            meta(w, META_MARK);
+            if *m != u32::MAX {
+                bitwise(w, &m.to_ne_bytes());
+            }
+            cmp(w, CMP_EQ, &v.to_ne_bytes());
+        }
+        Match::CtState(bits) => {
+            // struct xt_conntrack_mtinfo3 (164 bytes, aligned to 168).
+            let mut info = [0u8; 168];
+            info[146..148].copy_from_slice(&CONNTRACK_STATE.to_ne_bytes());
+            info[150..152].copy_from_slice(&bits.to_ne_bytes());
+            xt(w, "match", "conntrack", 3, &info);
+        }
+    }
+}
+
+/// The rule's target: a verdict, or an x_tables target.
+fn target(w: &mut Writer, proto: Proto, t: &Target) {
+    match t {
         Target::Verdict(v) => {
             // Chain names were checked when the spec was read.
-            let _ = verdict(&mut w, v);
+            let _ = verdict(w, v);
         }
         Target::Masquerade => match proto {
             // struct nf_nat_ipv4_multi_range_compat with one (empty) range.
             Proto::V4 => {
                 let mut info = [0u8; 24];
                 info[..4].copy_from_slice(&1u32.to_ne_bytes());
-                xt(&mut w, "target", "MASQUERADE", 0, &info);
+                xt(w, "target", "MASQUERADE", 0, &info);
             }
             // struct nf_nat_range, empty.
-            Proto::V6 => xt(&mut w, "target", "MASQUERADE", 0, &[0u8; 40]),
+            Proto::V6 => xt(w, "target", "MASQUERADE", 0, &[0u8; 40]),
         },
         Target::Dnat(a, port) => {
             // struct nf_nat_range2: flags, min and max address, min, max and base port.
@@ -187,16 +198,15 @@ pub(super) fn encode(proto: Proto, spec: &Spec) -> Vec<u8> {
                 info[36..38].copy_from_slice(&p.to_be_bytes());
                 info[38..40].copy_from_slice(&p.to_be_bytes());
             }
-            xt(&mut w, "target", "DNAT", 2, &info);
+            xt(w, "target", "DNAT", 2, &info);
         }
         Target::SetXmark(v, m) => {
             let mut info = [0u8; 8];
             info[..4].copy_from_slice(&v.to_ne_bytes());
             info[4..].copy_from_slice(&m.to_ne_bytes());
-            xt(&mut w, "target", "MARK", 2, &info);
+            xt(w, "target", "MARK", 2, &info);
         }
     }
-    w.buf
 }
 
 /// Which attributes of an expression's data (or of a nested value) are nested themselves.
@@ -331,163 +341,181 @@ pub(super) fn decode(proto: Proto, buf: &[u8]) -> Option<Spec> {
     (canon(&encode(proto, &spec))? == canon(buf)?).then_some(spec)
 }
 
+/// A rule's expressions being read into a [`Spec`], one step per expression (with the ones
+/// that complete it: a bitwise and a cmp after a load).
+struct Reader<'a> {
+    proto: Proto,
+    ex: Vec<Expr<'a>>,
+    at: usize,
+    spec: Spec,
+    target: Option<Target>,
+}
+
 fn read(proto: Proto, buf: &[u8]) -> Option<Spec> {
-    let ex = exprs(buf);
-    let mut s = Spec {
-        src: None,
-        dst: None,
-        iniface: None,
-        outiface: None,
-        proto: None,
-        matches: Vec::new(),
-        target: Target::Masquerade,
+    let mut r = Reader {
+        proto,
+        ex: exprs(buf),
+        at: 0,
+        spec: Spec::blank(),
+        target: None,
     };
-    let mut target = None;
-    let mut i = 0;
-    let alen = match proto {
-        Proto::V4 => 4,
-        Proto::V6 => 16,
-    };
-    while i < ex.len() {
-        let e = &ex[i];
-        i += 1;
-        match e.name.as_str() {
-            "meta" => {
-                let key = e.u32(NFTA_META_KEY)?;
-                let mut mask = None;
-                if key == META_MARK && ex.get(i)?.name == "bitwise" {
-                    mask = Some(ex[i].value(NFTA_BITWISE_MASK)?);
-                    i += 1;
-                }
-                let c = ex.get(i).filter(|c| c.name == "cmp")?;
-                i += 1;
-                let (op, data) = (c.u32(NFTA_CMP_OP)?, c.value(NFTA_CMP_DATA)?);
-                let neg = op == CMP_NEQ;
-                match key {
-                    META_IIFNAME | META_OIFNAME => {
-                        let name = get_str(data);
-                        let slot = if key == META_IIFNAME {
-                            &mut s.iniface
-                        } else {
-                            &mut s.outiface
-                        };
-                        *slot = Some((name, neg));
-                    }
-                    META_L4PROTO => s.proto = Some(*data.first()?),
-                    META_MARK => {
-                        let v = u32::from_ne_bytes(data.try_into().ok()?);
-                        let m = mask.map_or(Some(u32::MAX), |m| {
-                            Some(u32::from_ne_bytes(m.try_into().ok()?))
-                        })?;
-                        s.matches.push(Match::Mark(v, m));
-                    }
-                    _ => return None,
-                }
-            }
-            "payload" => {
-                let (base, off, len) = (
-                    e.u32(NFTA_PAYLOAD_BASE)?,
-                    e.u32(NFTA_PAYLOAD_OFFSET)?,
-                    e.u32(NFTA_PAYLOAD_LEN)? as usize,
-                );
-                let mut plen = len * 8;
-                if ex.get(i)?.name == "bitwise" {
-                    let m = ex[i].value(NFTA_BITWISE_MASK)?;
-                    plen = m.iter().map(|b| b.count_ones() as usize).sum();
-                    i += 1;
-                }
-                let c = ex.get(i).filter(|c| c.name == "cmp")?;
-                i += 1;
-                let (op, data) = (c.u32(NFTA_CMP_OP)?, c.value(NFTA_CMP_DATA)?);
-                if base == BASE_TRANSPORT && off == 2 && len == 2 && op == CMP_EQ {
-                    s.matches
-                        .push(Match::Dport(u16::from_be_bytes(data.try_into().ok()?)));
-                    continue;
-                }
-                if base != BASE_NETWORK || len > alen {
-                    return None;
-                }
-                let mut full = data.to_vec();
-                full.resize(alen, 0);
-                let net = IpNet::new(ip_of(proto, &full)?, plen as u8).ok()?;
-                let neg = op == CMP_NEQ;
-                if off == saddr_offset(proto) {
-                    s.src = Some((net, neg));
-                } else {
-                    s.dst = Some((net, neg));
-                }
-            }
+    while r.at < r.ex.len() {
+        r.at += 1;
+        match r.ex[r.at - 1].name.as_str() {
+            "meta" => r.meta()?,
+            "payload" => r.payload()?,
             "counter" => {}
-            "immediate" => {
-                if e.u32(NFTA_IMMEDIATE_DREG)? != 0 {
-                    return None;
-                }
-                let v = attrs(e.get(NFTA_IMMEDIATE_DATA)?)
-                    .find(|(t, _)| *t == NFTA_DATA_VERDICT)?
-                    .1;
-                let (mut code, mut chain) = (None, None);
-                for (t, d) in attrs(v) {
-                    match t {
-                        NFTA_VERDICT_CODE => code = Some(get_be32(d) as i32),
-                        NFTA_VERDICT_CHAIN => chain = Some(get_str(d)),
-                        _ => {}
-                    }
-                }
-                target = Some(Target::Verdict(match (code?, chain) {
-                    (1, None) => Verdict::Accept,
-                    (0, None) => Verdict::Drop,
-                    (-5, None) => Verdict::Return,
-                    (-3, Some(c)) => Verdict::Jump(c),
-                    (-4, Some(c)) => Verdict::Goto(c),
-                    _ => return None,
-                }));
-            }
-            "match" | "target" => {
-                let name = get_str(e.get(NFTA_XT_NAME)?);
-                let info = e.get(NFTA_XT_INFO)?;
-                let ne16 =
-                    |at: usize| Some(u16::from_ne_bytes(info.get(at..at + 2)?.try_into().ok()?));
-                let ne32 =
-                    |at: usize| Some(u32::from_ne_bytes(info.get(at..at + 4)?.try_into().ok()?));
-                match (e.name.as_str(), name.as_str()) {
-                    ("match", "comment") => {
-                        let c = info.split(|b| *b == 0).next()?;
-                        s.matches
-                            .push(Match::Comment(String::from_utf8(c.to_vec()).ok()?));
-                    }
-                    ("match", "multiport") => {
-                        let count = *info.get(1)? as usize;
-                        let mut v = Vec::new();
-                        let mut k = 0;
-                        while k < count {
-                            let lo = ne16(2 + 2 * k)?;
-                            if *info.get(32 + k)? == 1 {
-                                v.push((lo, ne16(4 + 2 * k)?));
-                                k += 2;
-                            } else {
-                                v.push((lo, lo));
-                                k += 1;
-                            }
-                        }
-                        s.matches.push(Match::Dports(v));
-                    }
-                    ("match", "addrtype") => s.matches.push(Match::DstLocal),
-                    ("match", "conntrack") => s.matches.push(Match::CtState(ne16(150)?)),
-                    ("target", "MASQUERADE") => target = Some(Target::Masquerade),
-                    ("target", "DNAT") => {
-                        let port = match ne32(0)? & NAT_PROTO_SPECIFIED {
-                            0 => None,
-                            _ => Some(u16::from_be_bytes(info.get(36..38)?.try_into().ok()?)),
-                        };
-                        target = Some(Target::Dnat(ip_of(proto, info.get(4..)?)?, port));
-                    }
-                    ("target", "MARK") => target = Some(Target::SetXmark(ne32(0)?, ne32(4)?)),
-                    _ => return None,
-                }
-            }
+            "immediate" => r.immediate()?,
+            "match" | "target" => r.xt()?,
             _ => return None,
         }
     }
-    s.target = target?;
-    Some(s)
+    r.spec.target = r.target?;
+    Some(r.spec)
+}
+
+impl<'a> Reader<'a> {
+    fn current(&self) -> &Expr<'a> {
+        &self.ex[self.at - 1]
+    }
+    /// The mask of a bitwise expression next, if there is one (taken).
+    fn mask(&mut self) -> Option<Option<&'a [u8]>> {
+        if self.ex.get(self.at)?.name != "bitwise" {
+            return Some(None);
+        }
+        self.at += 1;
+        Some(Some(self.ex[self.at - 1].value(NFTA_BITWISE_MASK)?))
+    }
+    /// The cmp expression next (taken): its operation and data.
+    fn cmp(&mut self) -> Option<(u32, &'a [u8])> {
+        let c = self.ex.get(self.at).filter(|c| c.name == "cmp")?;
+        self.at += 1;
+        Some((c.u32(NFTA_CMP_OP)?, c.value(NFTA_CMP_DATA)?))
+    }
+
+    fn meta(&mut self) -> Option<()> {
+        let key = self.current().u32(NFTA_META_KEY)?;
+        let mask = if key == META_MARK { self.mask()? } else { None };
+        let (op, data) = self.cmp()?;
+        let neg = op == CMP_NEQ;
+        let s = &mut self.spec;
+        match key {
+            META_IIFNAME => s.iniface = Some((get_str(data), neg)),
+            META_OIFNAME => s.outiface = Some((get_str(data), neg)),
+            META_L4PROTO => s.proto = Some(*data.first()?),
+            META_MARK => {
+                let word = |b: &[u8]| Some(u32::from_ne_bytes(b.try_into().ok()?));
+                let m = mask.map_or(Some(u32::MAX), word)?;
+                s.matches.push(Match::Mark(word(data)?, m));
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
+    fn payload(&mut self) -> Option<()> {
+        let e = self.current();
+        let (base, off, len) = (
+            e.u32(NFTA_PAYLOAD_BASE)?,
+            e.u32(NFTA_PAYLOAD_OFFSET)?,
+            e.u32(NFTA_PAYLOAD_LEN)? as usize,
+        );
+        let plen = match self.mask()? {
+            Some(m) => m.iter().map(|b| b.count_ones() as usize).sum(),
+            None => len * 8,
+        };
+        let (op, data) = self.cmp()?;
+        if base == BASE_TRANSPORT && off == 2 && len == 2 && op == CMP_EQ {
+            let port = u16::from_be_bytes(data.try_into().ok()?);
+            self.spec.matches.push(Match::Dport(port));
+            return Some(());
+        }
+        let alen = match self.proto {
+            Proto::V4 => 4,
+            Proto::V6 => 16,
+        };
+        if base != BASE_NETWORK || len > alen {
+            return None;
+        }
+        let mut full = data.to_vec();
+        full.resize(alen, 0);
+        let net = IpNet::new(ip_of(self.proto, &full)?, plen as u8).ok()?;
+        let slot = if off == saddr_offset(self.proto) {
+            &mut self.spec.src
+        } else {
+            &mut self.spec.dst
+        };
+        *slot = Some((net, op == CMP_NEQ));
+        Some(())
+    }
+
+    fn immediate(&mut self) -> Option<()> {
+        let e = self.current();
+        if e.u32(NFTA_IMMEDIATE_DREG)? != 0 {
+            return None;
+        }
+        let v = attrs(e.get(NFTA_IMMEDIATE_DATA)?)
+            .find(|(t, _)| *t == NFTA_DATA_VERDICT)?
+            .1;
+        let (mut code, mut chain) = (None, None);
+        for (t, d) in attrs(v) {
+            match t {
+                NFTA_VERDICT_CODE => code = Some(get_be32(d) as i32),
+                NFTA_VERDICT_CHAIN => chain = Some(get_str(d)),
+                _ => {}
+            }
+        }
+        self.target = Some(Target::Verdict(match (code?, chain) {
+            (1, None) => Verdict::Accept,
+            (0, None) => Verdict::Drop,
+            (-5, None) => Verdict::Return,
+            (-3, Some(c)) => Verdict::Jump(c),
+            (-4, Some(c)) => Verdict::Goto(c),
+            _ => return None,
+        }));
+        Some(())
+    }
+
+    /// An x_tables match or target, by name (its revision and info are checked by
+    /// [`decode`]'s encoding again).
+    fn xt(&mut self) -> Option<()> {
+        let e = self.current();
+        let kind = if e.name == "match" { "match" } else { "target" };
+        let name = get_str(e.get(NFTA_XT_NAME)?);
+        let info = e.get(NFTA_XT_INFO)?;
+        let ne16 = |at: usize| Some(u16::from_ne_bytes(info.get(at..at + 2)?.try_into().ok()?));
+        let ne32 = |at: usize| Some(u32::from_ne_bytes(info.get(at..at + 4)?.try_into().ok()?));
+        let (m, t) = (&mut self.spec.matches, &mut self.target);
+        match (kind, name.as_str()) {
+            ("match", "comment") => {
+                let c = info.split(|b| *b == 0).next()?;
+                m.push(Match::Comment(String::from_utf8(c.to_vec()).ok()?));
+            }
+            ("match", "multiport") => {
+                let count = *info.get(1)? as usize;
+                let mut v = Vec::new();
+                let mut k = 0;
+                while k < count {
+                    let lo = ne16(2 + 2 * k)?;
+                    let range = *info.get(32 + k)? == 1;
+                    v.push((lo, if range { ne16(4 + 2 * k)? } else { lo }));
+                    k += if range { 2 } else { 1 };
+                }
+                m.push(Match::Dports(v));
+            }
+            ("match", "addrtype") => m.push(Match::DstLocal),
+            ("match", "conntrack") => m.push(Match::CtState(ne16(150)?)),
+            ("target", "MASQUERADE") => *t = Some(Target::Masquerade),
+            ("target", "DNAT") => {
+                let port = match ne32(0)? & NAT_PROTO_SPECIFIED {
+                    0 => None,
+                    _ => Some(u16::from_be_bytes(info.get(36..38)?.try_into().ok()?)),
+                };
+                *t = Some(Target::Dnat(ip_of(self.proto, info.get(4..)?)?, port));
+            }
+            ("target", "MARK") => *t = Some(Target::SetXmark(ne32(0)?, ne32(4)?)),
+            _ => return None,
+        }
+        Some(())
+    }
 }
