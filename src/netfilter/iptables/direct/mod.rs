@@ -25,6 +25,8 @@ use std::path::Path;
 
 /// Plans against a changed generation before giving up on the direct path.
 const ATTEMPTS: usize = 8;
+/// A rule message's expressions (linux/netfilter/nf_tables.h).
+const NFTA_RULE_EXPRESSIONS: u16 = 4;
 
 /// Whether the direct path may be used for `restore` (the `iptables-restore` or
 /// `ip6tables-restore` found in PATH): the tools are iptables-nft, and `CNIBOX_IPTABLES` is
@@ -248,7 +250,9 @@ pub(super) fn read_dump(buf: &[u8]) -> usize {
     let mut n = 0;
     for m in crate::netlink::wire::messages(buf) {
         let body = m.payload.get(4..).unwrap_or_default();
-        for (_, exprs) in crate::netfilter::msg::attrs(body).filter(|(ty, _)| *ty == 4) {
+        for (_, exprs) in
+            crate::netfilter::msg::attrs(body).filter(|(ty, _)| *ty == NFTA_RULE_EXPRESSIONS)
+        {
             n += wire::canon(exprs).map_or(0, |c| c.len());
             for proto in [Proto::V4, Proto::V6] {
                 n += wire::decode(proto, exprs).map_or(0, |s| s.render().len());

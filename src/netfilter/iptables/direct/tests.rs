@@ -369,7 +369,9 @@ fn captured_dumps_read_back() {
         let mut n = 0;
         for m in crate::netlink::wire::messages(&buf) {
             let body = m.payload.get(4..).unwrap_or_default();
-            for (_, exprs) in crate::netfilter::msg::attrs(body).filter(|(ty, _)| *ty == 4) {
+            for (_, exprs) in crate::netfilter::msg::attrs(body)
+                .filter(|(ty, _)| *ty == super::NFTA_RULE_EXPRESSIONS)
+            {
                 let spec = wire::decode(proto, exprs).unwrap_or_else(|| panic!("{file}: rule {n}"));
                 assert_eq!(Spec::parse(proto, &spec.render()), Some(spec));
                 n += 1;
