@@ -92,11 +92,12 @@ fn args(text: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
+/// `ADDR/LEN` as iptables-save prints it (LEN without leading zeros; never /0, which it omits).
 fn net(proto: Proto, s: &str) -> Option<IpNet> {
-    let (a, len) = s.split_once('/')?;
+    let (a, text) = s.split_once('/')?;
     let a: IpAddr = a.parse().ok()?;
-    let len: u8 = len.parse().ok()?;
-    if Proto::of(&a) != proto || len == 0 || !len.to_string().eq(s.split_once('/')?.1) {
+    let len: u8 = text.parse().ok()?;
+    if Proto::of(&a) != proto || len == 0 || len.to_string() != text {
         return None;
     }
     IpNet::new(a, len).ok().map(|n| n.trunc())
