@@ -19,8 +19,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// A netfilter netlink socket bound to the network namespace it was opened in.
 pub struct Nftables {
     sock: NlSocket,
-    /// A batch was committed through this socket.
-    applied: bool,
 }
 
 pub(super) static LINGER: AtomicBool = AtomicBool::new(false);
@@ -85,6 +83,11 @@ pub(super) fn strerror(errno: i32) -> &'static str {
     Errno::from_raw(errno).desc()
 }
 
+/// The errno of a refusal; EIO when the kernel's answer carried none.
+fn errno(e: &NlError) -> i32 {
+    if e.errno == 0 { libc::EIO } else { e.errno }
+}
+
 pub(super) fn transient(errno: i32) -> bool {
     [libc::EINTR, libc::EAGAIN, libc::EBUSY, libc::ERESTART].contains(&errno)
 }
@@ -106,7 +109,6 @@ impl Nftables {
     pub fn open() -> Result<Nftables> {
         Ok(Nftables {
             sock: NlSocket::open(NETLINK_NETFILTER, "nftables").ctx("nftables")?,
-            applied: false,
         })
     }
 
@@ -149,13 +151,10 @@ impl Nftables {
         let mut tries = 0;
         loop {
             let (what, errno, ext) = match self.apply_once(batch, echo) {
-                Ok(echoed) => {
-                    self.applied = true;
-                    return Ok(echoed);
-                }
+                Ok(echoed) => return Ok(echoed),
                 Err((i, e)) => (
                     i.map_or("apply batch", |i| batch.ops[i].what.as_str()),
-                    if e.errno == 0 { libc::EIO } else { e.errno },
+                    errno(&e),
                     e.ext,
                 ),
             };
@@ -202,13 +201,9 @@ impl Nftables {
         if batch.ops.is_empty() {
             return Ok(());
         }
-        match self.apply_once(batch, false) {
-            Ok(_) => {
-                self.applied = true;
-                Ok(())
-            }
-            Err((_, e)) => Err(if e.errno == 0 { libc::EIO } else { e.errno }),
-        }
+        self.apply_once(batch, false)
+            .map(drop)
+            .map_err(|(_, e)| errno(&e))
     }
 
     /// One attempt: Err((index of the failing op or None for the batch itself, the error)).
@@ -242,7 +237,7 @@ impl Nftables {
         body: &[u8],
     ) -> std::result::Result<Vec<Vec<u8>>, i32> {
         self.request_raw(nft_type(ty), family as u8, flags, body)
-            .map_err(|e| if e.errno == 0 { libc::EIO } else { e.errno })
+            .map_err(|e| errno(&e))
     }
 
     /// One request of any netfilter subsystem (`msg_type` = subsystem << 8 | message): the
