@@ -19,6 +19,8 @@ mod direct;
 mod saved;
 mod script;
 
+/// The direct reader of iptables-nft's rules, for the fuzz entry point `netlink::fuzz::nft_dump`.
+pub(crate) use direct::read_dump;
 pub use saved::Saved;
 pub use script::{MAX_LINE, Script};
 
@@ -69,12 +71,6 @@ fn find_in_path(name: &str) -> Option<PathBuf> {
 fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// The direct reader of iptables-nft's rules over a received nf_tables datagram, for the fuzz
-/// entry point `netlink::fuzz::nft_dump`.
-pub(crate) fn read_dump(buf: &[u8]) -> usize {
-    direct::read_dump(buf)
 }
 
 /// Whether `iptables-save` and `iptables-restore` (or the ip6tables pair) are installed — the
@@ -232,6 +228,8 @@ pub struct Iptables {
     pub proto: Proto,
     save: PathBuf,
     restore: PathBuf,
+    /// The rules are written and read in-process ([`direct::usable`]).
+    direct: bool,
 }
 
 impl Iptables {
@@ -249,17 +247,19 @@ impl Iptables {
                 )
             })
         };
+        let restore = find("restore")?;
         Ok(Iptables {
             proto,
             save: find("save")?,
-            restore: find("restore")?,
+            direct: direct::usable(&restore),
+            restore,
         })
     }
 
     /// `iptables-save -t TABLE`, parsed; read from the kernel without the tool when every
     /// rule of the table is one [`direct`] reads.
     pub fn save(&self, table: &str) -> Result<Saved> {
-        if direct::usable(&self.restore)
+        if self.direct
             && let Some(saved) = direct::save(self.proto, table)
         {
             return Ok(saved);
@@ -282,17 +282,18 @@ impl Iptables {
         Ok(Saved::parse(String::from_utf8_lossy(&out.stdout)))
     }
 
-    /// Feed `script` to `iptables-restore --noflush --wait=N`; done once its commit is
-    /// announced (iptables-nft), not after its exit, which waits for the kernel to free what
-    /// the commit deleted ([`commits`]).
+    /// Apply `script` in-process where [`direct`] can, else feed it to `iptables-restore
+    /// --noflush --wait=N`; done once its commit is announced (iptables-nft), not after its
+    /// exit, which waits for the kernel to free what the commit deleted ([`commits`]).
     pub fn restore(&self, table: &str, script: &Script) -> Result<()> {
         if script.is_empty() {
             return Ok(());
         }
-        let input = script.render(table)?;
-        if direct::usable(&self.restore) && direct::restore(self.proto, table, script) {
+        script.check()?;
+        if self.direct && direct::restore(self.proto, table, script) {
             return Ok(());
         }
+        let input = script.render(table)?;
         let watch = commits::CommitWatch::start();
         let mut child = Command::new(&self.restore)
             .arg("--noflush")

@@ -175,7 +175,8 @@ fn l3dep(w: &mut Writer, family: Family, l3: &mut u8, want: u8) -> Result<()> {
     Ok(())
 }
 
-fn ip_bytes(a: IpAddr) -> (u8, Vec<u8>) {
+/// The IP version and the address's bytes.
+pub(crate) fn ip_bytes(a: IpAddr) -> (u8, Vec<u8>) {
     match a {
         IpAddr::V4(a) => (4, a.octets().to_vec()),
         IpAddr::V6(a) => (6, a.octets().to_vec()),
@@ -242,9 +243,17 @@ fn addr_match(
     net: &IpNet,
     neq: bool,
 ) -> Result<()> {
+    l3dep(w, family, l3, ip_bytes(net.addr()).0)?;
+    prefix_match(w, dst, net, neq);
+    Ok(())
+}
+
+/// The source or destination address of the network header compared with `net`: only the
+/// prefix's bytes when it ends on a byte, else the whole address through a mask. `nft` and
+/// iptables-nft encode it alike (the iptables backend's direct writer shares it).
+pub(crate) fn prefix_match(w: &mut Writer, dst: bool, net: &IpNet, neq: bool) {
     let (v, addr) = ip_bytes(net.network());
     let mask = ip_bytes(net.netmask()).1;
-    l3dep(w, family, l3, v)?;
     let offset = match (v, dst) {
         (4, false) => 12,
         (4, true) => 16,
@@ -261,7 +270,6 @@ fn addr_match(
         bitwise(w, &mask);
         cmp(w, op, &addr);
     }
-    Ok(())
 }
 
 /// An interface name match (`iifname`/`oifname`), validated: 1-15 bytes, no NUL.

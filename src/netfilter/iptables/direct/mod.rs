@@ -62,15 +62,22 @@ fn builtin(table: &str, chain: &str) -> Option<BaseChain> {
     Some(BaseChain::new(kind, hook, priority))
 }
 
+/// A rule of a script line, encoded ([`wire::encode`]), with its `-p` protocol for the
+/// kernel's x_tables checks (0: none).
+struct Encoded {
+    proto: u8,
+    exprs: Vec<u8>,
+}
+
 /// One line of a script.
 enum Line {
     New(String),
     Flush(String),
     Remove(String),
     /// `-A` (true) or `-I CHAIN 1` (false).
-    Add(String, bool, Spec),
-    Delete(String, Spec),
-    Check(String, Spec),
+    Add(String, bool, Encoded),
+    Delete(String, Encoded),
+    Check(String, Encoded),
 }
 
 impl Line {
@@ -84,15 +91,21 @@ impl Line {
         let (cmd, rest) = l.split_once(' ')?;
         let (chain, text) = rest.split_once(' ').unwrap_or((rest, ""));
         let chain = chain.to_string();
-        let spec = || Spec::parse(proto, text);
+        let rule = |text: &str| {
+            let spec = Spec::parse(proto, text)?;
+            Some(Encoded {
+                proto: spec.proto.unwrap_or(0),
+                exprs: wire::encode(proto, &spec),
+            })
+        };
         Some(match cmd {
             "-N" if text.is_empty() => Line::New(chain),
             "-F" if text.is_empty() => Line::Flush(chain),
             "-X" if text.is_empty() => Line::Remove(chain),
-            "-A" => Line::Add(chain, true, spec()?),
-            "-I" => Line::Add(chain, false, Spec::parse(proto, text.strip_prefix("1 ")?)?),
-            "-D" => Line::Delete(chain, spec()?),
-            "-C" => Line::Check(chain, spec()?),
+            "-A" => Line::Add(chain, true, rule(text)?),
+            "-I" => Line::Add(chain, false, rule(text.strip_prefix("1 ")?)?),
+            "-D" => Line::Delete(chain, rule(text)?),
+            "-C" => Line::Check(chain, rule(text)?),
             _ => return None,
         })
     }
@@ -117,20 +130,11 @@ pub(super) fn restore(proto: Proto, table: &str, script: &Script) -> bool {
     {
         return false;
     }
-    let encoded: Vec<Option<Vec<u8>>> = lines
-        .iter()
-        .map(|l| match l {
-            Line::Add(_, _, s) | Line::Delete(_, s) | Line::Check(_, s) => {
-                Some(wire::encode(proto, s))
-            }
-            _ => None,
-        })
-        .collect();
     let Ok(mut nft) = Nftables::open() else {
         return false;
     };
     for _ in 0..ATTEMPTS {
-        let Some(batch) = plan(&mut nft, &t, &lines, &encoded) else {
+        let Some(batch) = plan(&mut nft, &t, &lines) else {
             return false;
         };
         match nft.apply_attempt(&batch) {
@@ -147,12 +151,7 @@ type Dumped = (u64, Option<Vec<u8>>);
 
 /// The batch for `lines` against the ruleset as it is now; `None` when a rule to delete or
 /// check is not found (in our encoding) or the kernel cannot be asked.
-fn plan(
-    nft: &mut Nftables,
-    t: &Table,
-    lines: &[Line],
-    encoded: &[Option<Vec<u8>>],
-) -> Option<Batch> {
+fn plan(nft: &mut Nftables, t: &Table, lines: &[Line]) -> Option<Batch> {
     let genid = nft.generation().ok()?;
     let mut b = Batch::new();
     b.planned_at(genid).add_table(t, None);
@@ -161,7 +160,7 @@ fn plan(
     let mut ensured: Vec<&str> = Vec::new();
     // The canonical form of each chain's rules, dumped once; a deleted rule is taken out.
     let mut dumped: Vec<(&str, Vec<Dumped>)> = Vec::new();
-    for (l, e) in lines.iter().zip(encoded) {
+    for l in lines {
         let c = l.chain();
         if let Some(base) = builtin(&t.name, c)
             && !ensured.contains(&c)
@@ -181,11 +180,11 @@ fn plan(
             Line::Remove(c) => {
                 b.del_chain(t, c);
             }
-            Line::Add(c, append, s) => {
-                b.xt_rule(t, c, *append, s.proto.unwrap_or(0), e.as_deref()?);
+            Line::Add(c, append, r) => {
+                b.xt_rule(t, c, *append, r.proto, &r.exprs);
             }
-            Line::Delete(c, _) | Line::Check(c, _) => {
-                let want = wire::canon(e.as_deref()?)?;
+            Line::Delete(c, r) | Line::Check(c, r) => {
+                let want = wire::canon(&r.exprs)?;
                 let at = match dumped.iter().position(|(d, _)| d == c) {
                     Some(at) => at,
                     None => {
@@ -246,7 +245,7 @@ pub(super) fn save(proto: Proto, table: &str) -> Option<Saved> {
 /// Read every rule of a received nf_tables datagram as [`save`] reads rules, in both
 /// families (whatever the message's type says), for the fuzz entry point
 /// `netlink::fuzz::nft_dump`; returns how much was read, so nothing is optimised away.
-pub(super) fn read_dump(buf: &[u8]) -> usize {
+pub(crate) fn read_dump(buf: &[u8]) -> usize {
     let mut n = 0;
     for m in crate::netlink::wire::messages(buf) {
         let body = m.payload.get(4..).unwrap_or_default();

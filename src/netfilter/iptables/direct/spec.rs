@@ -122,6 +122,11 @@ fn port(s: &str) -> Option<u16> {
         .then(|| s.parse().ok())?
 }
 
+/// The value after option `want`, which must come next.
+fn value_of<'a>(it: &mut impl Iterator<Item = &'a str>, want: &str) -> Option<&'a str> {
+    (it.next()? == want).then(|| it.next())?
+}
+
 /// A jump target that names a chain (iptables' limit: 28 bytes).
 fn chain(s: &str) -> Option<String> {
     let ok = !s.is_empty()
@@ -200,7 +205,7 @@ impl Spec {
         it: &mut impl Iterator<Item = &'a str>,
         proto: Option<u8>,
     ) -> Option<Match> {
-        let mut option = |want: &str| (it.next()? == want).then(|| it.next())?;
+        let mut option = |want: &str| value_of(it, want);
         Some(match name {
             "tcp" | "udp" => {
                 if proto != Some(if name == "tcp" { 6 } else { 17 }) {
@@ -257,7 +262,7 @@ impl Spec {
         name: &str,
         it: &mut impl Iterator<Item = &'a str>,
     ) -> Option<Target> {
-        let mut option = |want: &str| (it.next()? == want).then(|| it.next())?;
+        let mut option = |want: &str| value_of(it, want);
         Some(match name {
             "ACCEPT" => Target::Verdict(Verdict::Accept),
             "DROP" => Target::Verdict(Verdict::Drop),

@@ -18,10 +18,12 @@ use crate::netfilter::rule::encode::{
     META_OIFNAME, NFTA_BITWISE_MASK, NFTA_CMP_DATA, NFTA_CMP_OP, NFTA_DATA_VALUE,
     NFTA_DATA_VERDICT, NFTA_EXPR_DATA, NFTA_EXPR_NAME, NFTA_IMMEDIATE_DATA, NFTA_IMMEDIATE_DREG,
     NFTA_LIST_ELEM, NFTA_META_KEY, NFTA_PAYLOAD_BASE, NFTA_PAYLOAD_LEN, NFTA_PAYLOAD_OFFSET,
-    NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, bitwise, cmp, expr, meta, payload, verdict,
+    NFTA_VERDICT_CHAIN, NFTA_VERDICT_CODE, bitwise, cmp, expr, ip_bytes, meta, payload,
+    prefix_match, verdict,
 };
+use crate::netlink::wire::get_ip;
 use ipnet::IpNet;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 const NFTA_XT_NAME: u16 = 1;
 const NFTA_XT_REV: u16 = 2;
@@ -49,34 +51,11 @@ fn xt(w: &mut Writer, kind: &str, name: &str, rev: u32, info: &[u8]) {
     });
 }
 
-fn addr_bytes(a: IpAddr) -> Vec<u8> {
-    match a {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
-    }
-}
-
 /// Offset of the source address in the network header; the destination follows it.
 fn saddr_offset(proto: Proto) -> u32 {
     match proto {
         Proto::V4 => 12,
         Proto::V6 => 8,
-    }
-}
-
-fn address(w: &mut Writer, proto: Proto, dst: bool, net: &IpNet, neg: bool) {
-    let len = addr_bytes(net.addr()).len();
-    let offset = saddr_offset(proto) + if dst { len as u32 } else { 0 };
-    let (addr, mask) = (addr_bytes(net.network()), addr_bytes(net.netmask()));
-    let op = if neg { CMP_NEQ } else { CMP_EQ };
-    let plen = net.prefix_len() as usize;
-    if plen.is_multiple_of(8) {
-        payload(w, BASE_NETWORK, offset, plen / 8);
-        cmp(w, op, &addr[..plen / 8]);
-    } else {
-        payload(w, BASE_NETWORK, offset, len);
-        bitwise(w, &mask);
-        cmp(w, op, &addr);
     }
 }
 
@@ -101,10 +80,10 @@ pub(super) fn encode(proto: Proto, spec: &Spec) -> Vec<u8> {
         cmp(&mut w, CMP_EQ, &[p]);
     }
     if let Some((n, neg)) = &spec.src {
-        address(&mut w, proto, false, n, *neg);
+        prefix_match(&mut w, false, n, *neg);
     }
     if let Some((n, neg)) = &spec.dst {
-        address(&mut w, proto, true, n, *neg);
+        prefix_match(&mut w, true, n, *neg);
     }
     for m in &spec.matches {
         extension(&mut w, m);
@@ -191,7 +170,7 @@ fn target(w: &mut Writer, proto: Proto, t: &Target) {
             let mut info = [0u8; 48];
             let flags = NAT_MAP_IPS | port.map_or(0, |_| NAT_PROTO_SPECIFIED);
             info[..4].copy_from_slice(&flags.to_ne_bytes());
-            let b = addr_bytes(*a);
+            let b = ip_bytes(*a).1;
             info[4..4 + b.len()].copy_from_slice(&b);
             info[20..20 + b.len()].copy_from_slice(&b);
             if let Some(p) = port {
@@ -327,11 +306,17 @@ fn exprs(buf: &[u8]) -> Vec<Expr<'_>> {
         .collect()
 }
 
+/// The bytes of an address of `proto`.
+fn addr_len(proto: Proto) -> usize {
+    match proto {
+        Proto::V4 => 4,
+        Proto::V6 => 16,
+    }
+}
+
+/// The address of `proto` at the start of `b`.
 fn ip_of(proto: Proto, b: &[u8]) -> Option<IpAddr> {
-    Some(match proto {
-        Proto::V4 => IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(b.get(..4)?).ok()?)),
-        Proto::V6 => IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(b.get(..16)?).ok()?)),
-    })
+    get_ip(b.get(..addr_len(proto))?)
 }
 
 /// A rule of the kernel's (NFTA_RULE_EXPRESSIONS' content) as a [`Spec`], when it is one of
@@ -430,10 +415,7 @@ impl<'a> Reader<'a> {
             self.spec.matches.push(Match::Dport(port));
             return Some(());
         }
-        let alen = match self.proto {
-            Proto::V4 => 4,
-            Proto::V6 => 16,
-        };
+        let alen = addr_len(self.proto);
         if base != BASE_NETWORK || len > alen {
             return None;
         }
